@@ -1,0 +1,145 @@
+//! `Builder`: every setting of a timer, checked in one place.
+
+use std::time::Duration;
+
+use crate::shared::Config;
+use crate::{HashedWheelTimer, TimerError};
+
+/// The largest `ticks_per_wheel` accepted, as in Netty.
+pub const MAX_TICKS_PER_WHEEL: usize = 1 << 30;
+
+/// Configures a [`HashedWheelTimer`]; made by [`HashedWheelTimer::builder`].
+///
+/// | setting | default | meaning |
+/// |---|---|---|
+/// | [`tick_duration`](Builder::tick_duration) | 1 ms | resolution: a timeout fires at the end of the tick its deadline falls in |
+/// | [`ticks_per_wheel`](Builder::ticks_per_wheel) | 512 | buckets per round, rounded up to a power of two |
+/// | [`max_pending_timeouts`](Builder::max_pending_timeouts) | no limit | beyond it `new_timeout` fails with [`TimerError::AtCapacity`] |
+/// | [`thread_name`](Builder::thread_name) | `"hashed-wheel-timer"` | the worker thread's name |
+/// | [`manual_clock`](Builder::manual_clock) | off | no thread; time moves only by [`advance`](HashedWheelTimer::advance) |
+///
+/// # Examples
+///
+/// ```
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+///
+/// let timer = HashedWheelTimer::builder()
+///     .tick_duration(Duration::from_millis(10))
+///     .ticks_per_wheel(512)
+///     .max_pending_timeouts(100_000)
+///     .thread_name("rpc-timer")
+///     .build()?;
+/// assert_eq!(timer.tick_duration(), Duration::from_millis(10));
+///
+/// let err = HashedWheelTimer::builder().tick_duration(Duration::ZERO).build().unwrap_err();
+/// assert!(err.to_string().contains("tick_duration"));
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .build() is called"]
+pub struct Builder {
+    tick_duration: Duration,
+    ticks_per_wheel: usize,
+    max_pending_timeouts: Option<usize>,
+    thread_name: String,
+    manual_clock: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder {
+            tick_duration: Duration::from_millis(1),
+            ticks_per_wheel: 512,
+            max_pending_timeouts: None,
+            thread_name: "hashed-wheel-timer".to_owned(),
+            manual_clock: false,
+        }
+    }
+}
+
+impl Builder {
+    /// The length of one tick. Default 1 ms, the resolution sleep-like code
+    /// wants; Netty's default is 100 ms.
+    ///
+    /// A tick under 1 ms is honoured, not clamped: the worker only wakes
+    /// for ticks that have work, so a short tick costs nothing while idle.
+    /// How precisely it wakes then depends on the OS (tens of microseconds
+    /// on Linux).
+    pub fn tick_duration(mut self, tick: Duration) -> Builder {
+        self.tick_duration = tick;
+        self
+    }
+
+    /// Buckets per wheel round. Default 512; rounded up to a power of two;
+    /// at most [`MAX_TICKS_PER_WHEEL`]. The wheel costs 8 bytes per bucket.
+    pub fn ticks_per_wheel(mut self, ticks: usize) -> Builder {
+        self.ticks_per_wheel = ticks;
+        self
+    }
+
+    /// Refuse new timeouts while this many are pending. Default: no limit.
+    pub fn max_pending_timeouts(mut self, max: usize) -> Builder {
+        self.max_pending_timeouts = Some(max);
+        self
+    }
+
+    /// The worker thread's name. Default `"hashed-wheel-timer"`.
+    pub fn thread_name(mut self, name: impl Into<String>) -> Builder {
+        self.thread_name = name.into();
+        self
+    }
+
+    /// Use a manual clock: the timer has no thread, and time moves only when
+    /// [`HashedWheelTimer::advance`] is called, which fires what is due on
+    /// the calling thread. For exact, never-flaky tests.
+    pub fn manual_clock(mut self) -> Builder {
+        self.manual_clock = true;
+        self
+    }
+
+    /// Checks the settings and makes the timer. No thread starts until the
+    /// first timeout is scheduled.
+    ///
+    /// # Errors
+    ///
+    /// A zero tick, zero or more than 2^30 ticks per wheel, a wheel turn
+    /// longer than 2^64 ns, a zero `max_pending_timeouts`, or a thread name
+    /// with a NUL byte: each gets its own [`TimerError`] naming the value.
+    pub fn build(self) -> Result<HashedWheelTimer, TimerError> {
+        let config = self.validate()?;
+        Ok(HashedWheelTimer::from_config(config, self.manual_clock))
+    }
+
+    fn validate(&self) -> Result<Config, TimerError> {
+        let tick = self.tick_duration;
+        if tick.is_zero() {
+            return Err(TimerError::ZeroTickDuration(tick));
+        }
+        let ticks_per_wheel = match self.ticks_per_wheel {
+            0 => return Err(TimerError::ZeroTicksPerWheel),
+            n if n > MAX_TICKS_PER_WHEEL => return Err(TimerError::TooManyTicksPerWheel(n)),
+            n => n.next_power_of_two(),
+        };
+        let tick_nanos = u64::try_from(tick.as_nanos()).ok();
+        let turn = tick_nanos.and_then(|t| t.checked_mul(ticks_per_wheel as u64));
+        let (Some(tick_nanos), Some(_)) = (tick_nanos, turn) else {
+            return Err(TimerError::WheelDurationOverflow {
+                tick,
+                ticks_per_wheel,
+            });
+        };
+        if self.max_pending_timeouts == Some(0) {
+            return Err(TimerError::ZeroMaxPendingTimeouts);
+        }
+        if self.thread_name.contains('\0') {
+            return Err(TimerError::InvalidThreadName(self.thread_name.clone()));
+        }
+        Ok(Config {
+            tick_nanos,
+            ticks_per_wheel,
+            max_pending: self.max_pending_timeouts,
+            thread_name: self.thread_name.clone(),
+        })
+    }
+}

@@ -1,0 +1,189 @@
+//! Turning the wheel: the steps the worker thread and a manual `advance`
+//! share. Each step runs under the core lock; callbacks run after it is
+//! released, so they may schedule, cancel or stop freely.
+//!
+//! One step: remove cancelled entries -> file new entries (at most
+//! `DRAIN_CAP` per step) -> collect what is due -> fire it, ordered by
+//! deadline, then by submission.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::saturating_nanos;
+use crate::entry::Entry;
+use crate::shared::{Core, Shared};
+use crate::task::Task;
+use crate::Timeout;
+
+/// The most new timeouts filed per step, as Netty's 100 000 per tick: a
+/// flood cannot stall expiry; the rest wait for the next tick.
+pub(crate) const DRAIN_CAP: usize = 100_000;
+
+impl Shared {
+    /// Removes cancelled entries from their buckets, at most once per tick
+    /// unless `force`.
+    pub(crate) fn remove_cancelled(&self, core: &mut Core, now_tick: u64, force: bool) {
+        if !force && core.last_cleanup.is_some_and(|last| last >= now_tick) {
+            return;
+        }
+        core.last_cleanup = Some(now_tick);
+        self.cleanup_requested.store(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        while let Some(entry) = self.cancelled.pop() {
+            core.wheel.remove(&entry);
+        }
+    }
+
+    /// Files up to `DRAIN_CAP` new entries. Returns true if more are waiting.
+    pub(crate) fn drain_intake(&self, core: &mut Core) -> bool {
+        for _ in 0..DRAIN_CAP {
+            let Some(entry) = self.intake.pop() else {
+                return false;
+            };
+            if !entry.is_pending() {
+                continue; // cancelled before it reached a bucket
+            }
+            let tick = self.clock.tick_of(entry.deadline());
+            core.wheel.insert(entry.clone(), tick);
+            // Pairs with the fence in `Shared::cancel`: a cancel that raced
+            // the insert either sees the slot or is seen here.
+            fence(Ordering::SeqCst);
+            if entry.is_cancelled() {
+                core.wheel.remove(&entry);
+            }
+        }
+        !self.intake.is_empty()
+    }
+
+    /// One worker step: everything due up to `now_tick` lands in `due`.
+    /// Returns true if the intake still holds entries (the cap was hit).
+    pub(crate) fn step(&self, now_tick: u64, due: &mut Vec<Arc<Entry>>) -> bool {
+        let mut core = self.lock_core();
+        self.remove_cancelled(&mut core, now_tick, false);
+        let more = self.drain_intake(&mut core);
+        while core.wheel.expire_next(now_tick, due).is_some() {}
+        more
+    }
+
+    /// Fires `due` in deadline order (stable: equal deadlines keep
+    /// submission order). Entries cancelled meanwhile are skipped.
+    pub(crate) fn fire(self: &Arc<Self>, due: &mut Vec<Arc<Entry>>) {
+        if due.windows(2).any(|w| w[0].deadline() > w[1].deadline()) {
+            due.sort_by_key(|e| e.deadline());
+        }
+        for entry in due.drain(..) {
+            if !entry.try_expire() {
+                continue;
+            }
+            self.uncount(1);
+            let Some(task) = entry.take_task() else {
+                continue;
+            };
+            let timeout = Timeout::from_parts(entry, self.clone());
+            self.run_task(task, &timeout);
+        }
+    }
+
+    fn run_task(&self, task: Task, timeout: &Timeout) {
+        let result = self.as_own_task(|| {
+            catch_unwind(AssertUnwindSafe(|| match task {
+                Task::Callback(task) => task.run(timeout),
+                Task::Wake(waker) => waker.into_iter().for_each(|w| w.wake()),
+            }))
+        });
+        if let Err(panic) = result {
+            tracing::warn!(
+                target: "hashed_wheel_timer",
+                deadline = ?timeout.deadline(),
+                panic = panic_message(&*panic),
+                "a timer task panicked; the timer keeps running"
+            );
+        }
+    }
+
+    /// Manual clock: moves time forward by `by`, firing every due tick on
+    /// this thread, with the clock reading each tick's time as it fires.
+    pub(crate) fn advance(self: &Arc<Self>, by: Duration) {
+        let Some(target) = self.clock.manual_target() else {
+            tracing::warn!(
+                target: "hashed_wheel_timer",
+                "advance() does nothing on a timer with a real clock"
+            );
+            return;
+        };
+        let by = saturating_nanos(by);
+        if self.in_own_task() {
+            // Called from a task while an outer `advance` is firing: that
+            // call will process the extended range.
+            target.fetch_max(self.clock.now().saturating_add(by), Ordering::AcqRel);
+            return;
+        }
+        let _driving = self.driver.lock().unwrap_or_else(|p| p.into_inner());
+        target.fetch_max(self.clock.now().saturating_add(by), Ordering::AcqRel);
+        let mut due = Vec::new();
+        while !self.is_shutdown() {
+            let upto = self.clock.ticks_at(target.load(Ordering::Acquire));
+            let (fired_tick, current, more) = {
+                let mut core = self.lock_core();
+                let current = core.wheel.current_tick();
+                self.remove_cancelled(&mut core, current, true);
+                let more = self.drain_intake(&mut core);
+                // With intake left over, go one tick at a time, as the
+                // worker would, so the rest is filed before later ticks.
+                let limit = if more {
+                    upto.min(current.saturating_add(1))
+                } else {
+                    upto
+                };
+                let tick = core.wheel.expire_next(limit, &mut due);
+                (tick, core.wheel.current_tick(), more)
+            };
+            self.clock
+                .set_manual(self.clock.time_of(fired_tick.unwrap_or(current)));
+            self.fire(&mut due);
+            if fired_tick.is_none() && !more && current >= upto {
+                break;
+            }
+        }
+        self.clock.set_manual(target.load(Ordering::Acquire));
+    }
+
+    /// Stops the timer and returns every entry that never ran, marked
+    /// stopped. Joins the worker if `join`.
+    pub(crate) fn shut_down(&self, join: bool) -> Vec<Arc<Entry>> {
+        self.begin_shutdown();
+        if join {
+            let handle = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(handle) = handle {
+                let _ = handle.join();
+            }
+        }
+        fence(Ordering::SeqCst);
+        let mut all = Vec::new();
+        {
+            let mut core = self.lock_core();
+            core.wheel.drain_all(&mut all);
+            while let Some(entry) = self.intake.pop() {
+                all.push(entry);
+            }
+            while self.cancelled.pop().is_some() {}
+        }
+        all.retain(|entry| entry.try_stop());
+        self.uncount(all.len());
+        all.sort_by_key(|e| e.deadline());
+        all
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s
+    } else {
+        "<non-string panic payload>"
+    }
+}

@@ -1,0 +1,80 @@
+//! The crate's one error type.
+
+use std::time::Duration;
+
+/// Everything that can go wrong when building or using a timer.
+///
+/// Each variant names the setting or condition that caused it, so the
+/// `Display` text is enough to fix the call. Use [`is_shutdown`] and
+/// [`is_at_capacity`] to branch on the two runtime conditions.
+///
+/// [`is_shutdown`]: TimerError::is_shutdown
+/// [`is_at_capacity`]: TimerError::is_at_capacity
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TimerError {
+    /// `tick_duration` was zero.
+    #[error("tick_duration must be greater than zero (got {0:?})")]
+    ZeroTickDuration(Duration),
+    /// `ticks_per_wheel` was zero.
+    #[error("ticks_per_wheel must be at least 1 (got 0)")]
+    ZeroTicksPerWheel,
+    /// `ticks_per_wheel` was above [`MAX_TICKS_PER_WHEEL`](crate::MAX_TICKS_PER_WHEEL).
+    #[error("ticks_per_wheel must be at most 2^30 = 1073741824 (got {0})")]
+    TooManyTicksPerWheel(usize),
+    /// One wheel turn, `tick_duration × ticks_per_wheel`, does not fit in
+    /// `u64` nanoseconds (about 584 years).
+    #[error(
+        "tick_duration ({tick:?}) × ticks_per_wheel ({ticks_per_wheel}) overflows 2^64 nanoseconds"
+    )]
+    WheelDurationOverflow {
+        /// The tick asked for.
+        tick: Duration,
+        /// The wheel size, after rounding up to a power of two.
+        ticks_per_wheel: usize,
+    },
+    /// `max_pending_timeouts` was zero, which would refuse every timeout.
+    #[error("max_pending_timeouts must be at least 1 (got 0); leave it unset for no limit")]
+    ZeroMaxPendingTimeouts,
+    /// `thread_name` contained a NUL byte, which no OS thread name can hold.
+    #[error("thread_name must not contain a NUL byte (got {0:?})")]
+    InvalidThreadName(String),
+    /// A periodic task or interval was given a zero period or delay.
+    #[error("{what} must be greater than zero (got {value:?})")]
+    ZeroPeriod {
+        /// Which argument was zero (`"period"`, `"delay"`).
+        what: &'static str,
+        /// The value given.
+        value: Duration,
+    },
+    /// The timer was stopped, or its last handle dropped.
+    #[error("the timer has been stopped")]
+    Shutdown,
+    /// The timer already holds `max_pending_timeouts` pending timeouts.
+    #[error("too many pending timeouts: {pending} pending, max_pending_timeouts is {max}")]
+    AtCapacity {
+        /// Pending timeouts when the call was refused.
+        pending: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// `stop()` was called from a task running on the same timer, where
+    /// waiting for the worker would deadlock.
+    #[error("stop() was called from a task of the same timer; it would wait on itself")]
+    StopFromTimerTask,
+    /// The OS refused to start the worker thread.
+    #[error("could not start the timer's worker thread: {0}")]
+    WorkerSpawn(String),
+}
+
+impl TimerError {
+    /// True if the timer has been stopped.
+    pub fn is_shutdown(&self) -> bool {
+        matches!(self, TimerError::Shutdown)
+    }
+
+    /// True if the pending-timeout limit refused the call.
+    pub fn is_at_capacity(&self) -> bool {
+        matches!(self, TimerError::AtCapacity { .. })
+    }
+}

@@ -1,0 +1,77 @@
+//! A Netty-style hashed timing wheel for tokio code and plain threads.
+//!
+//! One worker thread per timer turns a wheel of 512 buckets. Any thread
+//! hands it work with [`HashedWheelTimer::new_timeout`]: the call pushes
+//! onto a lock-free queue and returns a [`Timeout`] you can cancel. The
+//! worker files new timeouts into buckets and fires what is due.
+//!
+//! ```
+//! use hashed_wheel_timer::HashedWheelTimer;
+//! use std::time::Duration;
+//!
+//! let timer = HashedWheelTimer::new();
+//! let t = timer.new_timeout(|_| println!("request 42 timed out"), Duration::from_secs(5))?;
+//! // ... the response arrives:
+//! assert!(t.cancel());
+//! # Ok::<(), hashed_wheel_timer::TimerError>(())
+//! ```
+//!
+//! # The wheel
+//!
+//! Time is cut into ticks (default 1 ms). A timeout due at tick `t` sits in
+//! bucket `t % 512` and fires at the end of the tick its deadline falls in:
+//! never early, and at most one tick (plus OS wake-up noise) late.
+//! Scheduling and cancelling are O(1) and lock-free for the caller; a
+//! cancelled timeout leaves its bucket within a tick.
+//!
+//! Unlike Netty's wheel, which walks every entry of a bucket on each visit
+//! to count down its rounds, the buckets here hold only the current round;
+//! later rounds wait in an ordered map and move in once, when their round
+//! begins. A tick costs what fires, not what waits, and the worker sleeps
+//! straight to the next tick with work: an idle timer makes no wake-ups.
+//!
+//! # The tick trade-off
+//!
+//! A shorter tick means finer resolution; it costs nothing while idle, since
+//! empty ticks are skipped, but more wake-ups when timeouts are spread out.
+//! A longer tick (Netty's 100 ms) batches more expiries per wake-up.
+//!
+//! # When to choose this over `tokio::time`
+//!
+//! - You track very many timeouts that are mostly cancelled (RPC deadlines,
+//!   idle connections): schedule and cancel never take a lock.
+//! - You schedule from threads with no tokio runtime, or want callbacks
+//!   rather than futures.
+//! - You come from Netty or Java's schedulers and want their semantics:
+//!   `stop()` returning what never ran, a pending limit.
+//!
+//! Stay with `tokio::time` for a handful of sleeps, or where you need
+//! `tokio::time::pause()` integration with tokio's test clock.
+//!
+//! # Testing
+//!
+//! [`Builder::manual_clock`] gives a timer with no thread whose time moves
+//! only by [`HashedWheelTimer::advance`]: tests are exact, never flaky.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod builder;
+mod clock;
+mod driver;
+mod entry;
+mod error;
+mod registry;
+mod shared;
+mod task;
+mod timeout;
+mod timer;
+mod wheel;
+mod worker;
+
+pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
+pub use error::TimerError;
+pub use registry::TOO_MANY_TIMERS;
+pub use task::TimerTask;
+pub use timeout::Timeout;
+pub use timer::HashedWheelTimer;

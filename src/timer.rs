@@ -1,0 +1,247 @@
+//! `HashedWheelTimer`: the handle users hold, and its producer API.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::builder::Builder;
+use crate::registry::Registration;
+use crate::shared::{Config, Shared};
+use crate::task::{Task, TimerTask};
+use crate::{worker, Timeout, TimerError};
+
+/// A hashed timing wheel with one worker thread, Netty's `HashedWheelTimer`.
+///
+/// A cheap [`Clone`] handle, `Send + Sync`: share one timer across the whole
+/// application. When the last handle is dropped the timer stops and its
+/// worker thread is joined.
+///
+/// # Examples
+///
+/// ```
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+///
+/// let timer = HashedWheelTimer::new();
+/// let (tx, rx) = mpsc::channel();
+/// timer.new_timeout(move |_| tx.send("fired").unwrap(), Duration::from_millis(5))?;
+/// assert_eq!(rx.recv().unwrap(), "fired");
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
+#[derive(Clone)]
+pub struct HashedWheelTimer {
+    owner: Arc<Owner>,
+}
+
+/// Dropped with the last `HashedWheelTimer` handle; `Timeout`s and the
+/// worker hold `Shared` but not this, so they do not keep the timer alive.
+struct Owner {
+    shared: Arc<Shared>,
+    _registration: Registration,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // From inside one of its own tasks the worker cannot join itself:
+        // it sees the shutdown flag and exits after the task returns.
+        let join = !self.shared.in_own_task() && !self.shared.is_worker_thread();
+        drop(self.shared.shut_down(join));
+    }
+}
+
+impl Default for HashedWheelTimer {
+    fn default() -> HashedWheelTimer {
+        HashedWheelTimer::new()
+    }
+}
+
+impl HashedWheelTimer {
+    /// A timer with the defaults: 1 ms ticks, 512 buckets, no pending limit.
+    /// Its thread starts with the first timeout.
+    pub fn new() -> HashedWheelTimer {
+        let config = Builder::default().build();
+        config.unwrap_or_else(|_| unreachable!("the default settings are valid"))
+    }
+
+    /// Starts configuring a timer; see [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    pub(crate) fn from_config(config: Config, manual: bool) -> HashedWheelTimer {
+        HashedWheelTimer {
+            owner: Arc::new(Owner {
+                shared: Arc::new(Shared::new(config, manual)),
+                _registration: Registration::new(),
+            }),
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.owner.shared
+    }
+
+    /// Schedules `task` to run once, `delay` from now, on the worker thread.
+    ///
+    /// Callable from any thread, with or without a tokio runtime; it takes
+    /// no lock. A zero delay fires on the next tick; a delay too large to
+    /// represent saturates and never fires. A panicking task is caught and
+    /// logged, and the timer keeps running.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::Shutdown`] after [`stop`](Self::stop),
+    /// [`TimerError::AtCapacity`] at `max_pending_timeouts`, and
+    /// [`TimerError::WorkerSpawn`] if the worker thread could not start.
+    /// The pending count is unchanged by a refused call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hashed_wheel_timer::{HashedWheelTimer, Timeout};
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let t = timer.new_timeout(|t: &Timeout| println!("due at {:?}", t.deadline()),
+    ///                           Duration::from_millis(3))?;
+    /// assert_eq!(timer.pending_timeouts(), 1);
+    /// timer.advance(Duration::from_millis(3));
+    /// assert!(t.is_expired());
+    /// assert_eq!(timer.pending_timeouts(), 0);
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn new_timeout<F>(&self, task: F, delay: Duration) -> Result<Timeout, TimerError>
+    where
+        F: FnOnce(&Timeout) + Send + 'static,
+    {
+        self.new_timeout_task(task, delay)
+    }
+
+    /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`], such as one
+    /// that also wants to hear of its cancellation.
+    pub fn new_timeout_task<T: TimerTask>(
+        &self,
+        task: T,
+        delay: Duration,
+    ) -> Result<Timeout, TimerError> {
+        let shared = self.shared();
+        let deadline = shared.clock.deadline_after(delay);
+        self.schedule_entry(deadline, Task::Callback(Box::new(task)))
+    }
+
+    pub(crate) fn schedule_entry(&self, deadline: u64, task: Task) -> Result<Timeout, TimerError> {
+        let shared = self.shared();
+        if !shared.clock.is_manual() {
+            worker::ensure_started(shared)?;
+        }
+        let entry = shared.schedule(deadline, task)?;
+        Ok(Timeout::from_parts(entry, shared.clone()))
+    }
+
+    /// Timeouts scheduled that have not yet expired, been cancelled, or been
+    /// returned by `stop()`. Each timeout leaves this count exactly once.
+    pub fn pending_timeouts(&self) -> usize {
+        self.shared().pending()
+    }
+
+    /// Stops the timer: ends and joins the worker, and returns every timeout
+    /// that neither expired nor was cancelled, by deadline. Those never fire;
+    /// they report [`Timeout::is_stopped`]. Afterwards `pending_timeouts()`
+    /// is 0 and new timeouts are refused with [`TimerError::Shutdown`].
+    ///
+    /// A second call returns an empty `Vec`.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::StopFromTimerTask`] if called from a task running on
+    /// this timer, where waiting for the worker would deadlock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::new();
+    /// let t = timer.new_timeout(|_| {}, Duration::from_secs(3600))?;
+    /// let never_ran = timer.stop()?;
+    /// assert_eq!(never_ran, vec![t]);
+    /// assert!(timer.new_timeout(|_| {}, Duration::ZERO).unwrap_err().is_shutdown());
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn stop(&self) -> Result<Vec<Timeout>, TimerError> {
+        let shared = self.shared();
+        if shared.in_own_task() || shared.is_worker_thread() {
+            return Err(TimerError::StopFromTimerTask);
+        }
+        let entries = shared.shut_down(true);
+        Ok(entries
+            .into_iter()
+            .map(|entry| Timeout::from_parts(entry, shared.clone()))
+            .collect())
+    }
+
+    /// True once [`stop`](Self::stop) has been called.
+    pub fn is_shutdown(&self) -> bool {
+        self.shared().is_shutdown()
+    }
+
+    /// Manual clock only: moves time forward by `by` and, before returning,
+    /// fires on this thread every timeout due by then, tick by tick.
+    /// During each callback [`now`](Self::now) reads that tick's time.
+    ///
+    /// Called from a task of this timer, it extends the running `advance`.
+    /// On a timer with a real clock it does nothing but log a warning.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let t = timer.new_timeout(|_| {}, Duration::from_millis(5))?;
+    /// timer.advance(Duration::from_millis(4));
+    /// assert!(!t.is_expired());
+    /// timer.advance(Duration::from_millis(1));
+    /// assert!(t.is_expired());
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn advance(&self, by: Duration) {
+        self.shared().advance(by)
+    }
+
+    /// The timer's current time: real time, or the manual clock's.
+    pub fn now(&self) -> Instant {
+        let clock = &self.shared().clock;
+        clock.to_instant(clock.now())
+    }
+
+    /// The length of one tick.
+    pub fn tick_duration(&self) -> Duration {
+        Duration::from_nanos(self.shared().config.tick_nanos)
+    }
+
+    /// Buckets per wheel round (a power of two).
+    pub fn ticks_per_wheel(&self) -> usize {
+        self.shared().config.ticks_per_wheel
+    }
+
+    /// True if this timer uses a manual clock.
+    pub fn is_manual_clock(&self) -> bool {
+        self.shared().clock.is_manual()
+    }
+}
+
+impl fmt::Debug for HashedWheelTimer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HashedWheelTimer")
+            .field("tick_duration", &self.tick_duration())
+            .field("ticks_per_wheel", &self.ticks_per_wheel())
+            .field("pending_timeouts", &self.pending_timeouts())
+            .field("manual_clock", &self.is_manual_clock())
+            .field("shutdown", &self.is_shutdown())
+            .finish()
+    }
+}

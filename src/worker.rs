@@ -1,0 +1,69 @@
+//! The worker thread: one per timer with a real clock, started by the first
+//! timeout, ended by `stop()` or by dropping the last timer handle.
+//!
+//! Each loop: step the wheel up to the current tick, fire what is due, then
+//! sleep until the next tick with work. With nothing pending it parks with
+//! no timeout, so an idle timer costs no wake-ups at all.
+
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crate::shared::{Shared, BUSY, IDLE};
+use crate::TimerError;
+
+/// Starts the worker if this timer has none yet.
+pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), TimerError> {
+    let mut worker = shared.worker.lock().unwrap_or_else(|p| p.into_inner());
+    if worker.is_some() || shared.is_shutdown() {
+        return Ok(());
+    }
+    let for_thread = Arc::clone(shared);
+    let handle = thread::Builder::new()
+        .name(shared.config.thread_name.clone())
+        .spawn(move || run(for_thread))
+        .map_err(|e| TimerError::WorkerSpawn(e.to_string()))?;
+    shared.set_worker_thread(handle.thread().clone());
+    *worker = Some(handle);
+    Ok(())
+}
+
+fn run(shared: Arc<Shared>) {
+    let clock = &shared.clock;
+    let mut due = Vec::new();
+    loop {
+        shared.planned_wake.store(BUSY, Ordering::SeqCst);
+        if shared.is_shutdown() {
+            return;
+        }
+        let now_tick = clock.ticks_at(clock.now());
+        let more = shared.step(now_tick, &mut due);
+        shared.fire(&mut due);
+
+        let mut next = shared.lock_core().wheel.next_work_tick();
+        if more {
+            next = Some(now_tick.saturating_add(1));
+        }
+        if shared.cleanup_requested.load(Ordering::SeqCst) {
+            let cleanup_at = now_tick.saturating_add(1);
+            next = Some(next.map_or(cleanup_at, |n| n.min(cleanup_at)));
+        }
+        shared.planned_wake.store(next.unwrap_or(IDLE), Ordering::SeqCst);
+        // Pairs with the producer's push; fence; load of `planned_wake`.
+        fence(Ordering::SeqCst);
+        if !shared.intake.is_empty() || shared.is_shutdown() {
+            continue;
+        }
+        match next {
+            None => thread::park(),
+            Some(tick) => {
+                let wake_at = clock.time_of(tick);
+                let now = clock.now();
+                if wake_at > now {
+                    thread::park_timeout(Duration::from_nanos(wake_at - now));
+                }
+            }
+        }
+    }
+}
