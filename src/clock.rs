@@ -106,7 +106,10 @@ mod tests {
         for deadline in 0..1_000u64 {
             let tick = clock.tick_of(deadline);
             assert!(clock.time_of(tick) >= deadline, "never early");
-            assert!(tick == 0 || clock.time_of(tick - 1) < deadline, "first such tick");
+            assert!(
+                tick == 0 || clock.time_of(tick - 1) < deadline,
+                "first such tick"
+            );
         }
     }
 

@@ -3,7 +3,7 @@
 //! released, so they may schedule, cancel or stop freely.
 //!
 //! One step: remove cancelled entries -> file new entries (at most
-//! `DRAIN_CAP` per step) -> collect what is due -> fire it, ordered by
+//! `DRAIN_CAP_PER_TICK` per step) -> collect what is due -> fire it, ordered by
 //! deadline, then by submission.
 
 use std::any::Any;
@@ -18,9 +18,10 @@ use crate::shared::{Core, Shared};
 use crate::task::Task;
 use crate::Timeout;
 
-/// The most new timeouts filed per step, as Netty's 100 000 per tick: a
-/// flood cannot stall expiry; the rest wait for the next tick.
-pub(crate) const DRAIN_CAP: usize = 100_000;
+/// The most new timeouts the worker files into buckets per tick, as in
+/// Netty: a flood of new timeouts cannot stall expiry. The rest wait in the
+/// queue for the next tick, so they may fire late, never early.
+pub const DRAIN_CAP_PER_TICK: usize = 100_000;
 
 impl Shared {
     /// Removes cancelled entries from their buckets, at most once per tick
@@ -39,7 +40,7 @@ impl Shared {
 
     /// Files up to `DRAIN_CAP` new entries. Returns true if more are waiting.
     pub(crate) fn drain_intake(&self, core: &mut Core) -> bool {
-        for _ in 0..DRAIN_CAP {
+        for _ in 0..DRAIN_CAP_PER_TICK {
             let Some(entry) = self.intake.pop() else {
                 return false;
             };

@@ -118,7 +118,9 @@ impl Entry {
     pub(crate) fn lock_task(&self) -> MutexGuard<'_, Option<Task>> {
         // A panic never happens while the lock is held (no user code runs
         // under it), but recover from poisoning rather than propagate it.
-        self.task.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.task
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The slab key while the entry sits in the wheel.

@@ -70,6 +70,7 @@ mod wheel;
 mod worker;
 
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
+pub use driver::DRAIN_CAP_PER_TICK;
 pub use error::TimerError;
 pub use registry::TOO_MANY_TIMERS;
 pub use task::TimerTask;

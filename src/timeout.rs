@@ -84,6 +84,34 @@ impl Timeout {
         self.entry.is_pending()
     }
 
+    /// Takes the task of a timeout that [`stop`](crate::HashedWheelTimer::stop)
+    /// returned, so it can be run elsewhere or dropped, as Netty's
+    /// `timeout.task()`. `None` for a timeout that is still pending, has
+    /// run, was cancelled, or whose task was already taken.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::new();
+    /// timer.new_timeout(|_| println!("ran after stop"), Duration::from_secs(60))?;
+    /// for t in timer.stop()? {
+    ///     if let Some(task) = t.take_task() {
+    ///         task.run(&t);
+    ///     }
+    /// }
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn take_task(&self) -> Option<Box<dyn crate::TimerTask>> {
+        if !self.entry.is_stopped() {
+            return None;
+        }
+        match self.entry.take_task()? {
+            crate::task::Task::Callback(task) => Some(task),
+            crate::task::Task::Wake(_) => None,
+        }
+    }
+
     /// When it is due, on the timer's clock. A delay too large to represent
     /// saturates to a point centuries away.
     pub fn deadline(&self) -> Instant {

@@ -46,7 +46,11 @@ impl Drop for Owner {
         // From inside one of its own tasks the worker cannot join itself:
         // it sees the shutdown flag and exits after the task returns.
         let join = !self.shared.in_own_task() && !self.shared.is_worker_thread();
-        drop(self.shared.shut_down(join));
+        for entry in self.shared.shut_down(join) {
+            // Nobody can ask for these tasks any more: free them now, even
+            // if a `Timeout` handle outlives the timer.
+            drop(entry.take_task());
+        }
     }
 }
 
@@ -243,5 +247,68 @@ impl fmt::Debug for HashedWheelTimer {
             .field("manual_clock", &self.is_manual_clock())
             .field("shutdown", &self.is_shutdown())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn in_wheel(timer: &HashedWheelTimer) -> usize {
+        timer.shared().lock_core().wheel.len()
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_cancelled_entry_leaves_its_bucket_within_a_tick() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let ts: Vec<_> = (0..100)
+            .map(|i| timer.new_timeout(|_| {}, MS * (1000 + i)).unwrap())
+            .collect();
+        timer.advance(MS);
+        assert_eq!(in_wheel(&timer), 100);
+        for t in &ts[..60] {
+            assert!(t.cancel());
+        }
+        timer.advance(MS);
+        assert_eq!(
+            in_wheel(&timer),
+            40,
+            "removed at the next tick, long before 1 s"
+        );
+    }
+
+    #[test]
+    fn a_cancel_racing_the_transfer_does_not_leave_the_entry_behind() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
+        assert!(t.cancel()); // cancelled while still in the intake queue
+        timer.advance(MS);
+        assert_eq!(in_wheel(&timer), 0);
+    }
+
+    #[test]
+    fn the_sleeping_worker_removes_cancelled_entries() {
+        let timer = HashedWheelTimer::new();
+        let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
+        let ts: Vec<_> = (0..1000)
+            .map(|_| timer.new_timeout(|_| {}, Duration::from_secs(300)).unwrap())
+            .collect();
+        // Wait until the worker has filed them, then cancel.
+        let mut waited = 0;
+        while in_wheel(&timer) < 1001 && waited < 60_000 {
+            std::thread::sleep(MS);
+            waited += 1;
+        }
+        assert_eq!(in_wheel(&timer), 1001);
+        ts.iter().for_each(|t| assert!(t.cancel()));
+        let mut waited = 0;
+        while in_wheel(&timer) > 1 && waited < 60_000 {
+            std::thread::sleep(MS);
+            waited += 1;
+        }
+        assert_eq!(in_wheel(&timer), 1, "the worker woke to remove them");
+        assert!(keep.cancel());
     }
 }

@@ -49,7 +49,9 @@ fn run(shared: Arc<Shared>) {
             let cleanup_at = now_tick.saturating_add(1);
             next = Some(next.map_or(cleanup_at, |n| n.min(cleanup_at)));
         }
-        shared.planned_wake.store(next.unwrap_or(IDLE), Ordering::SeqCst);
+        shared
+            .planned_wake
+            .store(next.unwrap_or(IDLE), Ordering::SeqCst);
         // Pairs with the producer's push; fence; load of `planned_wake`.
         fence(Ordering::SeqCst);
         if !shared.intake.is_empty() || shared.is_shutdown() {

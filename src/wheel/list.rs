@@ -115,7 +115,10 @@ mod tests {
         assert_eq!(collect(&mut nodes, a), vec![keys[1], keys[3]]);
         push_back(&mut nodes, &mut a, keys[4]);
         push_back(&mut nodes, &mut a, keys[5]);
-        assert_eq!(collect(&mut nodes, a), vec![keys[1], keys[3], keys[4], keys[5]]);
+        assert_eq!(
+            collect(&mut nodes, a),
+            vec![keys[1], keys[3], keys[4], keys[5]]
+        );
         unlink(&mut nodes, &mut a, keys[5]);
         unlink(&mut nodes, &mut a, keys[1]);
         assert_eq!(collect(&mut nodes, a), vec![keys[3], keys[4]]);

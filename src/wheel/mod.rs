@@ -136,11 +136,7 @@ impl Wheel {
             .occupied
             .next_set(from)
             .map(|bucket| round_start + bucket as u64);
-        let later = self
-            .overflow
-            .keys()
-            .next()
-            .map(|round| round << self.shift);
+        let later = self.overflow.keys().next().map(|round| round << self.shift);
         match (in_round, later) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -1,0 +1,241 @@
+//! Invariants 3 and 5: nothing lost, counted once, in every path; the
+//! pending limit; `stop()` returns exactly what never ran.
+
+mod common;
+
+use common::{manual, Fired};
+use hashed_wheel_timer::{HashedWheelTimer, Timeout, TimerError};
+use std::collections::HashSet;
+use std::time::Duration;
+
+const MS: Duration = Duration::from_millis(1);
+
+#[test]
+fn pending_goes_down_once_when_it_fires() {
+    let timer = manual(MS);
+    let fired = Fired::default();
+    let t = fired.schedule(&timer, 0, MS * 5);
+    assert_eq!(timer.pending_timeouts(), 1);
+    timer.advance(MS * 5);
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert!(!t.cancel(), "cannot cancel what fired");
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert_eq!(fired.count(), 1);
+}
+
+#[test]
+fn pending_goes_down_once_when_cancelled_before_transfer() {
+    let timer = manual(MS);
+    let t = timer.new_timeout(|_| panic!("cancelled"), MS * 5).unwrap();
+    assert!(t.cancel());
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert!(!t.cancel());
+    timer.advance(MS * 10); // the worker-side drop of the entry must not count again
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert!(t.is_cancelled() && !t.is_expired());
+}
+
+#[test]
+fn pending_goes_down_once_when_cancelled_after_transfer() {
+    let timer = manual(MS);
+    let t = timer.new_timeout(|_| panic!("cancelled"), MS * 50).unwrap();
+    let other = timer.new_timeout(|_| {}, MS * 60).unwrap();
+    timer.advance(MS); // both now sit in buckets
+    assert_eq!(timer.pending_timeouts(), 2);
+    assert!(t.cancel());
+    assert_eq!(timer.pending_timeouts(), 1);
+    timer.advance(MS); // removal from the bucket must not count again
+    assert_eq!(timer.pending_timeouts(), 1);
+    timer.advance(MS * 100);
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert!(other.is_expired());
+}
+
+#[test]
+fn pending_goes_down_once_when_returned_by_stop() {
+    let timer = manual(MS);
+    let in_bucket = timer.new_timeout(|_| {}, MS * 50).unwrap();
+    timer.advance(MS);
+    let in_queue = timer.new_timeout(|_| {}, MS * 40).unwrap();
+    assert_eq!(timer.pending_timeouts(), 2);
+    let stopped = timer.stop().unwrap();
+    assert_eq!(
+        stopped,
+        vec![in_queue.clone(), in_bucket.clone()],
+        "by deadline"
+    );
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert!(in_bucket.is_stopped() && !in_bucket.is_expired());
+    // Cancelling a stopped timeout succeeds once but does not count again.
+    assert!(in_bucket.cancel());
+    assert!(!in_bucket.cancel());
+    assert_eq!(timer.pending_timeouts(), 0);
+    timer.advance(MS * 1000);
+    assert!(!in_queue.is_expired(), "stopped timeouts never fire");
+}
+
+#[test]
+fn stop_returns_exactly_what_neither_fired_nor_was_cancelled() {
+    let timer = manual(MS);
+    let fired = Fired::default();
+    let mut all = Vec::new();
+    for i in 0..300 {
+        all.push(fired.schedule(&timer, i, MS * (i as u32 % 97)));
+    }
+    timer.advance(MS * 20);
+    for t in all.iter().step_by(3) {
+        t.cancel();
+    }
+    for i in 300..400 {
+        all.push(fired.schedule(&timer, i, MS * (i as u32 % 13)));
+    }
+    let stopped: HashSet<Timeout> = timer.stop().unwrap().into_iter().collect();
+    let fired_labels: HashSet<usize> = fired.labels().into_iter().collect();
+    for (i, t) in all.iter().enumerate() {
+        let outcomes = [
+            fired_labels.contains(&i),
+            t.is_cancelled(),
+            stopped.contains(t),
+        ];
+        assert_eq!(
+            outcomes.iter().filter(|&&o| o).count(),
+            1,
+            "timeout {i} must end exactly one way: fired/cancelled/stopped = {outcomes:?}"
+        );
+        assert_eq!(fired_labels.contains(&i), t.is_expired());
+    }
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn second_stop_is_empty_and_new_timeouts_are_refused() {
+    let timer = manual(MS);
+    timer.new_timeout(|_| {}, MS).unwrap();
+    assert_eq!(timer.stop().unwrap().len(), 1);
+    assert!(timer.stop().unwrap().is_empty());
+    assert!(timer.is_shutdown());
+    let err = timer.new_timeout(|_| {}, MS).unwrap_err();
+    assert_eq!(err, TimerError::Shutdown);
+    assert!(err.is_shutdown());
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn max_pending_limit_refuses_and_leaves_the_count_alone() {
+    let timer = HashedWheelTimer::builder()
+        .manual_clock()
+        .max_pending_timeouts(3)
+        .build()
+        .unwrap();
+    let ts: Vec<_> = (0..3)
+        .map(|_| timer.new_timeout(|_| {}, MS * 10).unwrap())
+        .collect();
+    let err = timer.new_timeout(|_| {}, MS).unwrap_err();
+    assert!(err.is_at_capacity());
+    assert_eq!(err, TimerError::AtCapacity { pending: 3, max: 3 });
+    assert_eq!(timer.pending_timeouts(), 3);
+    // Room comes back when one is cancelled, or fires.
+    assert!(ts[0].cancel());
+    let again = timer.new_timeout(|_| {}, MS * 5).unwrap();
+    assert!(timer.new_timeout(|_| {}, MS).is_err());
+    timer.advance(MS * 5);
+    assert!(again.is_expired());
+    assert!(timer.new_timeout(|_| {}, MS).is_ok());
+    // Nothing accepted was lost.
+    timer.advance(MS * 100);
+    assert!(ts[1].is_expired() && ts[2].is_expired());
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn stop_from_inside_a_task_is_an_error_not_a_deadlock() {
+    let timer = manual(MS);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let inner = timer.clone();
+    timer
+        .new_timeout(move |_| tx.send(inner.stop()).unwrap(), MS)
+        .unwrap();
+    timer.advance(MS);
+    assert_eq!(rx.try_recv().unwrap(), Err(TimerError::StopFromTimerTask));
+    assert!(!timer.is_shutdown());
+}
+
+#[test]
+fn stop_from_inside_a_task_on_the_worker_thread_is_an_error() {
+    let timer = HashedWheelTimer::new();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let inner = timer.clone();
+    timer
+        .new_timeout(move |_| tx.send(inner.stop()).unwrap(), MS)
+        .unwrap();
+    let got = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the task ran");
+    assert_eq!(got, Err(TimerError::StopFromTimerTask));
+    assert!(timer.stop().is_ok(), "stop from outside still works");
+}
+
+#[test]
+fn real_clock_stop_returns_far_timeouts() {
+    let timer = HashedWheelTimer::new();
+    let fired = Fired::default();
+    let ts: Vec<_> = (0..1000)
+        .map(|i| fired.schedule(&timer, i, Duration::from_secs(3600 + i as u64)))
+        .collect();
+    let stopped = timer.stop().unwrap();
+    assert_eq!(stopped, ts, "all of them, in deadline order");
+    assert_eq!(fired.count(), 0);
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn stopped_tasks_can_be_taken_and_run() {
+    let timer = manual(MS);
+    let fired = Fired::default();
+    let t = fired.schedule(&timer, 7, MS * 10);
+    assert!(t.take_task().is_none(), "a pending timeout keeps its task");
+    let stopped = timer.stop().unwrap();
+    let task = stopped[0]
+        .take_task()
+        .expect("a stopped timeout gives its task");
+    task.run(&stopped[0]);
+    assert_eq!(fired.labels(), vec![7]);
+    assert!(stopped[0].take_task().is_none(), "only once");
+}
+
+#[test]
+fn a_flood_beyond_the_drain_cap_fires_late_never_early_and_loses_nothing() {
+    use hashed_wheel_timer::DRAIN_CAP_PER_TICK;
+    let timer = manual(MS);
+    let fired = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let early = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let total = DRAIN_CAP_PER_TICK * 2 + 17;
+    for _ in 0..total {
+        let (fired, early, clock) = (fired.clone(), early.clone(), timer.clone());
+        timer
+            .new_timeout(
+                move |t: &Timeout| {
+                    if clock.now() < t.deadline() {
+                        early.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    fired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                },
+                Duration::ZERO,
+            )
+            .unwrap();
+    }
+    timer.advance(MS);
+    let after_one_tick = fired.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        after_one_tick, DRAIN_CAP_PER_TICK,
+        "one tick files at most the cap"
+    );
+    timer.advance(MS);
+    assert_eq!(
+        fired.load(std::sync::atomic::Ordering::Relaxed),
+        total,
+        "the rest, one tick late"
+    );
+    assert_eq!(early.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(timer.pending_timeouts(), 0);
+}

@@ -1,0 +1,149 @@
+//! Invariants 1 and 4: a timeout fires at the first tick whose end is at or
+//! after its deadline: never sooner, never later (manual clock).
+
+mod common;
+
+use common::{manual, Fired};
+use std::time::Duration;
+
+fn first_tick_at_or_after(deadline: Duration, tick: Duration) -> u128 {
+    deadline.as_nanos().div_ceil(tick.as_nanos())
+}
+
+#[test]
+fn grid_of_delays_and_ticks_fires_on_the_exact_tick() {
+    let ticks = [
+        Duration::from_micros(100),
+        Duration::from_millis(1),
+        Duration::from_millis(7),
+        Duration::from_millis(100),
+    ];
+    for tick in ticks {
+        for wheel in [8usize, 512] {
+            let timer = hashed_wheel_timer::HashedWheelTimer::builder()
+                .manual_clock()
+                .tick_duration(tick)
+                .ticks_per_wheel(wheel)
+                .build()
+                .unwrap();
+            // Start mid-tick so deadlines are not tick-aligned.
+            timer.advance(tick / 3);
+            let start = timer.now();
+            let wheel_turn = tick * wheel as u32;
+            let delays: Vec<Duration> = [
+                Duration::ZERO,
+                Duration::from_nanos(1),
+                tick / 2,
+                tick,
+                tick + Duration::from_nanos(1),
+                tick * 3,
+                wheel_turn - tick,
+                wheel_turn,
+                wheel_turn + tick / 2,
+                wheel_turn * 3 + tick * 5,
+                wheel_turn * 7 - Duration::from_nanos(1),
+            ]
+            .into();
+            let fired = Fired::default();
+            let handles: Vec<_> = delays
+                .iter()
+                .enumerate()
+                .map(|(i, &d)| fired.schedule(&timer, i, d))
+                .collect();
+
+            let horizon = wheel_turn * 8;
+            let mut elapsed = Duration::ZERO;
+            while elapsed < horizon {
+                // Step by ticks, sometimes several at once.
+                let step = tick * (1 + (elapsed.as_nanos() / tick.as_nanos() % 3) as u32);
+                timer.advance(step);
+                elapsed += step;
+            }
+
+            let times = fired.times();
+            assert_eq!(times.len(), delays.len(), "every timeout fired once");
+            let base = start - (tick / 3);
+            for (label, at) in times {
+                let deadline = start + delays[label];
+                assert!(
+                    at >= deadline,
+                    "tick {tick:?} delay {:?} fired early",
+                    delays[label]
+                );
+                let due_tick = first_tick_at_or_after(deadline - base, tick).max(1);
+                let fired_tick = (at - base).as_nanos() / tick.as_nanos();
+                assert_eq!(
+                    fired_tick, due_tick,
+                    "tick {tick:?}, wheel {wheel}, delay {:?}: fired at tick {fired_tick}, due at {due_tick}",
+                    delays[label]
+                );
+                assert!(handles[label].is_expired());
+            }
+        }
+    }
+}
+
+#[test]
+fn one_big_advance_still_fires_each_at_its_own_tick_in_order() {
+    let tick = Duration::from_millis(1);
+    let timer = manual(tick);
+    let fired = Fired::default();
+    let delays = [5000u64, 3, 1500, 512, 513, 1024, 0];
+    for (i, &ms) in delays.iter().enumerate() {
+        fired.schedule(&timer, i, Duration::from_millis(ms));
+    }
+    let start = timer.now();
+    timer.advance(Duration::from_secs(10));
+    let times = fired.times();
+    let mut expected: Vec<u64> = delays.iter().map(|&ms| ms.max(1)).collect();
+    expected.sort();
+    let got: Vec<u64> = times
+        .iter()
+        .map(|(_, at)| (*at - start).as_millis() as u64)
+        .collect();
+    assert_eq!(
+        got, expected,
+        "each fired at its own tick, in deadline order"
+    );
+}
+
+#[test]
+fn just_before_the_tick_nothing_fires() {
+    let tick = Duration::from_millis(10);
+    let timer = manual(tick);
+    let fired = Fired::default();
+    fired.schedule(&timer, 0, Duration::from_millis(25)); // due at tick 3 (30 ms)
+    timer.advance(Duration::from_millis(29));
+    assert_eq!(
+        fired.count(),
+        0,
+        "25 ms deadline must wait for the tick ending at 30 ms"
+    );
+    timer.advance(Duration::from_millis(1));
+    assert_eq!(fired.count(), 1);
+}
+
+#[test]
+fn timeouts_scheduled_by_callbacks_respect_the_tick_clock() {
+    let tick = Duration::from_millis(1);
+    let timer = manual(tick);
+    let fired = Fired::default();
+    let (inner_timer, inner_fired) = (timer.clone(), fired.clone());
+    timer
+        .new_timeout(
+            move |_| {
+                inner_fired.schedule(&inner_timer, 1, Duration::from_millis(10));
+            },
+            Duration::from_millis(5),
+        )
+        .unwrap();
+    let start = timer.now();
+    timer.advance(Duration::from_millis(100));
+    let times = fired.times();
+    assert_eq!(times.len(), 1);
+    assert_eq!(
+        times[0].1 - start,
+        Duration::from_millis(15),
+        "5 ms + 10 ms on the timer's clock"
+    );
+}

@@ -1,0 +1,184 @@
+//! Invariant 7 and bad input: panics are caught, extreme delays behave,
+//! bad settings get typed errors naming the value.
+
+mod common;
+
+use common::{manual, Fired};
+use hashed_wheel_timer::{HashedWheelTimer, TimerError, MAX_TICKS_PER_WHEEL};
+use std::time::Duration;
+
+const MS: Duration = Duration::from_millis(1);
+
+#[test]
+fn a_panicking_callback_does_not_stop_the_timer() {
+    let timer = manual(MS);
+    let fired = Fired::default();
+    fired.schedule(&timer, 0, MS);
+    timer.new_timeout(|_| panic!("boom"), MS * 2).unwrap();
+    timer
+        .new_timeout(|_| std::panic::panic_any(42u8), MS * 2)
+        .unwrap();
+    fired.schedule(&timer, 1, MS * 2);
+    fired.schedule(&timer, 2, MS * 3);
+    timer.advance(MS * 3);
+    assert_eq!(fired.labels(), vec![0, 1, 2]);
+    assert_eq!(timer.pending_timeouts(), 0);
+    // Still accepting and firing.
+    fired.schedule(&timer, 3, MS);
+    timer.advance(MS);
+    assert_eq!(fired.count(), 4);
+}
+
+#[test]
+fn a_panicking_callback_does_not_stop_the_worker_thread() {
+    let timer = HashedWheelTimer::new();
+    timer
+        .new_timeout(|_| panic!("boom"), Duration::ZERO)
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    timer
+        .new_timeout(move |_| tx.send(()).unwrap(), MS * 2)
+        .unwrap();
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("a later timeout still fires");
+}
+
+#[test]
+fn zero_delay_fires_on_the_next_tick() {
+    let timer = manual(MS * 10);
+    timer.advance(MS * 3); // mid-tick
+    let fired = Fired::default();
+    let t = fired.schedule(&timer, 0, Duration::ZERO);
+    timer.advance(MS * 6);
+    assert!(
+        !t.is_expired(),
+        "the tick ending at 10 ms has not ended yet"
+    );
+    timer.advance(MS);
+    assert!(t.is_expired());
+}
+
+#[test]
+fn duration_max_never_fires_and_never_panics() {
+    let timer = manual(MS);
+    let t = timer
+        .new_timeout(|_| panic!("must never fire"), Duration::MAX)
+        .unwrap();
+    let u = timer
+        .new_timeout(|_| panic!("must never fire"), Duration::MAX / 2)
+        .unwrap();
+    for _ in 0..5 {
+        timer.advance(Duration::from_secs(86_400 * 365 * 100));
+    }
+    timer.advance(Duration::MAX);
+    timer.advance(Duration::MAX);
+    assert!(!t.is_expired());
+    assert_eq!(timer.pending_timeouts(), 2);
+    let _ = t.deadline();
+    assert!(t.cancel() && u.cancel());
+}
+
+#[test]
+fn duration_max_on_a_real_clock_does_not_spin() {
+    let timer = HashedWheelTimer::new();
+    let t = timer
+        .new_timeout(|_| panic!("must never fire"), Duration::MAX)
+        .unwrap();
+    assert!(t.is_pending());
+    assert_eq!(timer.stop().unwrap(), vec![t]);
+}
+
+#[test]
+fn bad_builder_values_give_errors_that_name_them() {
+    let zero_tick = HashedWheelTimer::builder()
+        .tick_duration(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(zero_tick, TimerError::ZeroTickDuration(Duration::ZERO));
+    assert!(zero_tick.to_string().contains("tick_duration"));
+
+    let zero_wheel = HashedWheelTimer::builder()
+        .ticks_per_wheel(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(zero_wheel, TimerError::ZeroTicksPerWheel);
+    assert!(zero_wheel.to_string().contains("ticks_per_wheel"));
+
+    let huge = HashedWheelTimer::builder()
+        .ticks_per_wheel(MAX_TICKS_PER_WHEEL + 1)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        huge,
+        TimerError::TooManyTicksPerWheel(MAX_TICKS_PER_WHEEL + 1)
+    );
+    assert!(huge.to_string().contains("1073741825"));
+
+    let overflow = HashedWheelTimer::builder()
+        .tick_duration(Duration::from_secs(u64::MAX / 1_000_000_000))
+        .ticks_per_wheel(1024)
+        .build()
+        .unwrap_err();
+    assert!(matches!(
+        overflow,
+        TimerError::WheelDurationOverflow {
+            ticks_per_wheel: 1024,
+            ..
+        }
+    ));
+    assert!(overflow.to_string().contains("1024"));
+
+    let max_tick = HashedWheelTimer::builder()
+        .tick_duration(Duration::MAX)
+        .ticks_per_wheel(1)
+        .build()
+        .unwrap_err();
+    assert!(matches!(max_tick, TimerError::WheelDurationOverflow { .. }));
+
+    let zero_pending = HashedWheelTimer::builder()
+        .max_pending_timeouts(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(zero_pending, TimerError::ZeroMaxPendingTimeouts);
+
+    let nul = HashedWheelTimer::builder()
+        .thread_name("a\0b")
+        .build()
+        .unwrap_err();
+    assert!(matches!(nul, TimerError::InvalidThreadName(_)));
+}
+
+#[test]
+fn odd_but_valid_settings_work() {
+    let timer = HashedWheelTimer::builder()
+        .manual_clock()
+        .ticks_per_wheel(3)
+        .tick_duration(Duration::from_nanos(1))
+        .build()
+        .unwrap();
+    assert_eq!(timer.ticks_per_wheel(), 4, "rounded up to a power of two");
+    let fired = Fired::default();
+    fired.schedule(&timer, 0, Duration::from_nanos(10));
+    timer.advance(Duration::from_nanos(10));
+    assert_eq!(fired.count(), 1);
+
+    // The largest wheel allocates lazily and still works.
+    let big = HashedWheelTimer::builder()
+        .manual_clock()
+        .ticks_per_wheel(MAX_TICKS_PER_WHEEL)
+        .build()
+        .unwrap();
+    let fired = Fired::default();
+    fired.schedule(&big, 0, Duration::from_millis(700_000_000));
+    fired.schedule(&big, 1, Duration::from_millis(3));
+    big.advance(Duration::from_millis(3));
+    assert_eq!(fired.labels(), vec![1]);
+}
+
+#[test]
+fn advance_on_a_real_clock_does_nothing() {
+    let timer = HashedWheelTimer::new();
+    let before = timer.now();
+    timer.advance(Duration::from_secs(3600));
+    assert!(timer.now() - before < Duration::from_secs(3600));
+}
