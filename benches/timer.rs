@@ -1,1 +1,80 @@
-fn main() {}
+//! Core costs of the wheel, with criterion.
+//!
+//!     cargo bench --bench timer
+//!
+//! Worker CPU and memory per pending timeout are measured by
+//! `cargo run --release --example footprint`, since they are not per-call
+//! costs.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use hashed_wheel_timer::HashedWheelTimer;
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+const FAR: Duration = Duration::from_secs(60);
+
+fn schedule_cancel(c: &mut Criterion) {
+    let mut group = c.benchmark_group("schedule+cancel");
+    group.throughput(Throughput::Elements(1));
+
+    let timer = HashedWheelTimer::new();
+    group.bench_function("one thread", |b| {
+        b.iter(|| {
+            let t = timer.new_timeout(|_| {}, black_box(FAR)).unwrap();
+            black_box(t.cancel())
+        })
+    });
+
+    // Two producers at once; the figure is wall time per operation over
+    // both threads, so lower than one thread's means it scales.
+    group.bench_function("2 producer threads", |b| {
+        b.iter_custom(|iters| {
+            let per_thread = iters / 2 + 1;
+            let barrier = Barrier::new(2);
+            let elapsed = std::thread::scope(|s| {
+                let work = || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..per_thread {
+                        let t = timer.new_timeout(|_| {}, FAR).unwrap();
+                        black_box(t.cancel());
+                    }
+                    start.elapsed()
+                };
+                let other = s.spawn(work);
+                let mine = work();
+                mine.max(other.join().unwrap())
+            });
+            elapsed.mul_f64(iters as f64 / (per_thread * 2) as f64)
+        })
+    });
+    group.finish();
+}
+
+fn expire_same_tick(c: &mut Criterion) {
+    let mut group = c.benchmark_group("expire");
+    let n = 100_000;
+    group.throughput(Throughput::Elements(n as u64));
+    group.sample_size(20);
+    group.bench_function("100k due in the same tick (manual clock)", |b| {
+        b.iter_with_setup(
+            || {
+                let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+                for _ in 0..n {
+                    timer.new_timeout(|_| {}, Duration::from_millis(5)).unwrap();
+                }
+                timer.advance(Duration::from_millis(1)); // filed into buckets
+                timer
+            },
+            |timer| {
+                timer.advance(Duration::from_millis(4));
+                timer
+            },
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, schedule_cancel, expire_same_tick);
+criterion_main!(benches);

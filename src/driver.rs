@@ -24,14 +24,15 @@ use crate::Timeout;
 pub const DRAIN_CAP_PER_TICK: usize = 100_000;
 
 impl Shared {
-    /// Removes cancelled entries from their buckets, at most once per tick
-    /// unless `force`.
+    /// Answers `housekeeping_requested`, at most once per tick unless
+    /// `force`: clears it, then removes cancelled entries from their buckets.
+    /// The caller files the queue right after.
     pub(crate) fn remove_cancelled(&self, core: &mut Core, now_tick: u64, force: bool) {
-        if !force && core.last_cleanup.is_some_and(|last| last >= now_tick) {
+        if !force && core.last_housekeeping.is_some_and(|last| last >= now_tick) {
             return;
         }
-        core.last_cleanup = Some(now_tick);
-        self.cleanup_requested.store(false, Ordering::SeqCst);
+        core.last_housekeeping = Some(now_tick);
+        self.housekeeping_requested.store(false, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         while let Some(entry) = self.cancelled.pop() {
             core.wheel.remove(&entry);

@@ -76,3 +76,8 @@ pub use registry::TOO_MANY_TIMERS;
 pub use task::TimerTask;
 pub use timeout::Timeout;
 pub use timer::HashedWheelTimer;
+
+/// The README's examples, compiled and run as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -11,11 +11,14 @@
 //! (store; fence; load) means at least one of them sees the other, so no
 //! wake-up is lost and a later deadline costs no unpark.
 //!
-//! Cancellations use the same pattern with `cleanup_requested`: the first
-//! cancel of an entry that sits in a bucket sets it and unparks; the worker
-//! clears it at most once per tick, so a flood of cancels costs at most a
-//! wake-up or two per tick, and a cancelled entry leaves its bucket within
-//! a tick.
+//! Housekeeping (filing the queue, removing cancelled entries) uses the same
+//! pattern with `housekeeping_requested`. Every cancel asks for it, and so
+//! does every `HOUSEKEEPING_EVERY`-th schedule; the first ask after the
+//! worker cleared the flag unparks it. The worker clears the flag at most
+//! once per tick, so a flood costs at most a wake-up or two per tick, a
+//! cancelled entry's memory comes back within a tick (even one cancelled
+//! while still queued), and the queue cannot grow unseen while the worker
+//! sleeps towards a far deadline.
 
 use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -34,6 +37,12 @@ use crate::TimerError;
 /// the wheel's slab links are `u32` (key + 1), so it must stay well below
 /// 2^32 entries, cancelled-but-not-yet-removed ones included.
 pub(crate) const HARD_MAX_PENDING: usize = 1 << 31;
+
+/// Every this many schedules the worker is asked to file the queue even if
+/// no deadline is earlier than its planned wake-up: it bounds the backlog
+/// the worker would otherwise find (and file, `DRAIN_CAP_PER_TICK` a tick)
+/// when it wakes.
+const HOUSEKEEPING_EVERY: usize = 1024;
 
 /// `planned_wake` while the worker is awake: no producer needs to unpark it.
 pub(crate) const BUSY: u64 = 0;
@@ -55,8 +64,8 @@ pub(crate) struct Config {
 /// What only the thread driving the wheel touches.
 pub(crate) struct Core {
     pub(crate) wheel: Wheel,
-    /// The tick at which cancellations were last removed.
-    pub(crate) last_cleanup: Option<u64>,
+    /// The tick of the last housekeeping.
+    pub(crate) last_housekeeping: Option<u64>,
 }
 
 pub(crate) struct Shared {
@@ -67,7 +76,7 @@ pub(crate) struct Shared {
     shutdown: AtomicBool,
     pub(crate) intake: SegQueue<Arc<Entry>>,
     pub(crate) cancelled: SegQueue<Arc<Entry>>,
-    pub(crate) cleanup_requested: AtomicBool,
+    pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
     core: Mutex<Core>,
     /// Serialises manual `advance` calls.
@@ -84,14 +93,14 @@ impl Shared {
             clock: Clock::new(config.tick_nanos, manual),
             core: Mutex::new(Core {
                 wheel: Wheel::new(config.ticks_per_wheel),
-                last_cleanup: None,
+                last_housekeeping: None,
             }),
             config,
             pending: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             intake: SegQueue::new(),
             cancelled: SegQueue::new(),
-            cleanup_requested: AtomicBool::new(false),
+            housekeeping_requested: AtomicBool::new(false),
             planned_wake: AtomicU64::new(BUSY),
             driver: Mutex::new(()),
             worker: Mutex::new(None),
@@ -154,14 +163,14 @@ impl Shared {
         f()
     }
 
-    /// Counts one more pending timeout, or says why it cannot.
-    fn reserve(&self) -> Result<(), TimerError> {
+    /// Counts one more pending timeout, or says why it cannot. Returns the
+    /// count before.
+    fn reserve(&self) -> Result<usize, TimerError> {
         let max = self.config.max_pending.unwrap_or(HARD_MAX_PENDING);
         self.pending
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
                 (p < max).then_some(p + 1)
             })
-            .map(drop)
             .map_err(|pending| TimerError::AtCapacity { pending, max })
     }
 
@@ -170,7 +179,7 @@ impl Shared {
         if self.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
-        self.reserve()?;
+        let pending_before = self.reserve()?;
         let entry = Arc::new(Entry::new(deadline, task));
         self.intake.push(entry.clone());
         fence(Ordering::SeqCst);
@@ -182,6 +191,8 @@ impl Shared {
         }
         if self.clock.tick_of(deadline) < self.planned_wake.load(Ordering::SeqCst) {
             self.unpark_worker();
+        } else if pending_before % HOUSEKEEPING_EVERY == HOUSEKEEPING_EVERY - 1 {
+            self.request_housekeeping();
         }
         Ok(entry)
     }
@@ -198,17 +209,19 @@ impl Shared {
         fence(Ordering::SeqCst);
         if entry.slot().is_some() {
             self.cancelled.push(entry.clone());
-            // Pairs with the worker clearing `cleanup_requested` before it
-            // drains `cancelled`: it sees our push, or we see the flag clear.
+            // Pairs with the worker clearing the flag before it drains
+            // `cancelled`: it sees our push, or we see the flag clear.
             fence(Ordering::SeqCst);
-            self.request_cleanup();
         }
+        // Still queued or in a bucket: either way the worker frees it at its
+        // next housekeeping.
+        self.request_housekeeping();
         Some(entry.take_task().unwrap_or(Task::Wake(None)))
     }
 
-    fn request_cleanup(&self) {
-        if !self.cleanup_requested.load(Ordering::Relaxed)
-            && !self.cleanup_requested.swap(true, Ordering::SeqCst)
+    fn request_housekeeping(&self) {
+        if !self.housekeeping_requested.load(Ordering::Relaxed)
+            && !self.housekeeping_requested.swap(true, Ordering::SeqCst)
         {
             self.unpark_worker();
         }

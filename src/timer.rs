@@ -311,4 +311,48 @@ mod tests {
         assert_eq!(in_wheel(&timer), 1, "the worker woke to remove them");
         assert!(keep.cancel());
     }
+
+    /// Polls `cond` for up to a minute.
+    fn eventually(cond: impl Fn() -> bool) -> bool {
+        (0..60_000).any(|_| {
+            cond() || {
+                std::thread::sleep(MS);
+                false
+            }
+        })
+    }
+
+    #[test]
+    fn entries_cancelled_while_queued_are_freed_while_the_worker_sleeps() {
+        let timer = HashedWheelTimer::new();
+        let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
+        assert!(eventually(|| in_wheel(&timer) == 1));
+        // Later than the planned wake-up: no unpark for the schedules, but
+        // the cancels ask for housekeeping, which drains the queue.
+        for _ in 0..10_000 {
+            let t = timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap();
+            assert!(t.cancel());
+        }
+        assert!(
+            eventually(|| timer.shared().intake.is_empty()),
+            "the queue was drained"
+        );
+        assert_eq!(in_wheel(&timer), 1);
+        assert!(keep.cancel());
+    }
+
+    #[test]
+    fn a_queue_backlog_is_filed_without_an_earlier_deadline() {
+        let timer = HashedWheelTimer::new();
+        let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
+        assert!(eventually(|| in_wheel(&timer) == 1));
+        for _ in 0..5_000 {
+            timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap();
+        }
+        assert!(
+            eventually(|| in_wheel(&timer) >= 4_097),
+            "filed in batches of 1024 schedules"
+        );
+        assert!(keep.cancel());
+    }
 }

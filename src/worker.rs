@@ -45,9 +45,9 @@ fn run(shared: Arc<Shared>) {
         if more {
             next = Some(now_tick.saturating_add(1));
         }
-        if shared.cleanup_requested.load(Ordering::SeqCst) {
-            let cleanup_at = now_tick.saturating_add(1);
-            next = Some(next.map_or(cleanup_at, |n| n.min(cleanup_at)));
+        if shared.housekeeping_requested.load(Ordering::SeqCst) {
+            let at = now_tick.saturating_add(1);
+            next = Some(next.map_or(at, |n| n.min(at)));
         }
         shared
             .planned_wake
