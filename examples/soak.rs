@@ -67,6 +67,11 @@ fn main() {
         cancelled: AtomicUsize::new(0),
         scheduled: AtomicUsize::new(0),
     });
+    // Touch every page of the ledger now, so the RSS curve shows the timer.
+    ledger
+        .runs
+        .iter()
+        .for_each(|r| r.store(0, Ordering::Relaxed));
     println!(
         "soak: {} timeouts from {THREADS} threads at {} /s, delays 0-{MAX_DELAY_MS} ms, {:.0}% cancelled",
         args.timeouts,

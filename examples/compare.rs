@@ -1,0 +1,251 @@
+//! Side by side, in one run: this crate against `tokio::time`, tokio-util's
+//! `DelayQueue`, futures-timer and async-io's `Timer`.
+//!
+//!     cargo run --release --example compare
+//!
+//! A peer's sleep counts as scheduled once it has been created and polled
+//! once, since tokio and async-io register on first poll. Each scenario is
+//! run three times and the best run is kept, to damp a noisy machine.
+//! Memory is measured in a child process per peer, so one peer's freed
+//! memory does not flatter the next.
+
+use futures::FutureExt;
+use hashed_wheel_timer::{HashedWheelTimer, Timeout};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const OPS: usize = 1_000_000;
+const PENDING: usize = 1_000_000;
+const FAR: Duration = Duration::from_secs(60);
+const RUNS: usize = 3;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(peer) = args
+        .iter()
+        .position(|a| a == "--memory-of")
+        .map(|i| &args[i + 1])
+    {
+        println!("{}", bytes_per_pending(peer));
+        return;
+    }
+    let mut table = Table::default();
+
+    let one = "schedule+cancel, 1 thread (ns/op)";
+    for peer in PEERS {
+        if let Some(ns) = best_of(|| schedule_cancel(peer, 1)) {
+            table.add(one, peer, ns);
+        }
+    }
+    let two = "schedule+cancel, 2 threads (ns/op, wall)";
+    for peer in PEERS {
+        if let Some(ns) = best_of(|| schedule_cancel(peer, 2)) {
+            table.add(two, peer, ns);
+        }
+    }
+    let mem = "bytes per pending timeout (1M pending, handles kept)";
+    for peer in PEERS {
+        if let Some(bytes) = memory_in_child(peer) {
+            table.add(mem, peer, bytes);
+        }
+    }
+    let burst = "100k callbacks due within 50 ms: p99 lateness (ms)";
+    table.add(burst, "hashed-wheel-timer", callback_burst_p99_ms());
+
+    table.print();
+}
+
+const PEERS: [&str; 5] = [
+    "tokio::time",
+    "hashed-wheel-timer",
+    "tokio-util DelayQueue",
+    "futures-timer",
+    "async-io Timer",
+];
+
+fn best_of(mut f: impl FnMut() -> Option<f64>) -> Option<f64> {
+    (0..RUNS).filter_map(|_| f()).reduce(f64::min)
+}
+
+/// Wall-clock nanoseconds per schedule+cancel, `threads` producers.
+fn schedule_cancel(peer: &str, threads: usize) -> Option<f64> {
+    let per_thread = OPS / threads;
+    let timer = HashedWheelTimer::new();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_time()
+        .build()
+        .unwrap();
+    if peer == "tokio-util DelayQueue" && threads > 1 {
+        return None; // a DelayQueue has one owner
+    }
+    let run = |_: usize| {
+        let _rt = rt.enter();
+        match peer {
+            "hashed-wheel-timer" => {
+                for _ in 0..per_thread {
+                    let t = timer.new_timeout(|_: &Timeout| {}, FAR).unwrap();
+                    black_box(t.cancel());
+                }
+            }
+            "tokio::time" => {
+                for _ in 0..per_thread {
+                    black_box(tokio::time::sleep(FAR).now_or_never());
+                }
+            }
+            "tokio-util DelayQueue" => {
+                let mut queue = tokio_util::time::DelayQueue::new();
+                for _ in 0..per_thread {
+                    let key = queue.insert((), FAR);
+                    black_box(queue.remove(&key));
+                }
+            }
+            "futures-timer" => {
+                for _ in 0..per_thread {
+                    black_box(futures_timer::Delay::new(FAR).now_or_never());
+                }
+            }
+            "async-io Timer" => {
+                for _ in 0..per_thread {
+                    black_box(async_io::Timer::after(FAR).now_or_never());
+                }
+            }
+            _ => unreachable!(),
+        }
+    };
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads).map(|i| s.spawn(move || run(i))).collect();
+        hs.into_iter().for_each(|h| h.join().unwrap());
+    });
+    Some(start.elapsed().as_nanos() as f64 / (per_thread * threads) as f64)
+}
+
+fn memory_in_child(peer: &str) -> Option<f64> {
+    let exe = std::env::current_exe().ok()?;
+    let out = std::process::Command::new(exe)
+        .args(["--memory-of", peer])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// RSS growth per pending timeout, with what a user keeps to cancel it.
+fn bytes_per_pending(peer: &str) -> f64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _rt = rt.enter();
+    let timer = HashedWheelTimer::new();
+    timer.new_timeout(|_| {}, Duration::ZERO).unwrap(); // start the worker
+    std::thread::sleep(Duration::from_millis(50));
+    let before = rss_bytes();
+    let kept: Box<dyn std::any::Any> = match peer {
+        "hashed-wheel-timer" => {
+            let v: Vec<Timeout> = (0..PENDING)
+                .map(|_| timer.new_timeout(|_| {}, FAR).unwrap())
+                .collect();
+            std::thread::sleep(Duration::from_millis(500)); // filed into buckets
+            Box::new(v)
+        }
+        "tokio::time" => Box::new(
+            (0..PENDING)
+                .map(|_| {
+                    let mut s = Box::pin(tokio::time::sleep(FAR));
+                    black_box((&mut s).now_or_never());
+                    s
+                })
+                .collect::<Vec<_>>(),
+        ),
+        "tokio-util DelayQueue" => {
+            let mut queue = tokio_util::time::DelayQueue::new();
+            let keys: Vec<_> = (0..PENDING).map(|_| queue.insert((), FAR)).collect();
+            Box::new((queue, keys))
+        }
+        "futures-timer" => Box::new(
+            (0..PENDING)
+                .map(|_| {
+                    let mut d = futures_timer::Delay::new(FAR);
+                    black_box((&mut d).now_or_never());
+                    d
+                })
+                .collect::<Vec<_>>(),
+        ),
+        "async-io Timer" => Box::new(
+            (0..PENDING)
+                .map(|_| {
+                    let mut t = async_io::Timer::after(FAR);
+                    black_box((&mut t).now_or_never());
+                    t
+                })
+                .collect::<Vec<_>>(),
+        ),
+        _ => unreachable!(),
+    };
+    let grown = rss_bytes().saturating_sub(before);
+    drop(kept);
+    grown as f64 / PENDING as f64
+}
+
+/// 100k callbacks with deadlines spread over 50 ms, scheduled at once;
+/// p99 of how late each ran.
+fn callback_burst_p99_ms() -> f64 {
+    let timer = HashedWheelTimer::new();
+    let n = 100_000;
+    let (tx, rx) = std::sync::mpsc::channel::<Duration>();
+    let start = Instant::now() + Duration::from_millis(100);
+    for i in 0..n {
+        let tx = tx.clone();
+        let at = start + Duration::from_micros(50_000 * i as u64 / n as u64);
+        timer
+            .new_timeout(
+                move |t: &Timeout| {
+                    let _ = tx.send(Instant::now().saturating_duration_since(t.deadline()));
+                },
+                at - Instant::now(),
+            )
+            .unwrap();
+    }
+    drop(tx);
+    let mut late: Vec<Duration> = rx.iter().collect();
+    late.sort();
+    late[late.len() * 99 / 100].as_secs_f64() * 1e3
+}
+
+fn rss_bytes() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: usize = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+#[derive(Default)]
+struct Table {
+    rows: Vec<(&'static str, &'static str, f64)>,
+}
+
+impl Table {
+    fn add(&mut self, scenario: &'static str, peer: &'static str, value: f64) {
+        self.rows.push((scenario, peer, value));
+    }
+
+    fn print(&self) {
+        println!("| scenario | timer | value | vs tokio::time |");
+        println!("|---|---|---:|---:|");
+        for &(scenario, peer, value) in &self.rows {
+            let tokio = self
+                .rows
+                .iter()
+                .find(|r| r.0 == scenario && r.1 == "tokio::time")
+                .map(|r| r.2);
+            // Every value here is lower-is-better: the ratio is how many
+            // times better than tokio (>1 is better).
+            let ratio = tokio.map_or("".to_owned(), |t| format!("{:.2}x", t / value));
+            println!("| {scenario} | {peer} | {value:.1} | {ratio} |");
+        }
+    }
+}
