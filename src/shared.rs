@@ -22,7 +22,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
 
 use crossbeam_queue::SegQueue;
@@ -30,6 +30,7 @@ use crossbeam_queue::SegQueue;
 use crate::clock::{Clock, Nanos};
 use crate::entry::{CancelOutcome, Entry};
 use crate::task::Task;
+use crate::timer::Owner;
 use crate::wheel::Wheel;
 use crate::TimerError;
 
@@ -83,6 +84,8 @@ pub(crate) struct Shared {
     pub(crate) driver: Mutex<()>,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
     worker_thread: OnceLock<Thread>,
+    /// The user-facing handle, weakly, for `Timeout::timer()`.
+    owner: OnceLock<Weak<Owner>>,
 }
 
 impl Shared {
@@ -105,7 +108,17 @@ impl Shared {
             driver: Mutex::new(()),
             worker: Mutex::new(None),
             worker_thread: OnceLock::new(),
+            owner: OnceLock::new(),
         }
+    }
+
+    pub(crate) fn set_owner(&self, owner: Weak<Owner>) {
+        let _ = self.owner.set(owner);
+    }
+
+    /// The timer's handle, if it still has one.
+    pub(crate) fn owner(&self) -> Option<Arc<Owner>> {
+        self.owner.get()?.upgrade()
     }
 
     pub(crate) fn pending(&self) -> usize {

@@ -112,6 +112,30 @@ impl Timeout {
         }
     }
 
+    /// The timer this timeout belongs to, Netty's `timeout.timer()`; `None`
+    /// once the timer's last handle has been dropped. Use it inside a task
+    /// rather than capturing a timer clone, which would keep the timer
+    /// alive while the task waits.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::{HashedWheelTimer, Timeout};
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// timer.new_timeout(|t: &Timeout| {
+    ///     // Retry once, a second later.
+    ///     if let Some(timer) = t.timer() {
+    ///         let _ = timer.new_timeout(|_| println!("retrying"), Duration::from_secs(1));
+    ///     }
+    /// }, Duration::from_secs(1))?;
+    /// timer.advance(Duration::from_secs(1));
+    /// assert_eq!(timer.pending_timeouts(), 1);
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn timer(&self) -> Option<crate::HashedWheelTimer> {
+        self.shared.owner().map(crate::HashedWheelTimer::from_owner)
+    }
+
     /// When it is due, on the timer's clock. A delay too large to represent
     /// saturates to a point centuries away.
     pub fn deadline(&self) -> Instant {

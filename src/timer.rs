@@ -16,6 +16,10 @@ use crate::{worker, Timeout, TimerError};
 /// application. When the last handle is dropped the timer stops and its
 /// worker thread is joined.
 ///
+/// A task that owns a clone of its own timer keeps the timer alive until
+/// the task runs or is cancelled (a reference cycle, like an `Arc` cycle).
+/// Inside a task, reach the timer through [`Timeout::timer`] instead.
+///
 /// # Examples
 ///
 /// ```
@@ -36,7 +40,7 @@ pub struct HashedWheelTimer {
 
 /// Dropped with the last `HashedWheelTimer` handle; `Timeout`s and the
 /// worker hold `Shared` but not this, so they do not keep the timer alive.
-struct Owner {
+pub(crate) struct Owner {
     shared: Arc<Shared>,
     _registration: Registration,
 }
@@ -74,12 +78,19 @@ impl HashedWheelTimer {
     }
 
     pub(crate) fn from_config(config: Config, manual: bool) -> HashedWheelTimer {
-        HashedWheelTimer {
-            owner: Arc::new(Owner {
-                shared: Arc::new(Shared::new(config, manual)),
+        let owner = Arc::new_cyclic(|weak| {
+            let shared = Shared::new(config, manual);
+            shared.set_owner(weak.clone());
+            Owner {
+                shared: Arc::new(shared),
                 _registration: Registration::new(),
-            }),
-        }
+            }
+        });
+        HashedWheelTimer { owner }
+    }
+
+    pub(crate) fn from_owner(owner: Arc<Owner>) -> HashedWheelTimer {
+        HashedWheelTimer { owner }
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -292,8 +303,12 @@ mod tests {
     fn the_sleeping_worker_removes_cancelled_entries() {
         let timer = HashedWheelTimer::new();
         let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
+        // Each deadline earlier than the last, so each wakes the worker.
         let ts: Vec<_> = (0..1000)
-            .map(|_| timer.new_timeout(|_| {}, Duration::from_secs(300)).unwrap())
+            .map(|i| {
+                let delay = Duration::from_secs(300) - MS * i;
+                timer.new_timeout(|_| {}, delay).unwrap()
+            })
             .collect();
         // Wait until the worker has filed them, then cancel.
         let mut waited = 0;
@@ -349,10 +364,12 @@ mod tests {
         for _ in 0..5_000 {
             timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap();
         }
+        // `keep` counts too: the 4th ask comes with the 4095th schedule.
         assert!(
-            eventually(|| in_wheel(&timer) >= 4_097),
+            eventually(|| in_wheel(&timer) >= 1 + 4_095),
             "filed in batches of 1024 schedules"
         );
+        assert!(timer.shared().intake.len() <= 5_000 - 4_095);
         assert!(keep.cancel());
     }
 }

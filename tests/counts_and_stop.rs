@@ -151,9 +151,8 @@ fn max_pending_limit_refuses_and_leaves_the_count_alone() {
 fn stop_from_inside_a_task_is_an_error_not_a_deadlock() {
     let timer = manual(MS);
     let (tx, rx) = std::sync::mpsc::channel();
-    let inner = timer.clone();
     timer
-        .new_timeout(move |_| tx.send(inner.stop()).unwrap(), MS)
+        .new_timeout(move |t| tx.send(t.timer().unwrap().stop()).unwrap(), MS)
         .unwrap();
     timer.advance(MS);
     assert_eq!(rx.try_recv().unwrap(), Err(TimerError::StopFromTimerTask));
@@ -211,11 +210,11 @@ fn a_flood_beyond_the_drain_cap_fires_late_never_early_and_loses_nothing() {
     let early = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let total = DRAIN_CAP_PER_TICK * 2 + 17;
     for _ in 0..total {
-        let (fired, early, clock) = (fired.clone(), early.clone(), timer.clone());
+        let (fired, early) = (fired.clone(), early.clone());
         timer
             .new_timeout(
                 move |t: &Timeout| {
-                    if clock.now() < t.deadline() {
+                    if t.timer().unwrap().now() < t.deadline() {
                         early.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
                     fired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -238,4 +237,28 @@ fn a_flood_beyond_the_drain_cap_fires_late_never_early_and_loses_nothing() {
     );
     assert_eq!(early.load(std::sync::atomic::Ordering::Relaxed), 0);
     assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn timeout_timer_reaches_the_timer_without_keeping_it_alive() {
+    let timer = manual(MS);
+    let guard = std::sync::Arc::new(());
+    let g = guard.clone();
+    let t = timer
+        .new_timeout(
+            move |t: &Timeout| {
+                let _keep = &g;
+                t.timer().unwrap().new_timeout(|_| {}, MS).unwrap();
+            },
+            MS * 100,
+        )
+        .unwrap();
+    assert_eq!(t.timer().unwrap().pending_timeouts(), 1);
+    drop(timer);
+    assert!(t.timer().is_none(), "the last handle is gone");
+    assert_eq!(
+        std::sync::Arc::strong_count(&guard),
+        1,
+        "the pending task was freed"
+    );
 }

@@ -128,11 +128,11 @@ fn timeouts_scheduled_by_callbacks_respect_the_tick_clock() {
     let tick = Duration::from_millis(1);
     let timer = manual(tick);
     let fired = Fired::default();
-    let (inner_timer, inner_fired) = (timer.clone(), fired.clone());
+    let inner_fired = fired.clone();
     timer
         .new_timeout(
-            move |_| {
-                inner_fired.schedule(&inner_timer, 1, Duration::from_millis(10));
+            move |t| {
+                inner_fired.schedule(&t.timer().unwrap(), 1, Duration::from_millis(10));
             },
             Duration::from_millis(5),
         )

@@ -20,10 +20,15 @@ pub struct Fired(Arc<Mutex<Vec<(usize, Instant)>>>);
 impl Fired {
     pub fn schedule(&self, timer: &HashedWheelTimer, label: usize, delay: Duration) -> Timeout {
         let fired = self.clone();
-        let clock = timer.clone();
         timer
             .new_timeout(
-                move |_: &Timeout| fired.0.lock().unwrap().push((label, clock.now())),
+                move |t: &Timeout| {
+                    fired
+                        .0
+                        .lock()
+                        .unwrap()
+                        .push((label, t.timer().unwrap().now()))
+                },
                 delay,
             )
             .expect("scheduled")

@@ -142,10 +142,10 @@ pub fn check(tick: u64, wheel: usize, ops: Vec<Op>) -> Result<(), String> {
     for op in ops {
         match op {
             Op::Schedule(delay) => {
-                let (log, clock) = (log.clone(), timer.clone());
+                let log = log.clone();
                 let id = handles.len();
                 let result = timer.new_timeout(
-                    move |_: &Timeout| log.lock().unwrap().push((id, clock.now())),
+                    move |t: &Timeout| log.lock().unwrap().push((id, t.timer().unwrap().now())),
                     Duration::from_nanos(delay),
                 );
                 if model.stopped {
