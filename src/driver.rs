@@ -160,6 +160,9 @@ impl Shared {
         if join {
             let handle = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
             if let Some(handle) = handle {
+                // The worker may not have published its `Thread` when
+                // `begin_shutdown` tried to unpark it: unpark it here too.
+                handle.thread().unpark();
                 let _ = handle.join();
             }
         }

@@ -30,6 +30,9 @@ pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), TimerError> {
 }
 
 fn run(shared: Arc<Shared>) {
+    // Publish this thread before the first look at the queue, so that no
+    // producer's unpark after that look can miss it.
+    shared.set_worker_thread(thread::current());
     let clock = &shared.clock;
     let mut due = Vec::new();
     loop {
