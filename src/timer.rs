@@ -295,12 +295,14 @@ mod tests {
         let ts: Vec<_> = (0..1000)
             .map(|_| timer.new_timeout(|_| {}, Duration::from_secs(300)).unwrap())
             .collect();
-        // Wait until the worker has filed them, then cancel.
-        let mut waited = 0;
-        while in_wheel(&timer) < 1001 && waited < 60_000 {
-            std::thread::sleep(MS);
-            waited += 1;
-        }
+        // A later deadline does not wake a worker that sleeps to an earlier
+        // tick, so some may still wait in the intake. A zero delay wakes it,
+        // and once that one has fired, everything queued before it is filed.
+        let (tx, rx) = std::sync::mpsc::channel();
+        timer
+            .new_timeout(move |_| tx.send(()).unwrap(), Duration::ZERO)
+            .unwrap();
+        rx.recv_timeout(Duration::from_secs(60)).unwrap();
         assert_eq!(in_wheel(&timer), 1001);
         ts.iter().for_each(|t| assert!(t.cancel()));
         let mut waited = 0;
