@@ -159,6 +159,10 @@ impl Shared {
         if join {
             let handle = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
             if let Some(handle) = handle {
+                // `begin_shutdown` may have missed a worker that parked
+                // before `ensure_started` published its thread: wake it
+                // through the handle, or the join waits for ever.
+                handle.thread().unpark();
                 let _ = handle.join();
             }
         }
