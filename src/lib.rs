@@ -58,9 +58,12 @@
 
 mod builder;
 mod clock;
+mod dispatch;
 mod driver;
 mod entry;
 mod error;
+mod executor;
+mod periodic;
 mod registry;
 mod shared;
 mod task;
@@ -72,6 +75,7 @@ mod worker;
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
 pub use driver::DRAIN_CAP_PER_TICK;
 pub use error::TimerError;
+pub use executor::{Executor, Job, TokioExecutor};
 pub use registry::TOO_MANY_TIMERS;
 pub use task::TimerTask;
 pub use timeout::Timeout;

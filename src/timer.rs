@@ -86,7 +86,8 @@ impl HashedWheelTimer {
         &self.owner.shared
     }
 
-    /// Schedules `task` to run once, `delay` from now, on the worker thread.
+    /// Schedules `task` to run once, `delay` from now, on the worker thread
+    /// (or the [`executor`](Builder::executor), if the timer has one).
     ///
     /// Callable from any thread, with or without a tokio runtime; it takes
     /// no lock. A zero delay fires on the next tick; a delay too large to
@@ -156,6 +157,14 @@ impl HashedWheelTimer {
     ///
     /// A second call returns an empty `Vec`.
     ///
+    /// A periodic task counts as pending between its runs, so it is
+    /// returned like any other (its [`take_task`](Timeout::take_task) runs
+    /// it once). One whose run is in progress when `stop` is called is not
+    /// returned: that run finishes and the task then ends, reporting
+    /// [`Timeout::is_stopped`]. On the worker thread `stop` waits for that
+    /// run; on an [`Executor`](crate::Executor) it does not, and
+    /// `pending_timeouts()` counts such a task until its run returns.
+    ///
     /// # Errors
     ///
     /// [`TimerError::StopFromTimerTask`] if called from a task running on
@@ -195,7 +204,15 @@ impl HashedWheelTimer {
     /// fires on this thread every timeout due by then, tick by tick.
     /// During each callback [`now`](Self::now) reads that tick's time.
     ///
-    /// Called from a task of this timer, it extends the running `advance`.
+    /// Called from a task that this `advance` is running (on this thread),
+    /// it stands for a task that takes `by` to run: the clock moves on by
+    /// `by` at once, and the running `advance` goes on to the later time,
+    /// firing what fell due meanwhile late, as a slow task on a real worker
+    /// would. (A periodic task that does this on every run never lets the
+    /// running `advance` end: cancel it, or stop doing it, at some point.)
+    /// Called from a job on an [`Executor`](crate::Executor) thread, it is
+    /// an ordinary `advance`.
+    ///
     /// On a timer with a real clock it does nothing but log a warning.
     ///
     /// # Examples
