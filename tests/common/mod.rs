@@ -41,3 +41,46 @@ impl Fired {
         self.0.lock().unwrap().len()
     }
 }
+
+/// An executor that only queues jobs: the test decides when, and in which
+/// order, each one runs, as if on threads of its own.
+#[derive(Clone, Default)]
+pub struct QueueExecutor(Arc<Mutex<std::collections::VecDeque<hashed_wheel_timer::Job>>>);
+
+impl hashed_wheel_timer::Executor for QueueExecutor {
+    fn execute(&self, job: hashed_wheel_timer::Job) {
+        self.0.lock().unwrap().push_back(job);
+    }
+}
+
+impl QueueExecutor {
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Takes the oldest job without running it.
+    pub fn take(&self) -> Option<hashed_wheel_timer::Job> {
+        self.0.lock().unwrap().pop_front()
+    }
+
+    /// Runs every queued job, oldest first, including jobs queued meanwhile.
+    /// Returns how many ran.
+    pub fn run_all(&self) -> usize {
+        let mut ran = 0;
+        while let Some(job) = self.take() {
+            job();
+            ran += 1;
+        }
+        ran
+    }
+
+    /// A manual-clock timer (tick `tick`) that hands its callbacks here.
+    pub fn timer(&self, tick: Duration) -> HashedWheelTimer {
+        HashedWheelTimer::builder()
+            .manual_clock()
+            .tick_duration(tick)
+            .executor(self.clone())
+            .build()
+            .expect("valid settings")
+    }
+}
