@@ -48,6 +48,25 @@
 //! Stay with `tokio::time` for a handful of sleeps, or where you need
 //! `tokio::time::pause()` integration with tokio's test clock.
 //!
+//! # Periodic tasks
+//!
+//! [`HashedWheelTimer::schedule_at_fixed_rate`] and
+//! [`HashedWheelTimer::schedule_with_fixed_delay`] run an `FnMut` again and
+//! again, as Java's `ScheduledThreadPoolExecutor` does: at a fixed rate
+//! (each run due a period after the previous one was due; late runs catch
+//! up back to back) or with a fixed delay (each run due a delay after the
+//! previous one ended). One [`Timeout`] stands for every run: cancel it to
+//! stop them. Runs never overlap. Unlike `java.util.Timer`, a panicking
+//! task does not take the timer down: it is caught and logged, only its
+//! own later runs are suppressed, and [`Timeout::is_panicked`] says so.
+//!
+//! # Where callbacks run
+//!
+//! On the worker thread by default, so a slow callback delays every later
+//! tick, as in Netty. [`Builder::executor`] hands callbacks to an
+//! [`Executor`] instead, such as a tokio runtime's blocking pool through
+//! [`TokioExecutor`], and the worker goes straight back to the wheel.
+//!
 //! # Testing
 //!
 //! [`Builder::manual_clock`] gives a timer with no thread whose time moves
