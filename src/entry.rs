@@ -285,6 +285,13 @@ mod tests {
         Entry::new(0, Task::Periodic(Box::new(task)))
     }
 
+    /// A periodic entry in the middle of a run.
+    fn running() -> Entry {
+        let e = periodic();
+        assert!(e.try_fire());
+        e
+    }
+
     #[test]
     fn fire_and_cancel_exclude_each_other() {
         let e = entry();
@@ -325,8 +332,7 @@ mod tests {
 
     #[test]
     fn cancel_during_a_run_wins_once_and_blocks_the_rearm() {
-        let e = periodic();
-        assert!(e.try_fire());
+        let e = running();
         assert_eq!(e.try_cancel(), Some(CancelOutcome::WasPending));
         assert_eq!(e.try_cancel(), None);
         assert!(!e.try_rearm());
@@ -336,16 +342,14 @@ mod tests {
 
     #[test]
     fn a_panicking_run_ends_the_entry_and_flags_it() {
-        let e = periodic();
-        assert!(e.try_fire());
+        let e = running();
         assert!(e.try_end_panicked());
         assert!(e.is_expired() && e.is_panicked() && !e.is_pending());
         assert_eq!(e.try_cancel(), None, "nothing left to cancel");
         assert!(!e.try_fire() && !e.try_rearm() && !e.try_stop());
 
         // Cancelled during the run that then panicked: stays cancelled.
-        let e = periodic();
-        assert!(e.try_fire());
+        let e = running();
         assert_eq!(e.try_cancel(), Some(CancelOutcome::WasPending));
         assert!(!e.try_end_panicked());
         assert!(e.is_cancelled() && e.is_panicked());
@@ -359,8 +363,7 @@ mod tests {
 
     #[test]
     fn a_fired_entry_can_end_stopped_once() {
-        let e = periodic();
-        assert!(e.try_fire());
+        let e = running();
         assert_eq!(e.try_stop_fired(), Some(true), "running: uncount");
         assert!(e.is_stopped());
         assert_eq!(e.try_stop_fired(), None);
@@ -374,8 +377,7 @@ mod tests {
         );
         assert!(e.is_stopped());
 
-        let e = periodic();
-        assert!(e.try_fire());
+        let e = running();
         assert!(e.try_cancel().is_some());
         assert_eq!(e.try_stop_fired(), None, "cancel won");
     }
@@ -383,8 +385,7 @@ mod tests {
     #[test]
     fn cancel_finds_a_periodic_entry_whatever_its_phase() {
         // A cancel that first guesses PENDING and finds RUNNING retries.
-        let e = periodic();
-        assert!(e.try_fire());
+        let e = running();
         assert!(e.try_rearm());
         assert!(e.try_fire());
         assert_eq!(e.try_cancel(), Some(CancelOutcome::WasPending));

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{manual, QueueExecutor};
+use common::{manual, Counter, Logs, QueueExecutor};
 use hashed_wheel_timer::{HashedWheelTimer, Job, Timeout, TimerError, TokioExecutor};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -12,6 +12,16 @@ use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
+
+/// A real-clock timer that runs each callback on a thread of its own.
+fn thread_per_job() -> HashedWheelTimer {
+    HashedWheelTimer::builder()
+        .executor(|job: Job| {
+            std::thread::spawn(job);
+        })
+        .build()
+        .unwrap()
+}
 
 /// Schedules a callback at 1 ms that blocks for 3 s of timer time, and a
 /// probe due at 2 ms; returns how late the probe ran, on the timer's clock.
@@ -95,12 +105,7 @@ fn runs_of_one_periodic_task_never_overlap_on_an_executor() {
 fn runs_of_one_periodic_task_never_overlap_on_many_threads() {
     // A thread per job and a real clock: a run takes longer than the
     // period, so a naive re-arm would start the next run meanwhile.
-    let timer = HashedWheelTimer::builder()
-        .executor(|job: Job| {
-            std::thread::spawn(job);
-        })
-        .build()
-        .unwrap();
+    let timer = thread_per_job();
     let running = Arc::new(AtomicBool::new(false));
     let overlaps = Arc::new(AtomicUsize::new(0));
     let dues = Arc::new(Mutex::new(Vec::new()));
@@ -136,61 +141,25 @@ fn runs_of_one_periodic_task_never_overlap_on_many_threads() {
     assert_eq!(timer.pending_timeouts(), 0);
 }
 
-/// Captures what `tracing` logs on this thread.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn count(&self, needle: &str) -> usize {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .matches(needle)
-            .count()
-    }
-}
-
 #[test]
 fn panics_on_an_executor_are_caught_logged_and_reported() {
     let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
     let executor = QueueExecutor::default();
     let timer = executor.timer(MS);
     let one_shot = timer.new_timeout(|_| panic!("one-shot boom"), MS).unwrap();
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
+    let runs = Counter::default();
     let periodic = timer
-        .schedule_with_fixed_delay(
-            move |_| {
-                if r.fetch_add(1, Ordering::SeqCst) == 1 {
-                    panic!("periodic boom");
-                }
-            },
-            MS,
-            MS,
-        )
+        .schedule_with_fixed_delay(runs.task_panicking_in_run(2, "periodic boom"), MS, MS)
         .unwrap();
     let fine = timer.new_timeout(|_| {}, MS * 5).unwrap();
-    tracing::subscriber::with_default(subscriber, || {
+    tracing::subscriber::with_default(logs.subscriber(), || {
         for _ in 0..10 {
             timer.advance(MS);
             executor.run_all(); // would panic here if a job let one out
         }
     });
     assert!(one_shot.is_panicked() && one_shot.is_expired());
-    assert_eq!(runs.load(Ordering::SeqCst), 2, "suppressed after the panic");
+    assert_eq!(runs.get(), 2, "suppressed after the panic");
     assert!(periodic.is_panicked() && !periodic.is_pending());
     assert!(fine.is_expired() && !fine.is_panicked());
     assert_eq!(timer.pending_timeouts(), 0);
@@ -203,24 +172,15 @@ fn panics_on_an_executor_are_caught_logged_and_reported() {
 fn cancel_before_a_handed_off_periodic_run_starts_skips_it() {
     let executor = QueueExecutor::default();
     let timer = executor.timer(MS);
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let t = timer
-        .schedule_at_fixed_rate(
-            move |_| {
-                r.fetch_add(1, Ordering::SeqCst);
-            },
-            MS,
-            MS,
-        )
-        .unwrap();
+    let runs = Counter::default();
+    let t = timer.schedule_at_fixed_rate(runs.task(), MS, MS).unwrap();
     timer.advance(MS);
     assert_eq!(executor.len(), 1);
     assert!(t.cancel(), "no run has started: it can be cancelled");
     assert_eq!(timer.pending_timeouts(), 0);
     executor.run_all();
     timer.advance(MS * 10);
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(runs.get(), 0);
     assert_eq!(executor.len(), 0);
     assert!(t.is_cancelled());
 }
@@ -248,33 +208,17 @@ fn jobs_the_executor_drops_end_their_timeouts_stopped() {
         .executor(|job: Job| drop(job))
         .build()
         .unwrap();
-    let ran = Arc::new(AtomicUsize::new(0));
-    let (a, b) = (ran.clone(), ran.clone());
-    let one_shot = timer
-        .new_timeout(
-            move |_| {
-                a.fetch_add(1, Ordering::SeqCst);
-            },
-            MS,
-        )
-        .unwrap();
-    let periodic = timer
-        .schedule_at_fixed_rate(
-            move |_| {
-                b.fetch_add(1, Ordering::SeqCst);
-            },
-            MS,
-            MS,
-        )
-        .unwrap();
+    let ran = Counter::default();
+    let one_shot = timer.new_timeout(ran.task(), MS).unwrap();
+    let periodic = timer.schedule_at_fixed_rate(ran.task(), MS, MS).unwrap();
     timer.advance(MS * 10);
     assert!(one_shot.is_stopped() && periodic.is_stopped());
     assert_eq!(timer.pending_timeouts(), 0, "each counted once");
-    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert_eq!(ran.get(), 0);
     for t in [&one_shot, &periodic] {
         t.take_task().expect("the task comes back").run(t);
     }
-    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    assert_eq!(ran.get(), 2);
 }
 
 #[test]
@@ -336,12 +280,7 @@ fn tokio_spawn_and_spawn_blocking_run_callbacks_on_the_runtime() {
 
 #[test]
 fn stop_from_a_job_on_an_executor_is_an_error_not_a_deadlock() {
-    let timer = HashedWheelTimer::builder()
-        .executor(|job: Job| {
-            std::thread::spawn(job);
-        })
-        .build()
-        .unwrap();
+    let timer = thread_per_job();
     let (tx, rx) = mpsc::channel();
     let inner = timer.clone();
     timer

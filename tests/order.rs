@@ -5,9 +5,18 @@
 mod common;
 
 use common::{manual, Fired};
+use hashed_wheel_timer::HashedWheelTimer;
+use std::ops::Range;
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
+
+/// Schedules one timeout per label, all with the same delay.
+fn batch(fired: &Fired, timer: &HashedWheelTimer, labels: Range<usize>, delay: Duration) {
+    for label in labels {
+        fired.schedule(timer, label, delay);
+    }
+}
 
 #[test]
 fn equal_deadlines_fire_in_submission_order() {
@@ -15,13 +24,9 @@ fn equal_deadlines_fire_in_submission_order() {
     let fired = Fired::default();
     // The first half reaches the wheel before the second half is submitted;
     // all 1,000 share one deadline, 50 ms from the start.
-    for label in 0..500 {
-        fired.schedule(&timer, label, MS * 50);
-    }
+    batch(&fired, &timer, 0..500, MS * 50);
     timer.advance(MS * 10);
-    for label in 500..1000 {
-        fired.schedule(&timer, label, MS * 40);
-    }
+    batch(&fired, &timer, 500..1000, MS * 40);
     timer.advance(MS * 100);
     assert_eq!(fired.labels(), (0..1000).collect::<Vec<_>>());
 }
@@ -32,17 +37,11 @@ fn equal_deadlines_in_a_later_round_fire_in_submission_order() {
     // overflow, the third arrives after the round moved into its buckets.
     let timer = manual(MS);
     let fired = Fired::default();
-    for label in 0..100 {
-        fired.schedule(&timer, label, MS * 5000);
-    }
+    batch(&fired, &timer, 0..100, MS * 5000);
     timer.advance(MS * 1000);
-    for label in 100..200 {
-        fired.schedule(&timer, label, MS * 4000);
-    }
+    batch(&fired, &timer, 100..200, MS * 4000);
     timer.advance(MS * 3700);
-    for label in 200..300 {
-        fired.schedule(&timer, label, MS * 300);
-    }
+    batch(&fired, &timer, 200..300, MS * 300);
     timer.advance(MS * 1000);
     assert_eq!(fired.labels(), (0..300).collect::<Vec<_>>());
 }

@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::manual;
+use common::{manual, Counter};
 use hashed_wheel_timer::{HashedWheelTimer, Timeout, TimerError};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -194,20 +194,13 @@ fn scheduled_execution_time_is_the_due_time_of_the_run_in_progress() {
 #[test]
 fn cancel_between_runs_stops_later_runs_and_counts_once() {
     let timer = manual(MS);
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
+    let runs = Counter::default();
     let t = timer
-        .schedule_at_fixed_rate(
-            move |_| {
-                r.fetch_add(1, Ordering::SeqCst);
-            },
-            MS * 10,
-            MS * 10,
-        )
+        .schedule_at_fixed_rate(runs.task(), MS * 10, MS * 10)
         .unwrap();
     assert!(t.is_periodic() && t.is_pending());
     timer.advance(MS * 35);
-    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    assert_eq!(runs.get(), 3);
     assert_eq!(timer.pending_timeouts(), 1, "one task, however many runs");
     assert!(t.is_pending() && !t.is_expired());
 
@@ -215,7 +208,7 @@ fn cancel_between_runs_stops_later_runs_and_counts_once() {
     assert!(!t.cancel(), "only once");
     assert_eq!(timer.pending_timeouts(), 0);
     timer.advance(MS * 100);
-    assert_eq!(runs.load(Ordering::SeqCst), 3, "no run after cancel");
+    assert_eq!(runs.get(), 3, "no run after cancel");
     assert_eq!(timer.pending_timeouts(), 0, "removal does not count again");
     assert!(t.is_cancelled() && !t.is_pending() && !t.is_panicked());
 }
@@ -253,40 +246,28 @@ fn cancel_during_a_run_lets_it_finish_and_stops_later_runs() {
 #[test]
 fn a_panicking_run_suppresses_later_runs_and_the_handle_says_so() {
     let timer = manual(MS);
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
+    let runs = Counter::default();
     let doomed = timer
         .schedule_at_fixed_rate(
-            move |_| {
-                if r.fetch_add(1, Ordering::SeqCst) + 1 == 3 {
-                    panic!("third run fails");
-                }
-            },
+            runs.task_panicking_in_run(3, "third run fails"),
             MS * 10,
             MS * 10,
         )
         .unwrap();
-    let others = Arc::new(AtomicUsize::new(0));
-    let o = others.clone();
+    let others = Counter::default();
     let healthy = timer
-        .schedule_with_fixed_delay(
-            move |_| {
-                o.fetch_add(1, Ordering::SeqCst);
-            },
-            MS * 10,
-            MS * 10,
-        )
+        .schedule_with_fixed_delay(others.task(), MS * 10, MS * 10)
         .unwrap();
     let later = timer.new_timeout(|_| {}, MS * 95).unwrap();
     assert_eq!(timer.pending_timeouts(), 3);
 
     timer.advance(MS * 100);
-    assert_eq!(runs.load(Ordering::SeqCst), 3, "no run after the panic");
+    assert_eq!(runs.get(), 3, "no run after the panic");
     assert!(doomed.is_panicked() && doomed.is_expired());
     assert!(!doomed.is_pending() && !doomed.is_cancelled());
     assert!(!doomed.cancel(), "nothing left to cancel");
 
-    assert_eq!(others.load(Ordering::SeqCst), 10, "other tasks carry on");
+    assert_eq!(others.get(), 10, "other tasks carry on");
     assert!(healthy.is_pending() && !healthy.is_panicked());
     assert!(later.is_expired() && !later.is_panicked());
     assert_eq!(timer.pending_timeouts(), 1, "the panic counted once");
@@ -339,19 +320,10 @@ fn a_zero_period_or_delay_is_refused_with_an_error_naming_it() {
 #[test]
 fn a_period_shorter_than_a_tick_runs_once_per_tick() {
     let timer = manual(MS * 10);
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    timer
-        .schedule_at_fixed_rate(
-            move |_| {
-                r.fetch_add(1, Ordering::SeqCst);
-            },
-            MS,
-            MS,
-        )
-        .unwrap();
+    let runs = Counter::default();
+    timer.schedule_at_fixed_rate(runs.task(), MS, MS).unwrap();
     timer.advance(MS * 100);
-    assert_eq!(runs.load(Ordering::SeqCst), 10);
+    assert_eq!(runs.get(), 10);
 }
 
 #[test]
@@ -372,19 +344,12 @@ fn a_periodic_task_counts_once_against_max_pending() {
 #[test]
 fn stop_returns_a_waiting_periodic_task_whose_task_runs_once() {
     let timer = manual(MS);
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
+    let runs = Counter::default();
     let t = timer
-        .schedule_at_fixed_rate(
-            move |_| {
-                r.fetch_add(1, Ordering::SeqCst);
-            },
-            MS * 10,
-            MS * 10,
-        )
+        .schedule_at_fixed_rate(runs.task(), MS * 10, MS * 10)
         .unwrap();
     timer.advance(MS * 25);
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(runs.get(), 2);
     let stopped = timer.stop().unwrap();
     assert_eq!(stopped, vec![t.clone()]);
     assert!(t.is_stopped() && !t.is_pending());
@@ -393,9 +358,9 @@ fn stop_returns_a_waiting_periodic_task_whose_task_runs_once() {
         .take_task()
         .expect("a stopped periodic task gives its task");
     task.run(&t);
-    assert_eq!(runs.load(Ordering::SeqCst), 3, "it ran once more, by hand");
+    assert_eq!(runs.get(), 3, "it ran once more, by hand");
     timer.advance(MS * 100);
-    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    assert_eq!(runs.get(), 3);
 }
 
 #[test]
@@ -404,12 +369,12 @@ fn a_run_in_progress_when_stop_is_called_finishes_and_the_task_ends_stopped() {
     let timer = HashedWheelTimer::new();
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
+    let runs = Counter::default();
+    let mut count = runs.task();
     let t = timer
         .schedule_at_fixed_rate(
-            move |_| {
-                r.fetch_add(1, Ordering::SeqCst);
+            move |t: &Timeout| {
+                count(t);
                 let _ = started_tx.send(());
                 let _ = go_rx.recv();
             },
@@ -429,6 +394,6 @@ fn a_run_in_progress_when_stop_is_called_finishes_and_the_task_ends_stopped() {
     let stopped = stopper.join().unwrap();
     assert!(stopped.is_empty(), "it was running, not waiting");
     assert!(t.is_stopped());
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(runs.get(), 1);
     assert_eq!(timer.pending_timeouts(), 0);
 }

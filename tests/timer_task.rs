@@ -19,22 +19,19 @@ struct Task(Calls);
 
 impl TimerTask for Task {
     fn run(self: Box<Self>, _: &Timeout) {
-        self.0
-             .0
-            .lock()
-            .unwrap()
-            .push(("run", std::thread::current().id()));
+        self.0.record("run");
     }
     fn cancelled(self: Box<Self>, _: &Timeout) {
-        self.0
-             .0
-            .lock()
-            .unwrap()
-            .push(("cancelled", std::thread::current().id()));
+        self.0.record("cancelled");
     }
 }
 
 impl Calls {
+    fn record(&self, call: &'static str) {
+        let thread = std::thread::current().id();
+        self.0.lock().unwrap().push((call, thread));
+    }
+
     fn names(&self) -> Vec<&'static str> {
         self.0.lock().unwrap().iter().map(|c| c.0).collect()
     }
