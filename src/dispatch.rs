@@ -17,12 +17,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::entry::Entry;
+use crate::executor::SharedExecutor;
+use crate::periodic::Periodic;
 use crate::shared::Shared;
 use crate::task::Task;
 use crate::Timeout;
 
-/// A fired task on its way to run. If it is dropped unrun (an executor
-/// that shut down drops its jobs), its timeout ends stopped, uncounted once,
+/// A fired task handed to the executor. If the executor drops it unrun
+/// (say, its runtime shut down), its timeout ends stopped, uncounted once,
 /// and its task can still be taken from the handle.
 struct Dispatch {
     timeout: Timeout,
@@ -31,21 +33,29 @@ struct Dispatch {
 
 impl Shared {
     /// Runs `task`, which `entry` just fired, here or on the executor.
+    #[inline]
     pub(crate) fn dispatch(self: &Arc<Self>, entry: Arc<Entry>, task: Task) {
-        let executor = match (&self.config.executor, &task) {
-            (Some(executor), Task::Callback(_) | Task::Periodic(_)) => Some(executor),
-            _ => None,
-        };
-        let job = Dispatch {
-            timeout: Timeout::from_parts(entry, self.clone()),
-            task: Some(task),
-        };
-        let Some(executor) = executor else {
-            job.run();
-            return;
-        };
+        let timeout = Timeout::from_parts(entry, self.clone());
+        if let Some(executor) = &self.config.executor {
+            if !matches!(task, Task::Wake(_)) {
+                let job = Dispatch {
+                    timeout,
+                    task: Some(task),
+                };
+                self.hand_off(executor, job);
+                return;
+            }
+        }
+        run(&timeout, task);
+    }
+
+    fn hand_off(&self, executor: &SharedExecutor, mut job: Dispatch) {
         let handed_off = catch_unwind(AssertUnwindSafe(|| {
-            executor.execute(Box::new(move || job.run()));
+            executor.execute(Box::new(move || {
+                if let Some(task) = job.task.take() {
+                    run(&job.timeout, task);
+                }
+            }));
         }));
         if let Err(panic) = handed_off {
             // The job was dropped while unwinding, which ended its timeout.
@@ -74,43 +84,47 @@ impl Shared {
     }
 }
 
-impl Dispatch {
-    fn run(mut self) {
-        let Some(task) = self.task.take() else {
-            return;
-        };
-        let timeout = &self.timeout;
-        let (entry, shared) = (timeout.entry(), timeout.shared());
-        let result = match task {
-            Task::Wake(wakers) => shared.catch_task(|| wakers.into_iter().for_each(|w| w.wake())),
-            Task::Callback(task) => shared.catch_task(|| task.run(timeout)),
-            Task::Periodic(mut task) => {
-                if !entry.is_running() {
-                    return; // cancelled before this run began
-                }
-                match shared.catch_task(|| task.run_once(timeout)) {
-                    Ok(()) => {
-                        shared.rearm(entry, task);
-                        return;
-                    }
-                    Err(panic) => {
-                        shared.end_panicked(entry);
-                        Err(panic)
-                    }
-                }
-            }
-        };
-        if let Err(panic) = result {
-            entry.mark_panicked();
-            tracing::warn!(
-                target: "hashed_wheel_timer",
-                deadline = ?timeout.deadline(),
-                periodic = entry.is_periodic(),
-                panic = panic_message(&*panic),
-                "a timer task panicked; the timer keeps running"
-            );
+/// Runs a fired task on this thread.
+#[inline(always)]
+fn run(timeout: &Timeout, task: Task) {
+    let (entry, shared) = (timeout.entry(), timeout.shared());
+    let result = match task {
+        Task::Wake(wakers) => shared.catch_task(|| wakers.into_iter().for_each(|w| w.wake())),
+        Task::Callback(task) => shared.catch_task(|| task.run(timeout)),
+        Task::Periodic(task) => return run_periodic(timeout, task),
+    };
+    if let Err(panic) = result {
+        entry.mark_panicked();
+        report_panic(timeout, &*panic);
+    }
+}
+
+/// Runs one run of a periodic task, then re-arms it or, if it panicked,
+/// ends it.
+fn run_periodic(timeout: &Timeout, mut task: Box<Periodic>) {
+    let (entry, shared) = (timeout.entry(), timeout.shared());
+    if !entry.is_running() {
+        return; // cancelled before this run began
+    }
+    match shared.catch_task(|| task.run_once(timeout)) {
+        Ok(()) => shared.rearm(entry, task),
+        Err(panic) => {
+            shared.end_panicked(entry);
+            report_panic(timeout, &*panic);
         }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn report_panic(timeout: &Timeout, panic: &(dyn Any + Send)) {
+    tracing::warn!(
+        target: "hashed_wheel_timer",
+        deadline = ?timeout.deadline(),
+        periodic = timeout.is_periodic(),
+        panic = panic_message(panic),
+        "a timer task panicked; the timer keeps running"
+    );
 }
 
 impl Drop for Dispatch {

@@ -191,7 +191,14 @@ impl Entry {
     /// `PENDING | RUNNING | STOPPED -> CANCELLED`. `None` if it had already
     /// expired or been cancelled. One swap when it is pending.
     pub(crate) fn try_cancel(&self) -> Option<CancelOutcome> {
-        let mut current = PENDING;
+        let Err(mut current) =
+            self.state
+                .compare_exchange(PENDING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+        else {
+            return Some(CancelOutcome::WasPending);
+        };
+        // Not waiting: running, stopped, or over. A periodic entry can move
+        // between PENDING and RUNNING meanwhile, so retry on what we saw.
         loop {
             let outcome = match current {
                 PENDING | RUNNING => CancelOutcome::WasPending,

@@ -50,6 +50,7 @@ thread_local! {
 
 /// Runs `f` with `marker` set to `id`, restoring it afterwards, even if `f`
 /// panics.
+#[inline]
 fn marked<R>(marker: &'static LocalKey<Cell<u64>>, id: u64, f: impl FnOnce() -> R) -> R {
     struct Restore(&'static LocalKey<Cell<u64>>, u64);
     impl Drop for Restore {
@@ -242,7 +243,7 @@ impl Shared {
             fence(Ordering::SeqCst);
             self.request_cleanup();
         }
-        Some(entry.take_task().unwrap_or(Task::Wake(None)))
+        Some(entry.take_task().unwrap_or_else(|| Task::Wake(None)))
     }
 
     fn request_cleanup(&self) {
