@@ -145,7 +145,9 @@ impl HashedWheelTimer {
     }
 
     /// Timeouts scheduled that have not yet expired, been cancelled, or been
-    /// returned by `stop()`. Each timeout leaves this count exactly once.
+    /// returned by `stop()`. Each timeout leaves this count exactly once. A
+    /// periodic task counts as one for its whole life, runs included, until
+    /// it is cancelled, ended by a panic, or stopped.
     pub fn pending_timeouts(&self) -> usize {
         self.shared().pending()
     }
