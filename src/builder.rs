@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use crate::executor::SharedExecutor;
 use crate::shared::Config;
-use crate::{HashedWheelTimer, TimerError};
+use crate::{Executor, HashedWheelTimer, TimerError};
 
 /// The largest `ticks_per_wheel` accepted, as in Netty.
 pub const MAX_TICKS_PER_WHEEL: usize = 1 << 30;
@@ -17,6 +18,7 @@ pub const MAX_TICKS_PER_WHEEL: usize = 1 << 30;
 /// | [`max_pending_timeouts`](Builder::max_pending_timeouts) | no limit | beyond it `new_timeout` fails with [`TimerError::AtCapacity`] |
 /// | [`thread_name`](Builder::thread_name) | `"hashed-wheel-timer"` | the worker thread's name |
 /// | [`manual_clock`](Builder::manual_clock) | off | no thread; time moves only by [`advance`](HashedWheelTimer::advance) |
+/// | [`executor`](Builder::executor) | none: callbacks run on the worker | where callbacks run, so a slow one cannot delay ticks |
 ///
 /// # Examples
 ///
@@ -44,6 +46,7 @@ pub struct Builder {
     max_pending_timeouts: Option<usize>,
     thread_name: String,
     manual_clock: bool,
+    executor: Option<SharedExecutor>,
 }
 
 impl Default for Builder {
@@ -54,6 +57,7 @@ impl Default for Builder {
             max_pending_timeouts: None,
             thread_name: "hashed-wheel-timer".to_owned(),
             manual_clock: false,
+            executor: None,
         }
     }
 }
@@ -98,6 +102,19 @@ impl Builder {
         self
     }
 
+    /// Runs callbacks on `executor` instead of the worker thread (Netty's
+    /// `taskExecutor`), so a slow callback no longer delays the ticks. See
+    /// [`Executor`] for what a job guarantees, and
+    /// [`TokioExecutor`](crate::TokioExecutor) for a tokio runtime. Default:
+    /// callbacks run on the worker (or, on a manual clock, on the thread
+    /// calling [`advance`](HashedWheelTimer::advance)).
+    ///
+    /// Future wakers are woken on the worker either way.
+    pub fn executor(mut self, executor: impl Executor) -> Builder {
+        self.executor = Some(SharedExecutor::new(executor));
+        self
+    }
+
     /// Checks the settings and makes the timer. No thread starts until the
     /// first timeout is scheduled.
     ///
@@ -136,6 +153,7 @@ impl Builder {
             return Err(TimerError::InvalidThreadName(self.thread_name.clone()));
         }
         Ok(Config {
+            executor: self.executor.clone(),
             tick_nanos,
             ticks_per_wheel,
             max_pending: self.max_pending_timeouts,

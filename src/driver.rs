@@ -4,19 +4,17 @@
 //!
 //! One step: remove cancelled entries -> file new entries (at most
 //! `DRAIN_CAP_PER_TICK` per step) -> collect what is due -> fire it, ordered by
-//! deadline, then by submission.
+//! deadline, then by submission. Firing hands each task to `dispatch.rs`,
+//! which runs it here or on the executor; a periodic entry comes back
+//! through the intake when its run ends.
 
-use std::any::Any;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::saturating_nanos;
+use crate::clock::{saturating_nanos, Nanos};
 use crate::entry::Entry;
 use crate::shared::{Core, Shared};
-use crate::task::Task;
-use crate::Timeout;
 
 /// The most new timeouts the worker files into buckets per tick, as in
 /// Netty: a flood of new timeouts cannot stall expiry. The rest wait in the
@@ -45,7 +43,7 @@ impl Shared {
             let Some(entry) = self.intake.pop() else {
                 return false;
             };
-            if !entry.is_pending() {
+            if !entry.is_waiting() {
                 continue; // cancelled before it reached a bucket
             }
             let tick = self.clock.tick_of(entry.deadline());
@@ -77,32 +75,17 @@ impl Shared {
             due.sort_by_key(|e| e.deadline());
         }
         for entry in due.drain(..) {
-            if !entry.try_expire() {
+            if !entry.try_fire() {
                 continue;
             }
-            self.uncount(1);
+            if !entry.is_periodic() {
+                // A periodic entry stays counted while it runs.
+                self.uncount(1);
+            }
             let Some(task) = entry.take_task() else {
                 continue;
             };
-            let timeout = Timeout::from_parts(entry, self.clone());
-            self.run_task(task, &timeout);
-        }
-    }
-
-    fn run_task(&self, task: Task, timeout: &Timeout) {
-        let result = self.as_own_task(|| {
-            catch_unwind(AssertUnwindSafe(|| match task {
-                Task::Callback(task) => task.run(timeout),
-                Task::Wake(waker) => waker.into_iter().for_each(|w| w.wake()),
-            }))
-        });
-        if let Err(panic) = result {
-            tracing::warn!(
-                target: "hashed_wheel_timer",
-                deadline = ?timeout.deadline(),
-                panic = panic_message(&*panic),
-                "a timer task panicked; the timer keeps running"
-            );
+            self.dispatch(entry, task);
         }
     }
 
@@ -117,13 +100,22 @@ impl Shared {
             return;
         };
         let by = saturating_nanos(by);
-        if self.in_own_task() {
-            // Called from a task while an outer `advance` is firing: that
-            // call will process the extended range.
-            target.fetch_max(self.clock.now().saturating_add(by), Ordering::AcqRel);
+        if self.is_driving_here() {
+            // Called from a task this thread runs inside an outer `advance`:
+            // the task takes `by`. The clock moves on at once, and the outer
+            // call processes the extended range, firing what came due
+            // meanwhile late, as a slow task makes a real worker do.
+            let to = self.clock.now().saturating_add(by);
+            self.clock.set_manual(to);
+            target.fetch_max(to, Ordering::AcqRel);
             return;
         }
         let _driving = self.driver.lock().unwrap_or_else(|p| p.into_inner());
+        self.as_driver(|| self.drive_to(target, by));
+    }
+
+    /// The body of `advance`, with the driver lock held.
+    fn drive_to(self: &Arc<Self>, target: &AtomicU64, by: Nanos) {
         target.fetch_max(self.clock.now().saturating_add(by), Ordering::AcqRel);
         let mut due = Vec::new();
         while !self.is_shutdown() {
@@ -180,15 +172,5 @@ impl Shared {
         self.uncount(all.len());
         all.sort_by_key(|e| e.deadline());
         all
-    }
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s
-    } else {
-        "<non-string panic payload>"
     }
 }

@@ -48,6 +48,25 @@
 //! Stay with `tokio::time` for a handful of sleeps, or where you need
 //! `tokio::time::pause()` integration with tokio's test clock.
 //!
+//! # Periodic tasks
+//!
+//! [`HashedWheelTimer::schedule_at_fixed_rate`] and
+//! [`HashedWheelTimer::schedule_with_fixed_delay`] run an `FnMut` again and
+//! again, as Java's `ScheduledThreadPoolExecutor` does: at a fixed rate
+//! (each run due a period after the previous one was due; late runs catch
+//! up back to back) or with a fixed delay (each run due a delay after the
+//! previous one ended). One [`Timeout`] stands for every run: cancel it to
+//! stop them. Runs never overlap. Unlike `java.util.Timer`, a panicking
+//! task does not take the timer down: it is caught and logged, only its
+//! own later runs are suppressed, and [`Timeout::is_panicked`] says so.
+//!
+//! # Where callbacks run
+//!
+//! On the worker thread by default, so a slow callback delays every later
+//! tick, as in Netty. [`Builder::executor`] hands callbacks to an
+//! [`Executor`] instead, such as a tokio runtime's blocking pool through
+//! [`TokioExecutor`], and the worker goes straight back to the wheel.
+//!
 //! # Testing
 //!
 //! [`Builder::manual_clock`] gives a timer with no thread whose time moves
@@ -58,9 +77,12 @@
 
 mod builder;
 mod clock;
+mod dispatch;
 mod driver;
 mod entry;
 mod error;
+mod executor;
+mod periodic;
 mod registry;
 mod shared;
 mod task;
@@ -72,6 +94,7 @@ mod worker;
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
 pub use driver::DRAIN_CAP_PER_TICK;
 pub use error::TimerError;
+pub use executor::{Executor, Job, TokioExecutor};
 pub use registry::TOO_MANY_TIMERS;
 pub use task::TimerTask;
 pub use timeout::Timeout;

@@ -23,12 +23,13 @@
 use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::thread::{JoinHandle, Thread};
+use std::thread::{JoinHandle, LocalKey, Thread};
 
 use crossbeam_queue::SegQueue;
 
 use crate::clock::{Clock, Nanos};
 use crate::entry::{CancelOutcome, Entry};
+use crate::executor::SharedExecutor;
 use crate::task::Task;
 use crate::timer::Owner;
 use crate::wheel::Wheel;
@@ -53,9 +54,26 @@ pub(crate) const IDLE: u64 = u64::MAX;
 thread_local! {
     /// The id of the timer whose task is running on this thread, or 0.
     static RUNNING_TASK_OF: Cell<u64> = const { Cell::new(0) };
+    /// The id of the manual-clock timer this thread is advancing, or 0.
+    static DRIVING: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Runs `f` with `marker` set to `id`, restoring it afterwards, even if `f`
+/// panics.
+#[inline]
+fn marked<R>(marker: &'static LocalKey<Cell<u64>>, id: u64, f: impl FnOnce() -> R) -> R {
+    struct Restore(&'static LocalKey<Cell<u64>>, u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            self.0.with(|id| id.set(self.1));
+        }
+    }
+    let _restore = Restore(marker, marker.with(|old| old.replace(id)));
+    f()
 }
 
 pub(crate) struct Config {
+    pub(crate) executor: Option<SharedExecutor>,
     pub(crate) tick_nanos: u64,
     pub(crate) ticks_per_wheel: usize,
     pub(crate) max_pending: Option<usize>,
@@ -166,14 +184,17 @@ impl Shared {
 
     /// Runs `f` marked as a task of this timer, for `in_own_task`.
     pub(crate) fn as_own_task<R>(&self, f: impl FnOnce() -> R) -> R {
-        struct Restore(u64);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                RUNNING_TASK_OF.with(|id| id.set(self.0));
-            }
-        }
-        let _restore = Restore(RUNNING_TASK_OF.with(|id| id.replace(self.id)));
-        f()
+        marked(&RUNNING_TASK_OF, self.id, f)
+    }
+
+    /// True while this thread is inside a manual `advance` of this timer.
+    pub(crate) fn is_driving_here(&self) -> bool {
+        DRIVING.with(|id| id.get() == self.id)
+    }
+
+    /// Runs `f` marked as driving this timer, for `is_driving_here`.
+    pub(crate) fn as_driver<R>(&self, f: impl FnOnce() -> R) -> R {
+        marked(&DRIVING, self.id, f)
     }
 
     /// Counts one more pending timeout, or says why it cannot. Returns the
@@ -194,20 +215,40 @@ impl Shared {
         }
         let pending_before = self.reserve()?;
         let entry = Arc::new(Entry::new(deadline, task));
-        self.intake.push(entry.clone());
-        fence(Ordering::SeqCst);
-        if self.is_shutdown() && entry.try_cancel() == Some(CancelOutcome::WasPending) {
-            // `stop()` may have drained the queue before our push: take the
-            // entry back. Had `stop()` taken it, it is in its returned Vec.
-            self.uncount(1);
+        if !self.enqueue(&entry) && self.take_back(&entry) {
             return Err(TimerError::Shutdown);
         }
-        if self.clock.tick_of(deadline) < self.planned_wake.load(Ordering::SeqCst) {
-            self.unpark_worker();
-        } else if pending_before % HOUSEKEEPING_EVERY == HOUSEKEEPING_EVERY - 1 {
+        if pending_before % HOUSEKEEPING_EVERY == HOUSEKEEPING_EVERY - 1 {
             self.request_housekeeping();
         }
         Ok(entry)
+    }
+
+    /// Queues a pending entry for the worker (a new one, or a periodic one
+    /// re-armed after a run) and wakes the worker if this deadline is
+    /// earlier than the tick it sleeps to. False if the timer was shut down
+    /// meanwhile: the caller then calls `take_back`.
+    pub(crate) fn enqueue(&self, entry: &Arc<Entry>) -> bool {
+        self.intake.push(entry.clone());
+        fence(Ordering::SeqCst);
+        if self.is_shutdown() {
+            return false;
+        }
+        if self.clock.tick_of(entry.deadline()) < self.planned_wake.load(Ordering::SeqCst) {
+            self.unpark_worker();
+        }
+        true
+    }
+
+    /// After `enqueue` saw a shutdown: `stop()` may have drained the queue
+    /// before our push, so take the entry back (stopped, uncounted) and
+    /// return true. False if `stop()` took it: it is in its returned Vec.
+    pub(crate) fn take_back(&self, entry: &Entry) -> bool {
+        let taken = entry.try_stop();
+        if taken {
+            self.uncount(1);
+        }
+        taken
     }
 
     /// The cancel path. Returns the task, if the caller won, for its
@@ -229,7 +270,7 @@ impl Shared {
         // Still queued or in a bucket: either way the worker frees it at its
         // next housekeeping.
         self.request_housekeeping();
-        Some(entry.take_task().unwrap_or(Task::Wake(None)))
+        Some(entry.take_task().unwrap_or_else(|| Task::Wake(None)))
     }
 
     fn request_housekeeping(&self) {

@@ -1,7 +1,9 @@
-//! What runs when a timeout expires: a user callback or a future's waker.
+//! What runs when a timeout expires: a user callback, a periodic task, or a
+//! future's waker.
 
 use std::task::Waker;
 
+use crate::periodic::Periodic;
 use crate::Timeout;
 
 /// A task to run once when its [`Timeout`] expires, Netty's `TimerTask`.
@@ -39,11 +41,17 @@ use crate::Timeout;
 pub trait TimerTask: Send + 'static {
     /// Runs the task. Called at most once, after the deadline has passed,
     /// on the timer's worker thread (or the thread calling
-    /// [`advance`](crate::HashedWheelTimer::advance) on a manual clock).
+    /// [`advance`](crate::HashedWheelTimer::advance) on a manual clock), or
+    /// on the [`Executor`](crate::Executor) the timer was built with.
+    ///
+    /// A panic is caught and logged; the timeout then reports
+    /// [`Timeout::is_panicked`].
     fn run(self: Box<Self>, timeout: &Timeout);
 
     /// Called instead of [`run`](TimerTask::run), on the cancelling thread,
-    /// when [`Timeout::cancel`] wins. Does nothing by default.
+    /// when [`Timeout::cancel`] wins (also for a timeout that
+    /// [`stop`](crate::HashedWheelTimer::stop) returned and that is
+    /// cancelled afterwards). Does nothing by default.
     fn cancelled(self: Box<Self>, timeout: &Timeout) {
         let _ = timeout;
     }
@@ -62,6 +70,9 @@ where
 pub(crate) enum Task {
     /// A user callback, consumed when it runs.
     Callback(Box<dyn TimerTask>),
+    /// A periodic task: taken out for each run, put back when it re-arms.
+    /// Boxed so that one-shot entries stay as small as before.
+    Periodic(Box<Periodic>),
     /// The waker of the task awaiting a `Sleep`; `None` before its first poll.
     Wake(Option<Waker>),
 }
@@ -71,6 +82,16 @@ impl Task {
     pub(crate) fn on_cancel(self, timeout: &Timeout) {
         if let Task::Callback(task) = self {
             task.cancelled(timeout);
+        }
+    }
+
+    /// The task as a [`TimerTask`] that runs it once, for
+    /// [`Timeout::take_task`]; `None` for a waker.
+    pub(crate) fn into_timer_task(self) -> Option<Box<dyn TimerTask>> {
+        match self {
+            Task::Callback(task) => Some(task),
+            Task::Periodic(task) => Some(task),
+            Task::Wake(_) => None,
         }
     }
 }

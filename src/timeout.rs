@@ -14,9 +14,24 @@ use crate::shared::Shared;
 /// It is cheap to clone (two reference counts); every clone refers to the
 /// same timeout. Dropping handles does not cancel: call [`cancel`].
 ///
-/// A timeout ends in exactly one of three ways: it *expires* (its task ran),
-/// it is *cancelled*, or it is returned by
-/// [`stop`](crate::HashedWheelTimer::stop) without running.
+/// A one-shot timeout ends in exactly one of three ways: it *expires* (its
+/// task ran), it is *cancelled*, or it is returned by
+/// [`stop`](crate::HashedWheelTimer::stop) without running. A periodic
+/// one (from [`schedule_at_fixed_rate`] or [`schedule_with_fixed_delay`])
+/// stays pending across its runs, and ends cancelled, stopped, or expired
+/// by a panicking run.
+///
+/// | | `is_pending` | `is_expired` | `is_cancelled` | `is_stopped` |
+/// |---|---|---|---|---|
+/// | waiting to run | yes | | | |
+/// | one-shot: ran or running | | yes | | |
+/// | periodic: running, more runs to come | yes | | | |
+/// | periodic: a run panicked | | yes | | |
+/// | [`cancel`] won | | | yes | |
+/// | returned by `stop`, or ended by it | | | | yes |
+///
+/// [`is_panicked`](Timeout::is_panicked) is true on top of that when a run
+/// of the task panicked.
 ///
 /// # Examples
 ///
@@ -34,6 +49,8 @@ use crate::shared::Shared;
 /// ```
 ///
 /// [`cancel`]: Timeout::cancel
+/// [`schedule_at_fixed_rate`]: crate::HashedWheelTimer::schedule_at_fixed_rate
+/// [`schedule_with_fixed_delay`]: crate::HashedWheelTimer::schedule_with_fixed_delay
 #[derive(Clone)]
 pub struct Timeout {
     entry: Arc<Entry>,
@@ -45,9 +62,21 @@ impl Timeout {
         Timeout { entry, shared }
     }
 
+    pub(crate) fn entry(&self) -> &Arc<Entry> {
+        &self.entry
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// Cancels the timeout. Returns true only for the call that wins, and
-    /// then the task never runs; false if it already ran, is running, or
-    /// was cancelled before.
+    /// then the task never runs (again); false if it already ran, was
+    /// cancelled before, or a periodic run panicked.
+    ///
+    /// A one-shot task that is running cannot be cancelled. A periodic
+    /// task can be, even from inside its own run: the run in progress
+    /// finishes, and no later run starts.
     ///
     /// The entry leaves the wheel within one tick, so its memory comes back
     /// long before its deadline. A task implementing
@@ -68,26 +97,45 @@ impl Timeout {
         self.entry.is_cancelled()
     }
 
-    /// True if the deadline passed and the task was run (or is running).
+    /// True if the task ran for the last time: a one-shot task ran (or is
+    /// running), or a run of a periodic task panicked.
     pub fn is_expired(&self) -> bool {
         self.entry.is_expired()
     }
 
     /// True if it was returned by `stop()` without running (and not
-    /// cancelled since).
+    /// cancelled since), or if it was a periodic task whose run was in
+    /// progress when `stop()` was called.
     pub fn is_stopped(&self) -> bool {
         self.entry.is_stopped()
     }
 
-    /// True while it may still fire: neither expired, cancelled nor stopped.
+    /// True while it may still fire: neither expired, cancelled nor
+    /// stopped. A periodic task stays pending during its runs, as it does
+    /// in [`pending_timeouts`](crate::HashedWheelTimer::pending_timeouts).
     pub fn is_pending(&self) -> bool {
         self.entry.is_pending()
+    }
+
+    /// True if a run of the task panicked. The panic was caught and
+    /// logged; for a periodic task it suppressed all later runs, as in
+    /// Java's `ScheduledThreadPoolExecutor`. Other timeouts are unaffected.
+    pub fn is_panicked(&self) -> bool {
+        self.entry.is_panicked()
+    }
+
+    /// True for a task from
+    /// [`schedule_at_fixed_rate`](crate::HashedWheelTimer::schedule_at_fixed_rate)
+    /// or [`schedule_with_fixed_delay`](crate::HashedWheelTimer::schedule_with_fixed_delay).
+    pub fn is_periodic(&self) -> bool {
+        self.entry.is_periodic()
     }
 
     /// Takes the task of a timeout that [`stop`](crate::HashedWheelTimer::stop)
     /// returned, so it can be run elsewhere or dropped, as Netty's
     /// `timeout.task()`. `None` for a timeout that is still pending, has
-    /// run, was cancelled, or whose task was already taken.
+    /// run, was cancelled, or whose task was already taken. The task of a
+    /// periodic timeout runs once.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -106,10 +154,7 @@ impl Timeout {
         if !self.entry.is_stopped() {
             return None;
         }
-        match self.entry.take_task()? {
-            crate::task::Task::Callback(task) => Some(task),
-            crate::task::Task::Wake(_) => None,
-        }
+        self.entry.take_task()?.into_timer_task()
     }
 
     /// The timer this timeout belongs to, Netty's `timeout.timer()`; `None`
@@ -136,10 +181,45 @@ impl Timeout {
         self.shared.owner().map(crate::HashedWheelTimer::from_owner)
     }
 
-    /// When it is due, on the timer's clock. A delay too large to represent
-    /// saturates to a point centuries away.
+    /// When it is due, on the timer's clock: for a periodic task, when its
+    /// next run is due (during a run, when that run was due). A delay too
+    /// large to represent saturates to a point centuries away.
     pub fn deadline(&self) -> Instant {
         self.shared.clock.to_instant(self.entry.deadline())
+    }
+
+    /// When the current run was due, as `java.util.TimerTask`'s
+    /// `scheduledExecutionTime`. Call it from inside the task and compare
+    /// with [`HashedWheelTimer::now`](crate::HashedWheelTimer::now) to see
+    /// how late this run is, for instance to skip a run that comes too late
+    /// after an overrun:
+    ///
+    /// ```
+    /// use hashed_wheel_timer::{HashedWheelTimer, Timeout};
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let clock = timer.clone();
+    /// timer.schedule_at_fixed_rate(
+    ///     move |t: &Timeout| {
+    ///         if clock.now() - t.scheduled_execution_time() > Duration::from_millis(500) {
+    ///             return; // too late to be useful
+    ///         }
+    ///         // ... refresh the cache ...
+    ///     },
+    ///     Duration::ZERO,
+    ///     Duration::from_secs(1),
+    /// )?;
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    ///
+    /// For a one-shot task it is its [`deadline`](Timeout::deadline). For a
+    /// periodic task it is the due time of the run in progress; outside a
+    /// run there is none, and it reads the due time of the next run, the
+    /// same as `deadline`. A run fires at the end of the tick its due time
+    /// falls in, so even an on-time run sees `now()` up to a tick later.
+    pub fn scheduled_execution_time(&self) -> Instant {
+        self.deadline()
     }
 }
 
@@ -160,17 +240,10 @@ impl Hash for Timeout {
 
 impl fmt::Debug for Timeout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = if self.is_expired() {
-            "expired"
-        } else if self.is_cancelled() {
-            "cancelled"
-        } else if self.is_stopped() {
-            "stopped"
-        } else {
-            "pending"
-        };
         f.debug_struct("Timeout")
-            .field("state", &state)
+            .field("state", &self.entry.state_name())
+            .field("periodic", &self.is_periodic())
+            .field("panicked", &self.is_panicked())
             .field("deadline", &self.deadline())
             .finish()
     }

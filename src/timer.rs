@@ -97,7 +97,8 @@ impl HashedWheelTimer {
         &self.owner.shared
     }
 
-    /// Schedules `task` to run once, `delay` from now, on the worker thread.
+    /// Schedules `task` to run once, `delay` from now, on the worker thread
+    /// (or the [`executor`](Builder::executor), if the timer has one).
     ///
     /// Callable from any thread, with or without a tokio runtime; it takes
     /// no lock. A zero delay fires on the next tick; a delay too large to
@@ -155,7 +156,9 @@ impl HashedWheelTimer {
     }
 
     /// Timeouts scheduled that have not yet expired, been cancelled, or been
-    /// returned by `stop()`. Each timeout leaves this count exactly once.
+    /// returned by `stop()`. Each timeout leaves this count exactly once. A
+    /// periodic task counts as one for its whole life, runs included, until
+    /// it is cancelled, ended by a panic, or stopped.
     pub fn pending_timeouts(&self) -> usize {
         self.shared().pending()
     }
@@ -166,6 +169,14 @@ impl HashedWheelTimer {
     /// is 0 and new timeouts are refused with [`TimerError::Shutdown`].
     ///
     /// A second call returns an empty `Vec`.
+    ///
+    /// A periodic task counts as pending between its runs, so it is
+    /// returned like any other (its [`take_task`](Timeout::take_task) runs
+    /// it once). One whose run is in progress when `stop` is called is not
+    /// returned: that run finishes and the task then ends, reporting
+    /// [`Timeout::is_stopped`]. On the worker thread `stop` waits for that
+    /// run; on an [`Executor`](crate::Executor) it does not, and
+    /// `pending_timeouts()` counts such a task until its run returns.
     ///
     /// # Errors
     ///
@@ -206,7 +217,15 @@ impl HashedWheelTimer {
     /// fires on this thread every timeout due by then, tick by tick.
     /// During each callback [`now`](Self::now) reads that tick's time.
     ///
-    /// Called from a task of this timer, it extends the running `advance`.
+    /// Called from a task that this `advance` is running (on this thread),
+    /// it stands for a task that takes `by` to run: the clock moves on by
+    /// `by` at once, and the running `advance` goes on to the later time,
+    /// firing what fell due meanwhile late, as a slow task on a real worker
+    /// would. (A periodic task that does this on every run never lets the
+    /// running `advance` end: cancel it, or stop doing it, at some point.)
+    /// Called from a job on an [`Executor`](crate::Executor) thread, it is
+    /// an ordinary `advance`.
+    ///
     /// On a timer with a real clock it does nothing but log a warning.
     ///
     /// # Examples
@@ -310,12 +329,14 @@ mod tests {
                 timer.new_timeout(|_| {}, delay).unwrap()
             })
             .collect();
-        // Wait until the worker has filed them, then cancel.
-        let mut waited = 0;
-        while in_wheel(&timer) < 1001 && waited < 60_000 {
-            std::thread::sleep(MS);
-            waited += 1;
-        }
+        // A later deadline does not wake a worker that sleeps to an earlier
+        // tick, so some may still wait in the intake. A zero delay wakes it,
+        // and once that one has fired, everything queued before it is filed.
+        let (tx, rx) = std::sync::mpsc::channel();
+        timer
+            .new_timeout(move |_| tx.send(()).unwrap(), Duration::ZERO)
+            .unwrap();
+        rx.recv_timeout(Duration::from_secs(60)).unwrap();
         assert_eq!(in_wheel(&timer), 1001);
         ts.iter().for_each(|t| assert!(t.cancel()));
         let mut waited = 0;

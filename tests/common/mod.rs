@@ -46,3 +46,113 @@ impl Fired {
         self.0.lock().unwrap().len()
     }
 }
+
+/// An executor that only queues jobs: the test decides when, and in which
+/// order, each one runs, as if on threads of its own.
+#[derive(Clone, Default)]
+pub struct QueueExecutor(Arc<Mutex<std::collections::VecDeque<hashed_wheel_timer::Job>>>);
+
+impl hashed_wheel_timer::Executor for QueueExecutor {
+    fn execute(&self, job: hashed_wheel_timer::Job) {
+        self.0.lock().unwrap().push_back(job);
+    }
+}
+
+impl QueueExecutor {
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Takes the oldest job without running it.
+    pub fn take(&self) -> Option<hashed_wheel_timer::Job> {
+        self.0.lock().unwrap().pop_front()
+    }
+
+    /// Runs every queued job, oldest first, including jobs queued meanwhile.
+    /// Returns how many ran.
+    pub fn run_all(&self) -> usize {
+        let mut ran = 0;
+        while let Some(job) = self.take() {
+            job();
+            ran += 1;
+        }
+        ran
+    }
+
+    /// A manual-clock timer (tick `tick`) that hands its callbacks here.
+    pub fn timer(&self, tick: Duration) -> HashedWheelTimer {
+        HashedWheelTimer::builder()
+            .manual_clock()
+            .tick_duration(tick)
+            .executor(self.clone())
+            .build()
+            .expect("valid settings")
+    }
+}
+
+/// Counts the runs of the tasks it makes.
+#[derive(Clone, Default)]
+pub struct Counter(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Counter {
+    /// A periodic task that counts its runs.
+    pub fn task(&self) -> impl FnMut(&Timeout) + Send + 'static {
+        let count = self.0.clone();
+        move |_| {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// A periodic task that counts its runs and panics with `message` in
+    /// run number `run` (from 1).
+    pub fn task_panicking_in_run(
+        &self,
+        run: usize,
+        message: &'static str,
+    ) -> impl FnMut(&Timeout) + Send + 'static {
+        let count = self.0.clone();
+        move |_| {
+            if count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == run {
+                panic!("{message}");
+            }
+        }
+    }
+
+    pub fn get(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Captures, as text, what `tracing` logs through its `subscriber`.
+#[derive(Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    /// A subscriber that writes here; set it as the default of a thread.
+    pub fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + 'static {
+        let writer = self.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish()
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// Occurrences of `needle` in what was logged.
+    pub fn count(&self, needle: &str) -> usize {
+        self.text().matches(needle).count()
+    }
+}

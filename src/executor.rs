@@ -1,0 +1,178 @@
+//! Where callbacks run: on the worker thread (the default), or handed to an
+//! [`Executor`], Netty's `taskExecutor`.
+//!
+//! On the worker, a slow callback holds up every later tick. Handed off,
+//! it only holds up an executor thread: the worker goes straight back to
+//! the wheel.
+
+use std::fmt;
+use std::sync::Arc;
+
+use tokio::runtime::Handle;
+
+/// A callback of the timer, ready to run: what an [`Executor`] is given.
+///
+/// It catches and logs its task's panic itself, so the executor never sees
+/// one. Dropping it unrun ends its timeout as stopped (see [`Executor`]).
+pub type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Runs the timer's callbacks somewhere other than its worker thread, set
+/// with [`Builder::executor`](crate::Builder::executor).
+///
+/// With an executor, a slow or blocking callback no longer delays ticks:
+/// the worker hands each fired callback over as a [`Job`] and moves on.
+/// Future wakers are still woken on the worker, which is cheap.
+///
+/// What a job guarantees wherever it runs:
+/// - A panicking task is caught and logged with `tracing`, and its
+///   [`Timeout`](crate::Timeout) reports
+///   [`is_panicked`](crate::Timeout::is_panicked).
+/// - Runs of one periodic task never overlap, even on many threads: the
+///   next run is armed only when the job of the previous one returns.
+/// - [`stop`](crate::HashedWheelTimer::stop) called from inside a job
+///   returns [`TimerError::StopFromTimerTask`](crate::TimerError::StopFromTimerTask)
+///   instead of deadlocking, as on the worker.
+/// - A job the executor drops without running (say, its runtime shut down)
+///   ends its timeout as [stopped](crate::Timeout::is_stopped), counted
+///   once; [`take_task`](crate::Timeout::take_task) hands the task back.
+///
+/// Every `Fn(Job) + Send + Sync` closure is an executor; [`TokioExecutor`]
+/// runs jobs on a tokio runtime.
+///
+/// `execute` is called on the worker thread, so it should hand the job off
+/// and return, not run it; a panic in `execute` is caught and logged. An
+/// executor that runs jobs inline works, but gives back the stalls it is
+/// meant to avoid.
+///
+/// # Examples
+///
+/// A thread per job (a real program would use a pool):
+///
+/// ```
+/// use hashed_wheel_timer::{Executor, HashedWheelTimer, Job};
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+///
+/// struct ThreadPerJob;
+///
+/// impl Executor for ThreadPerJob {
+///     fn execute(&self, job: Job) {
+///         std::thread::spawn(job);
+///     }
+/// }
+///
+/// let timer = HashedWheelTimer::builder().executor(ThreadPerJob).build()?;
+/// let (tx, rx) = mpsc::channel();
+/// timer.new_timeout(
+///     move |_| {
+///         std::thread::sleep(Duration::from_millis(50)); // slow, but not on the worker
+///         tx.send(std::thread::current().name().map(str::to_owned)).unwrap();
+///     },
+///     Duration::from_millis(1),
+/// )?;
+/// assert_eq!(rx.recv().unwrap(), None, "ran on an unnamed job thread, not the worker");
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
+pub trait Executor: Send + Sync + 'static {
+    /// Runs `job`, preferably on another thread, preferably soon.
+    fn execute(&self, job: Job);
+}
+
+impl<F> Executor for F
+where
+    F: Fn(Job) + Send + Sync + 'static,
+{
+    fn execute(&self, job: Job) {
+        self(job)
+    }
+}
+
+/// Runs the timer's callbacks on a tokio runtime, through
+/// [`Handle::spawn`] or [`Handle::spawn_blocking`].
+///
+/// Use [`spawn_blocking`](TokioExecutor::spawn_blocking) for callbacks that
+/// may block or take long (the usual reason to want an executor), and
+/// [`spawn`](TokioExecutor::spawn) for short ones that should not cost a
+/// blocking-pool thread. Once the runtime shuts down, tokio drops the jobs,
+/// and their timeouts end stopped.
+///
+/// # Examples
+///
+/// ```
+/// use hashed_wheel_timer::{HashedWheelTimer, TokioExecutor};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), hashed_wheel_timer::TimerError> {
+/// let timer = HashedWheelTimer::builder()
+///     .executor(TokioExecutor::spawn_blocking(tokio::runtime::Handle::current()))
+///     .build()?;
+/// let (tx, rx) = tokio::sync::oneshot::channel();
+/// timer.new_timeout(
+///     move |_| {
+///         // On tokio's blocking pool: a runtime is at hand.
+///         tx.send(tokio::runtime::Handle::try_current().is_ok()).unwrap();
+///     },
+///     Duration::from_millis(1),
+/// )?;
+/// assert!(rx.await.unwrap());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct TokioExecutor {
+    handle: Handle,
+    blocking: bool,
+}
+
+impl TokioExecutor {
+    /// Runs each callback as a tokio task, with [`Handle::spawn`]. For short
+    /// callbacks: one that blocks stalls a runtime worker thread.
+    pub fn spawn(handle: Handle) -> TokioExecutor {
+        TokioExecutor {
+            handle,
+            blocking: false,
+        }
+    }
+
+    /// Runs each callback on tokio's blocking pool, with
+    /// [`Handle::spawn_blocking`]. For callbacks that block or take long.
+    pub fn spawn_blocking(handle: Handle) -> TokioExecutor {
+        TokioExecutor {
+            handle,
+            blocking: true,
+        }
+    }
+}
+
+impl Executor for TokioExecutor {
+    fn execute(&self, job: Job) {
+        // The JoinHandles are not needed: a job reports its own outcome.
+        if self.blocking {
+            drop(self.handle.spawn_blocking(job));
+        } else {
+            drop(self.handle.spawn(async move { job() }));
+        }
+    }
+}
+
+/// The executor as the builder and the timer keep it: shared, cloneable,
+/// and printable.
+#[derive(Clone)]
+pub(crate) struct SharedExecutor(Arc<dyn Executor>);
+
+impl SharedExecutor {
+    pub(crate) fn new(executor: impl Executor) -> SharedExecutor {
+        SharedExecutor(Arc::new(executor))
+    }
+
+    pub(crate) fn execute(&self, job: Job) {
+        self.0.execute(job)
+    }
+}
+
+impl fmt::Debug for SharedExecutor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Executor")
+    }
+}

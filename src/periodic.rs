@@ -1,0 +1,284 @@
+//! Periodic tasks: `schedule_at_fixed_rate` and `schedule_with_fixed_delay`,
+//! and how a run ends.
+//!
+//! A periodic task is one entry for its whole life, so its [`Timeout`]
+//! cancels all later runs and `pending_timeouts()` counts it once. Each run
+//! moves the entry `PENDING -> RUNNING` (see `entry.rs`); the task is taken
+//! out for the run, wherever it runs, and the runner re-arms the entry only
+//! after the run returns. Runs of one task therefore never overlap, not even
+//! on a multi-threaded executor.
+//!
+//! Re-arming computes the next due time, puts the task back, swaps
+//! `RUNNING -> PENDING` and pushes the entry onto the intake queue, exactly
+//! as a new timeout is scheduled. On the thread driving the wheel the next
+//! step files it; from an executor thread the push wakes the worker if the
+//! run is due before the tick it sleeps to.
+//!
+//! | schedule | next run due at | after an overrun |
+//! |---|---|---|
+//! | fixed rate | previous due + period: no drift | the late runs come back to back, one after another |
+//! | fixed delay | end of the previous run + delay | nothing to catch up |
+//!
+//! A run due in a tick already processed fires on the next tick, so a
+//! period shorter than a tick runs at most once per tick.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{saturating_nanos, Nanos};
+use crate::entry::Entry;
+use crate::shared::Shared;
+use crate::task::{Task, TimerTask};
+use crate::{HashedWheelTimer, Timeout, TimerError};
+
+/// How the next run of a periodic task is timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Every {
+    /// Fixed rate: the previous due time plus this period.
+    Rate(Nanos),
+    /// Fixed delay: the end of the previous run plus this delay.
+    Delay(Nanos),
+}
+
+impl Every {
+    /// A schedule from a user's period or delay, refusing zero.
+    fn new(
+        what: &'static str,
+        value: Duration,
+        make: fn(Nanos) -> Every,
+    ) -> Result<Every, TimerError> {
+        if value.is_zero() {
+            return Err(TimerError::ZeroPeriod { what, value });
+        }
+        Ok(make(saturating_nanos(value)))
+    }
+
+    /// When the run after one that was due at `due` and ended at `ended`
+    /// is due. Saturates: a period too large to add never fires again.
+    pub(crate) fn next_due(self, due: Nanos, ended: Nanos) -> Nanos {
+        match self {
+            Every::Rate(period) => due.saturating_add(period),
+            Every::Delay(delay) => ended.saturating_add(delay),
+        }
+    }
+}
+
+/// The payload of a periodic entry.
+pub(crate) struct Periodic {
+    task: Box<dyn FnMut(&Timeout) + Send>,
+    every: Every,
+}
+
+impl Periodic {
+    pub(crate) fn new(task: impl FnMut(&Timeout) + Send + 'static, every: Every) -> Periodic {
+        Periodic {
+            task: Box::new(task),
+            every,
+        }
+    }
+
+    pub(crate) fn run_once(&mut self, timeout: &Timeout) {
+        (self.task)(timeout)
+    }
+}
+
+/// A stopped periodic task handed out by [`Timeout::take_task`] runs once.
+impl TimerTask for Periodic {
+    fn run(mut self: Box<Self>, timeout: &Timeout) {
+        self.run_once(timeout)
+    }
+}
+
+impl Shared {
+    /// Ends a run that returned: re-arms the entry for its next run, unless
+    /// it was cancelled during the run or the timer was stopped.
+    pub(crate) fn rearm(&self, entry: &Arc<Entry>, task: Box<Periodic>) {
+        let next = task.every.next_due(entry.deadline(), self.clock.now());
+        entry.set_deadline(next);
+        let task = Task::Periodic(task);
+        if self.is_shutdown() {
+            // Running when `stop()` was called: it ends stopped, and is not
+            // in the list `stop()` returned.
+            self.end_stopped(entry, task);
+            return;
+        }
+        entry.put_task(task);
+        if !entry.try_rearm() {
+            // Cancelled during the run: the canceller counted it; the task
+            // may still sit in the slot.
+            drop(entry.take_task());
+            return;
+        }
+        if !self.enqueue(entry) {
+            self.take_back(entry);
+        }
+    }
+
+    /// Ends a run that panicked: no later run starts.
+    pub(crate) fn end_panicked(&self, entry: &Entry) {
+        if entry.try_end_panicked() {
+            self.uncount(1);
+        }
+    }
+}
+
+impl HashedWheelTimer {
+    /// Runs `task` first after `initial_delay`, then every `period`, at a
+    /// fixed rate: each run is due at the previous run's due time plus
+    /// `period`, so the schedule never drifts. Java's
+    /// `scheduleAtFixedRate`.
+    ///
+    /// If a run overruns (takes longer than `period`, or the timer was
+    /// held up), the runs that fell due meanwhile come back to back, one
+    /// after another, to catch up, never at the same time: the next run is
+    /// armed only when the previous one returns, even on a multi-threaded
+    /// [`Executor`](crate::Executor). Inside a run,
+    /// [`Timeout::scheduled_execution_time`] says when that run was due, so
+    /// a task can skip runs that are too late.
+    ///
+    /// The returned [`Timeout`] stands for every run:
+    /// [`cancel`](Timeout::cancel) stops all later runs (a run already in
+    /// progress finishes), and [`pending_timeouts`](Self::pending_timeouts)
+    /// counts the task as one until it is cancelled, ended by a panic, or
+    /// returned by [`stop`](Self::stop). A run that panics is caught and
+    /// logged, suppresses all later runs and shows in
+    /// [`Timeout::is_panicked`]; other timeouts carry on.
+    ///
+    /// Runs have the timer's tick as resolution: a run falls due at the end
+    /// of the tick its due time is in, and a period shorter than a tick
+    /// runs at most once per tick.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::ZeroPeriod`] for a zero `period`, and every error of
+    /// [`new_timeout`](Self::new_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hashed_wheel_timer::{HashedWheelTimer, Timeout};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let start = timer.now();
+    /// let due = Arc::new(Mutex::new(Vec::new()));
+    /// let record = due.clone();
+    /// let heartbeat = timer.schedule_at_fixed_rate(
+    ///     move |t: &Timeout| record.lock().unwrap().push(t.scheduled_execution_time() - start),
+    ///     Duration::from_secs(1),
+    ///     Duration::from_secs(5),
+    /// )?;
+    /// timer.advance(Duration::from_secs(12));
+    /// let secs = |s: &[u64]| s.iter().map(|&s| Duration::from_secs(s)).collect::<Vec<_>>();
+    /// assert_eq!(*due.lock().unwrap(), secs(&[1, 6, 11]));
+    /// assert_eq!(timer.pending_timeouts(), 1, "one task, however many runs");
+    ///
+    /// assert!(heartbeat.cancel());
+    /// timer.advance(Duration::from_secs(60));
+    /// assert_eq!(due.lock().unwrap().len(), 3, "no run after cancel");
+    ///
+    /// let err = timer.schedule_at_fixed_rate(|_| {}, Duration::ZERO, Duration::ZERO);
+    /// assert!(err.unwrap_err().to_string().contains("period"));
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn schedule_at_fixed_rate<F>(
+        &self,
+        task: F,
+        initial_delay: Duration,
+        period: Duration,
+    ) -> Result<Timeout, TimerError>
+    where
+        F: FnMut(&Timeout) + Send + 'static,
+    {
+        let every = Every::new("period", period, Every::Rate)?;
+        self.schedule_periodic(Periodic::new(task, every), initial_delay)
+    }
+
+    /// Runs `task` first after `initial_delay`, then again and again, each
+    /// run due `delay` after the previous run *ended*: a fixed delay
+    /// between runs, as Java's `scheduleWithFixedDelay`. A slow run
+    /// pushes every later run back; there is nothing to catch up.
+    ///
+    /// Everything else is as for
+    /// [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate): one
+    /// [`Timeout`] for all runs, runs never overlap, cancel stops later
+    /// runs, a panic suppresses them.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::ZeroPeriod`] for a zero `delay`, and every error of
+    /// [`new_timeout`](Self::new_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hashed_wheel_timer::{HashedWheelTimer, Timeout};
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let polls = Arc::new(AtomicU32::new(0));
+    /// let count = polls.clone();
+    /// let poller = timer.schedule_with_fixed_delay(
+    ///     move |t: &Timeout| {
+    ///         if count.fetch_add(1, Ordering::SeqCst) + 1 == 3 {
+    ///             t.cancel(); // done: no fourth run
+    ///         }
+    ///     },
+    ///     Duration::ZERO,
+    ///     Duration::from_millis(100),
+    /// )?;
+    /// timer.advance(Duration::from_secs(10));
+    /// assert_eq!(polls.load(Ordering::SeqCst), 3);
+    /// assert!(poller.is_cancelled());
+    /// assert_eq!(timer.pending_timeouts(), 0);
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn schedule_with_fixed_delay<F>(
+        &self,
+        task: F,
+        initial_delay: Duration,
+        delay: Duration,
+    ) -> Result<Timeout, TimerError>
+    where
+        F: FnMut(&Timeout) + Send + 'static,
+    {
+        let every = Every::new("delay", delay, Every::Delay)?;
+        self.schedule_periodic(Periodic::new(task, every), initial_delay)
+    }
+
+    fn schedule_periodic(
+        &self,
+        task: Periodic,
+        initial_delay: Duration,
+    ) -> Result<Timeout, TimerError> {
+        let deadline = self.shared().clock.deadline_after(initial_delay);
+        self.schedule_entry(deadline, Task::Periodic(Box::new(task)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_rate_counts_from_the_due_time_fixed_delay_from_the_end() {
+        let (due, ended) = (1_000, 1_700);
+        assert_eq!(Every::Rate(500).next_due(due, ended), 1_500);
+        assert_eq!(Every::Delay(500).next_due(due, ended), 2_200);
+    }
+
+    #[test]
+    fn next_due_saturates() {
+        assert_eq!(Every::Rate(u64::MAX).next_due(1, 1), u64::MAX);
+        assert_eq!(Every::Delay(2).next_due(0, u64::MAX - 1), u64::MAX);
+    }
+
+    #[test]
+    fn a_huge_period_saturates_instead_of_failing() {
+        let huge = Every::new("period", Duration::MAX, Every::Rate).unwrap();
+        assert_eq!(huge, Every::Rate(u64::MAX));
+    }
+}
