@@ -6,8 +6,9 @@
 //! since start, saturating at `u64::MAX` (about 584 years): a huge delay
 //! never overflows and never fires.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::sync::{AtomicU64, Ordering};
 
 /// Nanoseconds since the timer's start.
 pub(crate) type Nanos = u64;

@@ -8,13 +8,13 @@
 //! which runs it here or on the executor; a periodic entry comes back
 //! through the intake when its run ends.
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{saturating_nanos, Nanos};
 use crate::entry::Entry;
 use crate::shared::{Core, Shared};
+use crate::sync::{fence, AtomicU64, Ordering};
 
 /// The most new timeouts the worker files into buckets per tick, as in
 /// Netty: a flood of new timeouts cannot stall expiry. The rest wait in the

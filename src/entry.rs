@@ -52,10 +52,8 @@
 //!   that run's due time.
 //! - `periodic` never changes after the entry is built.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, MutexGuard};
-
 use crate::clock::Nanos;
+use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Mutex, MutexGuard, Ordering};
 use crate::task::Task;
 
 const PENDING: u8 = 0;

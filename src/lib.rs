@@ -85,6 +85,7 @@ mod executor;
 mod periodic;
 mod registry;
 mod shared;
+mod sync;
 mod task;
 mod timeout;
 mod timer;

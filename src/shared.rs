@@ -21,15 +21,17 @@
 //! sleeps towards a far deadline.
 
 use std::cell::Cell;
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::thread::{JoinHandle, LocalKey, Thread};
+use std::sync::{Arc, OnceLock, Weak};
+use std::thread::{JoinHandle, Thread};
 
 use crossbeam_queue::SegQueue;
 
 use crate::clock::{Clock, Nanos};
 use crate::entry::{CancelOutcome, Entry};
 use crate::executor::SharedExecutor;
+use crate::sync::{
+    fence, AtomicBool, AtomicU64, AtomicUsize, LocalKey, Mutex, MutexGuard, Ordering,
+};
 use crate::task::Task;
 use crate::timer::Owner;
 use crate::wheel::Wheel;
@@ -51,11 +53,18 @@ pub(crate) const BUSY: u64 = 0;
 /// `planned_wake` while the worker is parked with nothing to wait for.
 pub(crate) const IDLE: u64 = u64::MAX;
 
+#[cfg(not(loom))]
 thread_local! {
     /// The id of the timer whose task is running on this thread, or 0.
     static RUNNING_TASK_OF: Cell<u64> = const { Cell::new(0) };
     /// The id of the manual-clock timer this thread is advancing, or 0.
     static DRIVING: Cell<u64> = const { Cell::new(0) };
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static RUNNING_TASK_OF: Cell<u64> = Cell::new(0);
+    static DRIVING: Cell<u64> = Cell::new(0);
 }
 
 /// Runs `f` with `marker` set to `id`, restoring it afterwards, even if `f`
@@ -108,7 +117,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: Config, manual: bool) -> Shared {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Shared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             clock: Clock::new(config.tick_nanos, manual),

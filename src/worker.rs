@@ -5,12 +5,12 @@
 //! sleep until the next tick with work. With nothing pending it parks with
 //! no timeout, so an idle timer costs no wake-ups at all.
 
-use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use crate::shared::{Shared, BUSY, IDLE};
+use crate::sync::{fence, Ordering};
 use crate::TimerError;
 
 /// Starts the worker if this timer has none yet.

@@ -1,0 +1,139 @@
+//! loom models of the races that matter, on manual-clock timers: the
+//! thread calling `advance` plays the worker.
+//!
+//!     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom
+#![cfg(loom)]
+
+use hashed_wheel_timer::{HashedWheelTimer, Timeout, TimerError};
+use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use loom::thread;
+use std::sync::Arc;
+use std::time::Duration;
+
+const TICK: Duration = Duration::from_millis(1);
+
+fn manual() -> HashedWheelTimer {
+    HashedWheelTimer::builder().manual_clock().build().unwrap()
+}
+
+/// A timeout whose task counts its runs.
+fn counted(timer: &HashedWheelTimer, delay: Duration) -> (Timeout, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let t = timer
+        .new_timeout(
+            move |_: &Timeout| {
+                counter.fetch_add(1, SeqCst);
+            },
+            delay,
+        )
+        .unwrap();
+    (t, runs)
+}
+
+/// Cancel on one thread while the driving thread expires the same tick:
+/// exactly one wins, and the count drops once.
+#[test]
+fn cancel_against_expire() {
+    loom::model(|| {
+        let timer = manual();
+        let (t, runs) = counted(&timer, TICK);
+        timer.advance(Duration::ZERO); // filed into its bucket
+        let handle = t.clone();
+        let canceller = thread::spawn(move || handle.cancel());
+        timer.advance(TICK);
+        let cancelled = canceller.join().unwrap();
+        assert_eq!(
+            runs.load(SeqCst) + cancelled as usize,
+            1,
+            "exactly one side wins"
+        );
+        assert_eq!(t.is_cancelled(), cancelled);
+        assert_eq!(t.is_expired(), !cancelled);
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+/// Cancel while the driving thread moves the entry from the queue into a
+/// bucket: a cancelled entry never fires, and nothing is counted twice.
+#[test]
+fn cancel_against_transfer() {
+    loom::model(|| {
+        let timer = manual();
+        let (t, runs) = counted(&timer, TICK * 2);
+        let handle = t.clone();
+        let canceller = thread::spawn(move || handle.cancel());
+        timer.advance(Duration::ZERO); // the transfer, racing the cancel
+        assert!(canceller.join().unwrap(), "nothing else could win yet");
+        assert_eq!(timer.pending_timeouts(), 0);
+        timer.advance(TICK * 4);
+        assert_eq!(runs.load(SeqCst), 0, "a cancelled timeout never fires");
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+/// A producer thread schedules while the driving thread drains and fires:
+/// the timeout fires exactly once, never early, and the count ends at 0.
+#[test]
+fn new_timeout_against_drain() {
+    loom::model(|| {
+        let timer = manual();
+        let producer = {
+            let timer = timer.clone();
+            thread::spawn(move || counted(&timer, TICK))
+        };
+        timer.advance(TICK);
+        let (t, runs) = producer.join().unwrap();
+        timer.advance(TICK * 2);
+        assert_eq!(runs.load(SeqCst), 1);
+        assert!(t.is_expired());
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+/// `stop()` against `new_timeout`: an accepted timeout is returned by stop;
+/// a refused one is counted nowhere.
+#[test]
+fn stop_against_new_timeout() {
+    loom::model(|| {
+        let timer = manual();
+        let producer = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.new_timeout(|_| {}, TICK))
+        };
+        let stopped = timer.stop().unwrap();
+        match producer.join().unwrap() {
+            Ok(t) => {
+                assert_eq!(stopped, vec![t.clone()], "accepted, so stop returned it");
+                assert!(t.is_stopped());
+            }
+            Err(e) => {
+                assert_eq!(e, TimerError::Shutdown);
+                assert!(stopped.is_empty());
+            }
+        }
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+/// Two threads cancel the same timeout while it fires: at most one cancel
+/// wins, and only if the task never ran.
+#[test]
+fn two_cancels_against_expire() {
+    loom::model(|| {
+        let timer = manual();
+        let (t, runs) = counted(&timer, TICK);
+        timer.advance(Duration::ZERO);
+        let cancellers: Vec<_> = (0..2)
+            .map(|_| {
+                let t = t.clone();
+                thread::spawn(move || t.cancel() as usize)
+            })
+            .collect();
+        timer.advance(TICK);
+        let wins: usize = cancellers.into_iter().map(|c| c.join().unwrap()).sum();
+        assert!(wins <= 1);
+        assert_eq!(runs.load(SeqCst) + wins, 1);
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
