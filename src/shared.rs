@@ -155,8 +155,15 @@ impl Shared {
     }
 
     /// Counts one more pending timeout, or says why it cannot.
-    fn reserve(&self) -> Result<(), TimerError> {
-        let max = self.config.max_pending.unwrap_or(HARD_MAX_PENDING);
+    ///
+    /// A future's waker counts but is not refused by `max_pending_timeouts`:
+    /// a `Sleep` has no error to report and must not end early, and futures
+    /// are bounded by the tasks that hold them.
+    fn reserve(&self, task: &Task) -> Result<(), TimerError> {
+        let max = match task {
+            Task::Wake(_) => HARD_MAX_PENDING,
+            _ => self.config.max_pending.unwrap_or(HARD_MAX_PENDING),
+        };
         self.pending
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
                 (p < max).then_some(p + 1)
@@ -170,7 +177,7 @@ impl Shared {
         if self.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
-        self.reserve()?;
+        self.reserve(&task)?;
         let entry = Arc::new(Entry::new(deadline, task));
         self.intake.push(entry.clone());
         fence(Ordering::SeqCst);
