@@ -66,15 +66,17 @@ mod shared;
 mod sleep;
 mod task;
 mod timeout;
+mod timeout_future;
 mod timer;
 mod wheel;
 mod worker;
 
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
 pub use driver::DRAIN_CAP_PER_TICK;
-pub use error::TimerError;
+pub use error::{Elapsed, TimerError};
 pub use registry::TOO_MANY_TIMERS;
 pub use sleep::Sleep;
 pub use task::TimerTask;
 pub use timeout::Timeout;
+pub use timeout_future::TimeoutFuture;
 pub use timer::HashedWheelTimer;

@@ -172,8 +172,11 @@ impl HashedWheelTimer {
     /// they report [`Timeout::is_stopped`]. Afterwards `pending_timeouts()`
     /// is 0 and new timeouts are refused with [`TimerError::Shutdown`].
     ///
-    /// Pending [`Sleep`](crate::Sleep)s are woken, not returned: they
-    /// complete, and [`is_shutdown`](Self::is_shutdown) says why.
+    /// Futures never hang on a stopped timer: pending ones are woken (they
+    /// are not in the returned `Vec`) and, like new ones, complete at once.
+    /// A [`Sleep`](crate::Sleep) ends and a [`timeout`](Self::timeout)
+    /// gives an [`Elapsed`](crate::Elapsed) whose `is_shutdown()` is true;
+    /// [`is_shutdown`](Self::is_shutdown) says why.
     ///
     /// A second call returns an empty `Vec`.
     ///
