@@ -130,6 +130,10 @@ impl Sleep {
         }
     }
 
+    pub(crate) fn timer(&self) -> &HashedWheelTimer {
+        &self.timer
+    }
+
     /// The instant it completes at.
     pub fn deadline(&self) -> Instant {
         self.deadline

@@ -174,8 +174,9 @@ impl HashedWheelTimer {
     ///
     /// Futures never hang on a stopped timer: pending ones are woken (they
     /// are not in the returned `Vec`) and, like new ones, complete at once.
-    /// A [`Sleep`](crate::Sleep) ends and a [`timeout`](Self::timeout)
-    /// gives an [`Elapsed`](crate::Elapsed) whose `is_shutdown()` is true;
+    /// A [`Sleep`](crate::Sleep) ends, a [`timeout`](Self::timeout) gives
+    /// an [`Elapsed`](crate::Elapsed) whose `is_shutdown()` is true, and an
+    /// [`Interval`](crate::Interval)'s `try_tick` errs and its stream ends;
     /// [`is_shutdown`](Self::is_shutdown) says why.
     ///
     /// A second call returns an empty `Vec`.
