@@ -181,9 +181,11 @@ impl Shared {
         let entry = Arc::new(Entry::new(deadline, task));
         self.intake.push(entry.clone());
         fence(Ordering::SeqCst);
-        if self.is_shutdown() && entry.try_cancel() == Some(CancelOutcome::WasPending) {
+        if self.is_shutdown() && entry.try_stop() {
             // `stop()` may have drained the queue before our push: take the
-            // entry back. Had `stop()` taken it, it is in its returned Vec.
+            // entry back. Had `stop()` taken it, it is in its returned Vec,
+            // and must stay stopped there (not cancelled, as `try_cancel`
+            // would make it).
             self.uncount(1);
             return Err(TimerError::Shutdown);
         }
