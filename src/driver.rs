@@ -159,6 +159,10 @@ impl Shared {
         if join {
             let handle = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
             if let Some(handle) = handle {
+                // `begin_shutdown` cannot unpark a worker whose handle was
+                // not yet published (it parks before `ensure_started`
+                // records it): unpark the very thread we join.
+                handle.thread().unpark();
                 let _ = handle.join();
             }
         }
