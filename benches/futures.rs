@@ -23,38 +23,42 @@ fn poll_once<F: Future>(future: F) -> bool {
     future.as_mut().poll(&mut cx).is_ready()
 }
 
-fn sleep_poll_drop(c: &mut Criterion) {
+/// Benchmarks `wheel` against `tokio` under `name`, inside a runtime
+/// (tokio's futures need one; the wheel's do not mind).
+fn compare(
+    c: &mut Criterion,
+    name: &str,
+    mut wheel: impl FnMut(&HashedWheelTimer) -> bool,
+    mut tokio: impl FnMut() -> bool,
+) {
     let timer = HashedWheelTimer::new();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_time()
         .build()
         .unwrap();
     let _in_runtime = rt.enter();
-    let mut group = c.benchmark_group("sleep: create, poll once, drop");
-    group.bench_function("hashed_wheel_timer", |b| {
-        b.iter(|| poll_once(timer.sleep(black_box(FAR))))
-    });
-    group.bench_function("tokio::time", |b| {
-        b.iter(|| poll_once(tokio::time::sleep(black_box(FAR))))
-    });
+    let mut group = c.benchmark_group(name);
+    group.bench_function("hashed_wheel_timer", |b| b.iter(|| wheel(&timer)));
+    group.bench_function("tokio::time", |b| b.iter(&mut tokio));
     group.finish();
 }
 
+fn sleep_poll_drop(c: &mut Criterion) {
+    compare(
+        c,
+        "sleep: create, poll once, drop",
+        |timer| poll_once(timer.sleep(black_box(FAR))),
+        || poll_once(tokio::time::sleep(black_box(FAR))),
+    );
+}
+
 fn timeout_ready(c: &mut Criterion) {
-    let timer = HashedWheelTimer::new();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let _in_runtime = rt.enter();
-    let mut group = c.benchmark_group("timeout around a ready future");
-    group.bench_function("hashed_wheel_timer", |b| {
-        b.iter(|| poll_once(timer.timeout(black_box(FAR), ready(black_box(1)))))
-    });
-    group.bench_function("tokio::time", |b| {
-        b.iter(|| poll_once(tokio::time::timeout(black_box(FAR), ready(black_box(1)))))
-    });
-    group.finish();
+    compare(
+        c,
+        "timeout around a ready future",
+        |timer| poll_once(timer.timeout(black_box(FAR), ready(black_box(1)))),
+        || poll_once(tokio::time::timeout(black_box(FAR), ready(black_box(1)))),
+    );
 }
 
 criterion_group!(benches, sleep_poll_drop, timeout_ready);

@@ -6,15 +6,22 @@ mod common;
 use common::{manual, poll_with, CountingWaker};
 use hashed_wheel_timer::{HashedWheelTimer, Sleep};
 use std::time::Duration;
-use tokio_test::{assert_pending, assert_ready, task};
+use tokio_test::task::{self, Spawn};
+use tokio_test::{assert_pending, assert_ready};
 
 const MS: Duration = Duration::from_millis(1);
+
+/// `sleep` in a mock task, polled once: registered and pending.
+fn polled(sleep: Sleep) -> Spawn<Sleep> {
+    let mut sleep = task::spawn(sleep);
+    assert_pending!(sleep.poll());
+    sleep
+}
 
 #[test]
 fn pending_before_its_tick_and_ready_at_it() {
     let timer = manual(MS);
-    let mut sleep = task::spawn(timer.sleep(MS * 5));
-    assert_pending!(sleep.poll());
+    let mut sleep = polled(timer.sleep(MS * 5));
     timer.advance(MS * 4);
     assert!(!sleep.is_woken());
     assert!(!sleep.is_elapsed());
@@ -30,8 +37,7 @@ fn pending_before_its_tick_and_ready_at_it() {
 #[test]
 fn it_is_woken_at_the_end_of_the_tick_its_deadline_falls_in() {
     let timer = manual(MS * 10);
-    let mut sleep = task::spawn(timer.sleep(MS * 15));
-    assert_pending!(sleep.poll());
+    let mut sleep = polled(timer.sleep(MS * 15));
     timer.advance(MS * 14);
     assert_pending!(sleep.poll());
     timer.advance(MS);
@@ -84,8 +90,7 @@ fn sleep_until_completes_at_that_instant() {
 #[test]
 fn reset_moves_the_deadline_earlier() {
     let timer = manual(MS);
-    let mut sleep = task::spawn(timer.sleep(MS * 10));
-    assert_pending!(sleep.poll());
+    let mut sleep = polled(timer.sleep(MS * 10));
     let earlier = timer.now() + MS * 3;
     sleep.reset(earlier);
     assert_eq!(sleep.deadline(), earlier);
@@ -102,8 +107,7 @@ fn reset_moves_the_deadline_earlier() {
 #[test]
 fn reset_moves_the_deadline_later() {
     let timer = manual(MS);
-    let mut sleep = task::spawn(timer.sleep(MS * 3));
-    assert_pending!(sleep.poll());
+    let mut sleep = polled(timer.sleep(MS * 3));
     sleep.reset(timer.now() + MS * 10);
     timer.advance(MS * 3);
     // The old entry fires and wakes the task, which files the new one.
@@ -120,8 +124,7 @@ fn reset_moves_the_deadline_later() {
 #[test]
 fn pushing_the_deadline_back_repeatedly_files_nothing_new() {
     let timer = manual(MS);
-    let mut sleep = task::spawn(timer.sleep(MS * 5));
-    assert_pending!(sleep.poll());
+    let mut sleep = polled(timer.sleep(MS * 5));
     let mut refiled = 0;
     for i in 1..=100 {
         timer.advance(MS);
@@ -145,8 +148,7 @@ fn pushing_the_deadline_back_repeatedly_files_nothing_new() {
 #[test]
 fn reset_after_completion_makes_it_pending_again() {
     let timer = manual(MS);
-    let mut sleep = task::spawn(timer.sleep(MS * 2));
-    assert_pending!(sleep.poll());
+    let mut sleep = polled(timer.sleep(MS * 2));
     timer.advance(MS * 2);
     assert_ready!(sleep.poll());
     sleep.reset(timer.now() + MS * 4);
@@ -160,8 +162,7 @@ fn reset_after_completion_makes_it_pending_again() {
 #[test]
 fn reset_to_the_past_is_ready_at_once() {
     let timer = manual(MS);
-    let mut sleep = task::spawn(timer.sleep(MS * 20));
-    assert_pending!(sleep.poll());
+    let mut sleep = polled(timer.sleep(MS * 20));
     timer.advance(MS * 5);
     sleep.reset(timer.now() - MS);
     assert_ready!(sleep.poll());
@@ -170,8 +171,7 @@ fn reset_to_the_past_is_ready_at_once() {
 #[test]
 fn drop_cancels() {
     let timer = manual(MS);
-    let mut sleep = task::spawn(timer.sleep(MS * 5));
-    assert_pending!(sleep.poll());
+    let sleep = polled(timer.sleep(MS * 5));
     assert_eq!(timer.pending_timeouts(), 1);
     drop(sleep);
     assert_eq!(timer.pending_timeouts(), 0);
@@ -208,8 +208,7 @@ fn it_is_unpin_send_and_sync() {
 #[test]
 fn it_keeps_its_timer_alive() {
     let timer = manual(MS);
-    let mut sleep = task::spawn(timer.sleep(MS * 5));
-    assert_pending!(sleep.poll());
+    let mut sleep = polled(timer.sleep(MS * 5));
     let clock = timer.clone();
     drop(timer);
     assert!(!clock.is_shutdown());
@@ -236,8 +235,7 @@ fn max_pending_timeouts_counts_sleeps_but_does_not_refuse_them() {
         .build()
         .unwrap();
     let _t = timer.new_timeout(|_| {}, MS * 5).unwrap();
-    let mut sleep = task::spawn(timer.sleep(MS * 5));
-    assert_pending!(sleep.poll());
+    let mut sleep = polled(timer.sleep(MS * 5));
     assert_eq!(timer.pending_timeouts(), 2);
     let refused = timer.new_timeout(|_| {}, MS).unwrap_err();
     assert!(refused.is_at_capacity());
@@ -248,8 +246,7 @@ fn max_pending_timeouts_counts_sleeps_but_does_not_refuse_them() {
 #[test]
 fn stop_wakes_a_pending_sleep_and_it_completes() {
     let timer = manual(MS);
-    let mut sleep = task::spawn(timer.sleep(MS * 5));
-    assert_pending!(sleep.poll());
+    let mut sleep = polled(timer.sleep(MS * 5));
     let callback = timer.new_timeout(|_| {}, MS * 5).unwrap();
     let never_ran = timer.stop().unwrap();
     assert_eq!(never_ran, vec![callback], "futures are woken, not returned");
@@ -275,8 +272,7 @@ fn a_sleep_made_or_first_polled_after_stop_completes() {
 #[test]
 fn reset_after_stop_does_not_hang() {
     let timer = manual(MS);
-    let mut sleep = task::spawn(timer.sleep(MS * 10));
-    assert_pending!(sleep.poll());
+    let mut sleep = polled(timer.sleep(MS * 10));
     timer.stop().unwrap();
     sleep.reset(timer.now() + MS);
     assert!(sleep.is_woken());
