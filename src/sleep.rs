@@ -235,6 +235,9 @@ impl Sleep {
 /// wakes the same task, then tells whether the entry may still fire. The
 /// order is what makes it race free; see the module docs.
 fn still_waiting(entry: &Entry, waker: &Waker) -> bool {
+    if !entry.is_pending() {
+        return false; // spent: no need to lock
+    }
     {
         let mut slot = entry.lock_task();
         if let Some(Task::Wake(stored)) = &mut *slot {
