@@ -314,6 +314,40 @@ mod tests {
     }
 
     #[test]
+    fn a_full_intake_batch_wakes_the_sleeping_worker() {
+        use crate::shared::{BUSY, INTAKE_BATCH};
+        use std::sync::atomic::Ordering;
+
+        let timer = HashedWheelTimer::new();
+        let shared = timer.shared().clone();
+        let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
+        let asleep = || shared.planned_wake.load(Ordering::SeqCst) != BUSY;
+        let mut waited = 0;
+        while !(in_wheel(&timer) == 1 && asleep()) && waited < 60_000 {
+            std::thread::sleep(MS);
+            waited += 1;
+        }
+        assert!(asleep(), "the worker sleeps towards the 600 s timeout");
+        // Later deadlines: none wakes it on its own, the batch does.
+        let later: Vec<_> = (0..INTAKE_BATCH)
+            .map(|_| timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap())
+            .collect();
+        while in_wheel(&timer) < 1 + INTAKE_BATCH && waited < 60_000 {
+            std::thread::sleep(MS);
+            waited += 1;
+        }
+        assert_eq!(
+            in_wheel(&timer),
+            1 + INTAKE_BATCH,
+            "filed long before 600 s"
+        );
+        later
+            .iter()
+            .chain([&keep])
+            .for_each(|t| assert!(t.cancel()));
+    }
+
+    #[test]
     fn the_sleeping_worker_removes_cancelled_entries() {
         let timer = HashedWheelTimer::new();
         let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
