@@ -67,10 +67,13 @@ impl Clock {
     }
 
     pub(crate) fn to_instant(&self, nanos: Nanos) -> Instant {
-        let far_future = Duration::from_secs(86_400 * 365 * 30);
-        self.start
-            .checked_add(Duration::from_nanos(nanos))
-            .unwrap_or_else(|| self.start + far_future)
+        saturating_add(self.start, Duration::from_nanos(nanos))
+    }
+
+    /// `instant` on this clock, saturated: 0 for an instant before the
+    /// timer's start, `u64::MAX` past what `u64` nanoseconds hold.
+    pub(crate) fn to_nanos(&self, instant: Instant) -> Nanos {
+        saturating_nanos(instant.saturating_duration_since(self.start))
     }
 
     /// The first tick whose end is at or after `deadline`.
@@ -87,6 +90,18 @@ impl Clock {
     pub(crate) fn time_of(&self, tick: u64) -> Nanos {
         tick.saturating_mul(self.tick_nanos)
     }
+}
+
+/// How far ahead an instant too large to represent is clamped to: 30 years,
+/// as tokio does, far beyond any real deadline yet safe to add to an `Instant`.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// `at + by`, clamped to `FAR_FUTURE` after `at` where that overflows
+/// `Instant`: deadline arithmetic never panics.
+pub(crate) fn saturating_add(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by)
+        .or_else(|| at.checked_add(FAR_FUTURE))
+        .unwrap_or(at)
 }
 
 pub(crate) fn saturating_nanos(d: Duration) -> Nanos {
@@ -120,6 +135,21 @@ mod tests {
         assert_eq!(clock.deadline_after(Duration::MAX), u64::MAX);
         assert_eq!(clock.time_of(u64::MAX), u64::MAX);
         let _ = clock.to_instant(u64::MAX);
+    }
+
+    #[test]
+    fn instants_round_trip_and_saturate() {
+        let clock = Clock::new(1_000_000, true);
+        let start = clock.to_instant(0);
+        assert_eq!(clock.to_nanos(start), 0);
+        assert_eq!(clock.to_nanos(clock.to_instant(12_345)), 12_345);
+        let before = start.checked_sub(Duration::from_secs(1));
+        assert_eq!(before.map(|b| clock.to_nanos(b)).unwrap_or(0), 0);
+        assert!(saturating_add(start, Duration::MAX) > start);
+        assert_eq!(
+            clock.to_nanos(saturating_add(start, Duration::MAX)),
+            FAR_FUTURE.as_nanos() as u64
+        );
     }
 
     #[test]

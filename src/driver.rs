@@ -170,6 +170,8 @@ impl Shared {
         }
         all.retain(|entry| entry.try_stop());
         self.uncount(all.len());
+        // Futures are woken, not returned: they see the shutdown and end.
+        all.retain(|entry| !crate::sleep::wake_if_future(entry));
         all.sort_by_key(|e| e.deadline());
         all
     }

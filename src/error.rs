@@ -78,3 +78,39 @@ impl TimerError {
         matches!(self, TimerError::AtCapacity { .. })
     }
 }
+
+/// The error of a [`timeout`](crate::HashedWheelTimer::timeout) whose
+/// deadline came before its future finished.
+///
+/// It also ends a timeout whose timer was [stopped](crate::HashedWheelTimer::stop)
+/// first, so that it cannot hang: [`is_shutdown`](Elapsed::is_shutdown)
+/// tells the two apart.
+///
+/// ```
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+///
+/// let timer = HashedWheelTimer::new();
+/// let never = std::future::pending::<()>();
+/// let err = futures::executor::block_on(timer.timeout(Duration::from_millis(1), never))
+///     .unwrap_err();
+/// assert!(!err.is_shutdown());
+/// assert_eq!(err.to_string(), "deadline has elapsed");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{}", if self.shutdown { "the timer was stopped before the deadline" } else { "deadline has elapsed" })]
+pub struct Elapsed {
+    shutdown: bool,
+}
+
+impl Elapsed {
+    pub(crate) fn new(shutdown: bool) -> Elapsed {
+        Elapsed { shutdown }
+    }
+
+    /// True if the timer was stopped before the deadline came, rather than
+    /// the deadline passing.
+    pub fn is_shutdown(&self) -> bool {
+        self.shutdown
+    }
+}

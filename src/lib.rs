@@ -16,6 +16,41 @@
 //! # Ok::<(), hashed_wheel_timer::TimerError>(())
 //! ```
 //!
+//! # Async: sleep, timeout, interval
+//!
+//! The futures feel like `tokio::time`'s, and run on the wheel:
+//! [`HashedWheelTimer::sleep`] and [`sleep_until`](HashedWheelTimer::sleep_until)
+//! give a [`Sleep`], [`timeout`](HashedWheelTimer::timeout) a
+//! [`TimeoutFuture`] that fails with [`Elapsed`], and
+//! [`interval`](HashedWheelTimer::interval) an [`Interval`] with tokio's
+//! [`MissedTickBehavior`]. The free functions [`sleep`], [`timeout`],
+//! [`interval`], [`new_timeout`] and friends use a process-wide
+//! [`default_timer`] (1 ms ticks, 512 buckets), built on first use.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), hashed_wheel_timer::TimerError> {
+//! hashed_wheel_timer::sleep(Duration::from_millis(5)).await;
+//!
+//! let slow = hashed_wheel_timer::sleep(Duration::from_secs(10));
+//! let result = hashed_wheel_timer::timeout(Duration::from_millis(5), slow).await;
+//! assert!(result.is_err());
+//!
+//! let mut interval = hashed_wheel_timer::interval(Duration::from_millis(1))?;
+//! interval.tick().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The timer's own thread wakes the futures, so they work on tokio's
+//! `current_thread` and `multi_thread` runtimes and with no runtime at
+//! all (`futures::executor::block_on`). A future registers with the wheel
+//! on its first pending poll and leaves it when dropped. After
+//! [`stop`](HashedWheelTimer::stop) no future hangs: each completes at
+//! once, and [`is_shutdown`](HashedWheelTimer::is_shutdown) says why.
+//!
 //! # The wheel
 //!
 //! Time is cut into ticks (default 1 ms). A timeout due at tick `t` sits in
@@ -77,28 +112,38 @@
 
 mod builder;
 mod clock;
+mod default_timer;
 mod dispatch;
 mod driver;
 mod entry;
 mod error;
 mod executor;
+mod interval;
 mod periodic;
 mod registry;
 mod shared;
+mod sleep;
 mod sync;
 mod task;
 mod timeout;
+mod timeout_future;
 mod timer;
 mod wheel;
 mod worker;
 
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
+pub use default_timer::{
+    default_timer, interval, interval_at, new_timeout, sleep, sleep_until, timeout, timeout_at,
+};
 pub use driver::DRAIN_CAP_PER_TICK;
-pub use error::TimerError;
+pub use error::{Elapsed, TimerError};
 pub use executor::{Executor, Job, TokioExecutor};
+pub use interval::{Interval, MissedTickBehavior};
 pub use registry::TOO_MANY_TIMERS;
+pub use sleep::Sleep;
 pub use task::TimerTask;
 pub use timeout::Timeout;
+pub use timeout_future::TimeoutFuture;
 pub use timer::HashedWheelTimer;
 
 /// The README's examples, compiled and run as doc tests.

@@ -208,8 +208,15 @@ impl Shared {
 
     /// Counts one more pending timeout, or says why it cannot. Returns the
     /// count before.
-    fn reserve(&self) -> Result<usize, TimerError> {
-        let max = self.config.max_pending.unwrap_or(HARD_MAX_PENDING);
+    ///
+    /// A future's waker counts but is not refused by `max_pending_timeouts`:
+    /// a `Sleep` has no error to report and must not end early, and futures
+    /// are bounded by the tasks that hold them.
+    fn reserve(&self, task: &Task) -> Result<usize, TimerError> {
+        let max = match task {
+            Task::Wake(_) => HARD_MAX_PENDING,
+            _ => self.config.max_pending.unwrap_or(HARD_MAX_PENDING),
+        };
         self.pending
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
                 (p < max).then_some(p + 1)
@@ -222,7 +229,7 @@ impl Shared {
         if self.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
-        let pending_before = self.reserve()?;
+        let pending_before = self.reserve(&task)?;
         let entry = Arc::new(Entry::new(deadline, task));
         if !self.enqueue(&entry) && self.take_back(&entry) {
             return Err(TimerError::Shutdown);

@@ -2,9 +2,11 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
+use crate::entry::Entry;
 use crate::registry::Registration;
 use crate::shared::{Config, Shared};
 use crate::task::{Task, TimerTask};
@@ -148,11 +150,27 @@ impl HashedWheelTimer {
 
     pub(crate) fn schedule_entry(&self, deadline: u64, task: Task) -> Result<Timeout, TimerError> {
         let shared = self.shared();
-        if !shared.clock.is_manual() {
-            worker::ensure_started(shared)?;
-        }
+        self.ensure_worker()?;
         let entry = shared.schedule(deadline, task)?;
         Ok(Timeout::from_parts(entry, shared.clone()))
+    }
+
+    /// Schedules a future's waker, the payload of `Sleep`.
+    pub(crate) fn schedule_waker(
+        &self,
+        deadline: u64,
+        waker: Waker,
+    ) -> Result<Arc<Entry>, TimerError> {
+        self.ensure_worker()?;
+        self.shared().schedule(deadline, Task::Wake(Some(waker)))
+    }
+
+    fn ensure_worker(&self) -> Result<(), TimerError> {
+        let shared = self.shared();
+        if shared.clock.is_manual() {
+            return Ok(());
+        }
+        worker::ensure_started(shared)
     }
 
     /// Timeouts scheduled that have not yet expired, been cancelled, or been
@@ -167,6 +185,13 @@ impl HashedWheelTimer {
     /// that neither expired nor was cancelled, by deadline. Those never fire;
     /// they report [`Timeout::is_stopped`]. Afterwards `pending_timeouts()`
     /// is 0 and new timeouts are refused with [`TimerError::Shutdown`].
+    ///
+    /// Futures never hang on a stopped timer: pending ones are woken (they
+    /// are not in the returned `Vec`) and, like new ones, complete at once.
+    /// A [`Sleep`](crate::Sleep) ends, a [`timeout`](Self::timeout) gives
+    /// an [`Elapsed`](crate::Elapsed) whose `is_shutdown()` is true, and an
+    /// [`Interval`](crate::Interval)'s `try_tick` errs and its stream ends;
+    /// [`is_shutdown`](Self::is_shutdown) says why.
     ///
     /// A second call returns an empty `Vec`.
     ///

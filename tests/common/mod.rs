@@ -156,3 +156,34 @@ impl Logs {
         self.text().matches(needle).count()
     }
 }
+
+/// A waker that counts its wake-ups, to tell which task a future woke.
+#[derive(Default)]
+pub struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+impl CountingWaker {
+    pub fn new() -> (Arc<CountingWaker>, std::task::Waker) {
+        let counter = Arc::new(CountingWaker::default());
+        let waker = futures::task::waker(counter.clone());
+        (counter, waker)
+    }
+
+    pub fn wakes(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl futures::task::ArcWake for CountingWaker {
+    fn wake_by_ref(arc_self: &Arc<Self>) {
+        arc_self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Polls `future` once with `waker`.
+pub fn poll_with<F: std::future::Future + Unpin>(
+    future: &mut F,
+    waker: &std::task::Waker,
+) -> std::task::Poll<F::Output> {
+    let mut cx = std::task::Context::from_waker(waker);
+    std::pin::Pin::new(future).poll(&mut cx)
+}

@@ -1,0 +1,294 @@
+//! `Interval`: ticks at a fixed period, reusing one `Sleep`.
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures::Stream;
+
+use crate::clock::saturating_add;
+use crate::{HashedWheelTimer, Sleep, TimerError};
+
+/// How late a tick may be polled before it counts as missed, as in tokio;
+/// raised to one timer tick for coarse wheels, whose ticks all fire up to a
+/// tick late.
+const MISSED_TICK_TOLERANCE: Duration = Duration::from_millis(5);
+
+/// What an [`Interval`] does when ticks were missed, because the code
+/// between `tick()` calls ran longer than the period. As in tokio; the
+/// default is [`Burst`](MissedTickBehavior::Burst).
+///
+/// With a period of 50 ms and a tick due at 0 ms that is polled only at
+/// 170 ms (ticks 50, 100 and 150 missed), the following ticks are due at:
+///
+/// | behaviour | due at (ms) |
+/// |---|---|
+/// | `Burst` | 50, 100, 150 at once, then 200, 250, ... |
+/// | `Delay` | 220, 270, 320, ... |
+/// | `Skip` | 200, 250, 300, ... |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum MissedTickBehavior {
+    /// Fixed rate: the missed ticks fire at once, as fast as they are
+    /// polled, until the interval is back on its schedule.
+    #[default]
+    Burst,
+    /// Fixed delay: the next tick is one period after the late one was
+    /// polled, and the schedule moves with it.
+    Delay,
+    /// Skip the missed ticks and go on at the next multiple of the period
+    /// on the original schedule.
+    Skip,
+}
+
+impl MissedTickBehavior {
+    /// When the tick after a missed one, due at `due` and polled at `now`,
+    /// is due.
+    fn next_due(self, due: Instant, now: Instant, period: Duration) -> Instant {
+        match self {
+            MissedTickBehavior::Burst => saturating_add(due, period),
+            MissedTickBehavior::Delay => saturating_add(now, period),
+            MissedTickBehavior::Skip => {
+                let late = now.saturating_duration_since(due).as_nanos();
+                let into_period = late % period.as_nanos();
+                let left = period.as_nanos() - into_period;
+                saturating_add(now, nanos_to_duration(left))
+            }
+        }
+    }
+}
+
+/// `nanos` (less than a `Duration`'s range here) as a `Duration`.
+fn nanos_to_duration(nanos: u128) -> Duration {
+    const NANOS_PER_SEC: u128 = 1_000_000_000;
+    let secs = u64::try_from(nanos / NANOS_PER_SEC).unwrap_or(u64::MAX);
+    Duration::new(secs, (nanos % NANOS_PER_SEC) as u32)
+}
+
+/// Ticks at a fixed period on a [`HashedWheelTimer`]; made by
+/// [`HashedWheelTimer::interval`] and [`interval_at`](HashedWheelTimer::interval_at).
+/// Like `tokio::time::Interval`, down to [`MissedTickBehavior`].
+///
+/// Each tick completes at the end of the wheel tick its due time falls in;
+/// [`tick`](Interval::tick) returns the instant it was due, not when it
+/// completed. It holds one wheel entry while a tick is awaited.
+///
+/// It is also a [`Stream`] of those instants.
+///
+/// # Cancellation
+///
+/// `tick()` is cancel safe: a tick is taken only when it returns. Dropping
+/// the `Interval` cancels its pending entry.
+///
+/// # When the timer stops
+///
+/// It never hangs: from then on each `tick()` completes at once, with the
+/// instant the tick was due; check [`HashedWheelTimer::is_shutdown`] in the
+/// loop, or use [`try_tick`](Interval::try_tick), which returns
+/// [`TimerError::Shutdown`], or the stream, which ends.
+///
+/// # Examples
+///
+/// ```
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), hashed_wheel_timer::TimerError> {
+/// let timer = HashedWheelTimer::new();
+/// let mut interval = timer.interval(Duration::from_millis(5))?;
+/// let first = interval.tick().await; // the first tick is immediate
+/// let second = interval.tick().await;
+/// assert_eq!(second - first, Duration::from_millis(5));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Interval {
+    /// Due at the next tick.
+    sleep: Sleep,
+    period: Duration,
+    missed_tick_behavior: MissedTickBehavior,
+}
+
+impl HashedWheelTimer {
+    /// An [`Interval`] whose first tick is now and then every `period`.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::ZeroPeriod`] if `period` is zero: unlike tokio, which
+    /// panics, a bad period is an error you can handle.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::{HashedWheelTimer, TimerError};
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::new();
+    /// let err = timer.interval(Duration::ZERO).unwrap_err();
+    /// assert!(matches!(err, TimerError::ZeroPeriod { what: "period", .. }));
+    /// assert_eq!(err.to_string(), "period must be greater than zero (got 0ns)");
+    /// ```
+    pub fn interval(&self, period: Duration) -> Result<Interval, TimerError> {
+        self.interval_at(self.now(), period)
+    }
+
+    /// An [`Interval`] whose first tick is at `start` and then every `period`.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::ZeroPeriod`] if `period` is zero.
+    pub fn interval_at(&self, start: Instant, period: Duration) -> Result<Interval, TimerError> {
+        if period.is_zero() {
+            return Err(TimerError::ZeroPeriod {
+                what: "period",
+                value: period,
+            });
+        }
+        Ok(Interval {
+            sleep: self.sleep_until(start),
+            period,
+            missed_tick_behavior: MissedTickBehavior::default(),
+        })
+    }
+}
+
+impl Interval {
+    /// Waits for the next tick and returns the instant it was due.
+    ///
+    /// Cancel safe. After the timer stops it returns at once; see the type's
+    /// docs.
+    pub async fn tick(&mut self) -> Instant {
+        poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// Like [`tick`](Self::tick), but an error once the timer has stopped:
+    /// [`TimerError::Shutdown`] for every tick not yet due by then.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// # futures::executor::block_on(async {
+    /// let timer = HashedWheelTimer::new();
+    /// let mut interval = timer.interval(Duration::from_secs(60))?;
+    /// interval.try_tick().await?; // immediate
+    /// timer.stop()?;
+    /// assert!(interval.try_tick().await.unwrap_err().is_shutdown());
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn try_tick(&mut self) -> Result<Instant, TimerError> {
+        poll_fn(|cx| self.poll_try_tick(cx)).await
+    }
+
+    /// Polls for the next tick: `tick()` for hand-written futures. Only a
+    /// waker of the latest poll is woken.
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        self.poll_next_tick(cx).map(|(due, _)| due)
+    }
+
+    /// Polls for the next tick, as [`try_tick`](Self::try_tick).
+    pub fn poll_try_tick(&mut self, cx: &mut Context<'_>) -> Poll<Result<Instant, TimerError>> {
+        self.poll_next_tick(cx)
+            .map(|(due, result)| result.map(|()| due))
+    }
+
+    /// Waits for the tick, takes it and schedules the next one.
+    fn poll_next_tick(&mut self, cx: &mut Context<'_>) -> Poll<(Instant, Result<(), TimerError>)> {
+        let result = ready!(self.sleep.poll_elapsed(cx));
+        let due = self.sleep.deadline();
+        let timer = self.sleep.timer();
+        let now = timer.now();
+        let tolerance = MISSED_TICK_TOLERANCE.max(timer.tick_duration());
+        let next = if now > saturating_add(due, tolerance) {
+            self.missed_tick_behavior.next_due(due, now, self.period)
+        } else {
+            saturating_add(due, self.period)
+        };
+        self.sleep.reset(next);
+        Poll::Ready((due, result))
+    }
+
+    /// Restarts the schedule: the next tick is one period from now.
+    pub fn reset(&mut self) {
+        self.reset_after(self.period);
+    }
+
+    /// Restarts the schedule: the next tick is now.
+    pub fn reset_immediately(&mut self) {
+        self.reset_after(Duration::ZERO);
+    }
+
+    /// Restarts the schedule: the next tick is `after` from now.
+    pub fn reset_after(&mut self, after: Duration) {
+        let now = self.sleep.timer().now();
+        self.reset_at(saturating_add(now, after));
+    }
+
+    /// Restarts the schedule: the next tick is at `deadline`.
+    pub fn reset_at(&mut self, deadline: Instant) {
+        self.sleep.reset(deadline);
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// What it does when ticks are missed.
+    pub fn missed_tick_behavior(&self) -> MissedTickBehavior {
+        self.missed_tick_behavior
+    }
+
+    /// Sets what it does when ticks are missed.
+    pub fn set_missed_tick_behavior(&mut self, behavior: MissedTickBehavior) {
+        self.missed_tick_behavior = behavior;
+    }
+}
+
+impl Stream for Interval {
+    type Item = Instant;
+
+    /// The next tick's due instant; `None` once the timer has stopped (see
+    /// [`Interval::try_tick`]).
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
+        self.get_mut().poll_try_tick(cx).map(Result::ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn next_due_follows_tokio() {
+        let t0 = Instant::now();
+        let period = MS * 50;
+        let (due, now) = (t0, t0 + MS * 170);
+        let next = |b: MissedTickBehavior| b.next_due(due, now, period) - t0;
+        assert_eq!(next(MissedTickBehavior::Burst), MS * 50);
+        assert_eq!(next(MissedTickBehavior::Delay), MS * 220);
+        assert_eq!(next(MissedTickBehavior::Skip), MS * 200);
+        // Exactly on a later multiple: skip to the one after.
+        let on_time = MissedTickBehavior::Skip.next_due(due, t0 + MS * 100, period);
+        assert_eq!(on_time - t0, MS * 150);
+    }
+
+    #[test]
+    fn huge_periods_do_not_overflow() {
+        let t0 = Instant::now();
+        for b in [
+            MissedTickBehavior::Burst,
+            MissedTickBehavior::Delay,
+            MissedTickBehavior::Skip,
+        ] {
+            assert!(b.next_due(t0, t0 + MS, Duration::MAX) > t0);
+        }
+        assert_eq!(
+            nanos_to_duration(1_500_000_001),
+            Duration::new(1, 500_000_001)
+        );
+    }
+}

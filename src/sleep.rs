@@ -1,0 +1,333 @@
+//! `Sleep`: a future that completes at a deadline, backed by one wheel entry.
+//!
+//! # Poll against fire
+//!
+//! The entry's task slot holds the waker of the last task that polled. A
+//! poll stores its waker under the slot's lock and *then* reads the entry's
+//! state; the worker swaps the state out of `PENDING` *before* it locks the
+//! slot to take the waker. So either the worker takes the new waker, or the
+//! poll sees the entry is spent: no wake-up is lost, and the only waker
+//! woken is the one stored last.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::clock::Nanos;
+use crate::entry::Entry;
+use crate::task::Task;
+use crate::{HashedWheelTimer, TimerError};
+
+/// A future that completes once its deadline has passed on its timer's
+/// clock; made by [`HashedWheelTimer::sleep`] and
+/// [`sleep_until`](HashedWheelTimer::sleep_until), like `tokio::time::Sleep`.
+///
+/// It takes a place in the wheel only when first polled and pending, as in
+/// tokio: a `Sleep` that is never polled, or is already due when polled,
+/// costs no entry. From then it counts in
+/// [`pending_timeouts`](HashedWheelTimer::pending_timeouts) until it fires
+/// or is dropped. It fires at the end of the tick its deadline falls in:
+/// never early, at most one tick late.
+///
+/// It is [`Unpin`], so unlike tokio's it needs no pinning to be polled by
+/// reference (`(&mut sleep).await`, `select!`), and it keeps its timer alive.
+/// Any executor can poll it, or none: the timer's own thread wakes it.
+///
+/// # Cancellation
+///
+/// Dropping a `Sleep` cancels it: its entry leaves the wheel within a tick
+/// and `pending_timeouts()` goes down at once.
+///
+/// # When the timer stops
+///
+/// A `Sleep` never hangs on a stopped timer: [`stop`](HashedWheelTimer::stop)
+/// wakes every pending one, and it completes, as does one first polled
+/// afterwards. [`is_elapsed`](Sleep::is_elapsed) stays false and the
+/// timer's [`is_shutdown`](HashedWheelTimer::is_shutdown) says why.
+///
+/// # Examples
+///
+/// ```
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let timer = HashedWheelTimer::new();
+/// let sleep = timer.sleep(Duration::from_millis(10));
+/// let deadline = sleep.deadline();
+/// sleep.await;
+/// assert!(timer.now() >= deadline);
+/// # }
+/// ```
+///
+/// Deterministically, on a manual clock:
+///
+/// ```
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+/// use tokio_test::{assert_pending, assert_ready, task};
+///
+/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+/// let mut sleep = task::spawn(timer.sleep(Duration::from_millis(5)));
+/// assert_pending!(sleep.poll());
+/// timer.advance(Duration::from_millis(4));
+/// assert_pending!(sleep.poll());
+/// timer.advance(Duration::from_millis(1));
+/// assert!(sleep.is_woken());
+/// assert_ready!(sleep.poll());
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
+#[must_use = "futures do nothing unless you .await or poll them"]
+pub struct Sleep {
+    timer: HashedWheelTimer,
+    deadline: Instant,
+    /// `deadline` on the timer's clock.
+    deadline_nanos: Nanos,
+    /// The entry holding our waker: due at or before `deadline`'s tick
+    /// (earlier after a `reset` to a later deadline, see there), or spent.
+    entry: Option<Arc<Entry>>,
+}
+
+impl HashedWheelTimer {
+    /// A future that completes `duration` from now, on this timer.
+    ///
+    /// A duration too large to represent saturates and never completes.
+    /// See [`Sleep`] for when it registers, cancellation, and behaviour
+    /// after [`stop`](Self::stop).
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::new();
+    /// futures::executor::block_on(timer.sleep(Duration::from_millis(2)));
+    /// ```
+    pub fn sleep(&self, duration: Duration) -> Sleep {
+        let clock = &self.shared().clock;
+        let nanos = clock.deadline_after(duration);
+        Sleep::new(self.clone(), clock.to_instant(nanos), nanos)
+    }
+
+    /// A future that completes at `deadline`, on this timer's clock; at
+    /// once if it has passed.
+    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+        let nanos = self.shared().clock.to_nanos(deadline);
+        Sleep::new(self.clone(), deadline, nanos)
+    }
+}
+
+impl Sleep {
+    fn new(timer: HashedWheelTimer, deadline: Instant, deadline_nanos: Nanos) -> Sleep {
+        Sleep {
+            timer,
+            deadline,
+            deadline_nanos,
+            entry: None,
+        }
+    }
+
+    pub(crate) fn timer(&self) -> &HashedWheelTimer {
+        &self.timer
+    }
+
+    /// The instant it completes at.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// True once the deadline has passed on the timer's clock, whether or
+    /// not the future has been polled since. It stays false when the
+    /// future completes early because the timer stopped.
+    pub fn is_elapsed(&self) -> bool {
+        self.timer.shared().clock.now() >= self.deadline_nanos
+    }
+
+    /// Moves the deadline, earlier or later, even after completion: the
+    /// `Sleep` is then pending again until the new deadline.
+    ///
+    /// The wheel entry is kept where it can be. A later deadline in another
+    /// tick keeps it too: when it fires, the task is woken, finds its
+    /// deadline ahead, and files a new entry. So a deadline pushed back
+    /// again and again (an idle timeout) costs nothing per push. Only an
+    /// earlier deadline in another tick swaps the entry, at once and with
+    /// the stored waker, so the task needs no poll to be woken in time.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    /// use tokio_test::{assert_pending, assert_ready, task};
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let mut sleep = task::spawn(timer.sleep(Duration::from_millis(10)));
+    /// assert_pending!(sleep.poll());
+    /// sleep.reset(timer.now() + Duration::from_millis(3));
+    /// timer.advance(Duration::from_millis(3));
+    /// assert!(sleep.is_woken());
+    /// assert_ready!(sleep.poll());
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn reset(&mut self, deadline: Instant) {
+        let clock = &self.timer.shared().clock;
+        self.deadline = deadline;
+        self.deadline_nanos = clock.to_nanos(deadline);
+        let Some(entry) = self.entry.take() else {
+            return;
+        };
+        if clock.tick_of(self.deadline_nanos) >= clock.tick_of(entry.deadline()) {
+            self.entry = Some(entry); // in time; a poll re-arms it if early
+            return;
+        }
+        // Lost to the worker or to `stop()`: the task was woken, and its
+        // next poll files a new entry or completes.
+        let Some(Task::Wake(Some(waker))) = self.timer.shared().cancel(&entry) else {
+            return;
+        };
+        match self
+            .timer
+            .schedule_waker(self.deadline_nanos, waker.clone())
+        {
+            Ok(entry) => self.entry = Some(entry),
+            // Let the task's next poll deal with it (complete or retry).
+            Err(_) => waker.wake(),
+        }
+    }
+
+    /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)` if
+    /// the timer stopped before it.
+    pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
+        if self.is_elapsed() {
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(entry) = &self.entry {
+            if still_waiting(entry, cx.waker()) {
+                return Poll::Pending;
+            }
+            // Spent: it fired for an earlier deadline, or the timer stopped.
+        }
+        match self
+            .timer
+            .schedule_waker(self.deadline_nanos, cx.waker().clone())
+        {
+            Ok(entry) => {
+                self.entry = Some(entry);
+                Poll::Pending
+            }
+            Err(TimerError::Shutdown) => {
+                self.entry = None;
+                Poll::Ready(Err(TimerError::Shutdown))
+            }
+            Err(error) => {
+                // No thread could be started, or 2^31 timeouts are pending:
+                // yield and retry rather than end early or hang.
+                tracing::warn!(target: "hashed_wheel_timer", %error, "a Sleep could not be scheduled; retrying");
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Stores `waker` in the entry's slot, unless it already holds one that
+/// wakes the same task, then tells whether the entry may still fire. The
+/// order is what makes it race free; see the module docs.
+fn still_waiting(entry: &Entry, waker: &Waker) -> bool {
+    if !entry.is_pending() {
+        return false; // spent: no need to lock
+    }
+    {
+        let mut slot = entry.lock_task();
+        if let Some(Task::Wake(stored)) = &mut *slot {
+            if !stored.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                *stored = Some(waker.clone());
+            }
+        }
+    }
+    entry.is_pending()
+}
+
+/// On `stop()`: if a stopped entry belongs to a future, wakes it, so it is
+/// polled again and completes, and returns true.
+pub(crate) fn wake_if_future(entry: &Entry) -> bool {
+    let waker = {
+        let mut slot = entry.lock_task();
+        match slot.take() {
+            Some(Task::Wake(waker)) => waker,
+            other => {
+                *slot = other;
+                return false;
+            }
+        }
+    };
+    if let Some(waker) = waker {
+        waker.wake();
+    }
+    true
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.get_mut().poll_elapsed(cx).map(|_| ())
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(entry) = self.entry.take() {
+            self.timer.shared().cancel(&entry);
+        }
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .field("registered", &self.entry.is_some())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_test::{assert_pending, task};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn in_wheel(timer: &HashedWheelTimer) -> usize {
+        timer.shared().lock_core().wheel.len()
+    }
+
+    #[test]
+    fn a_dropped_sleep_leaves_the_wheel_within_a_tick() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let mut sleep = task::spawn(timer.sleep(MS * 1000));
+        assert_pending!(sleep.poll());
+        timer.advance(MS);
+        assert_eq!(in_wheel(&timer), 1);
+        drop(sleep);
+        assert_eq!(timer.pending_timeouts(), 0, "uncounted at once");
+        timer.advance(MS);
+        assert_eq!(in_wheel(&timer), 0, "removed at the next tick");
+    }
+
+    #[test]
+    fn reset_later_keeps_the_entry_and_earlier_swaps_it() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let mut sleep = task::spawn(timer.sleep(MS * 10));
+        assert_pending!(sleep.poll());
+        let first = sleep.entry.clone().unwrap();
+        sleep.reset(timer.now() + MS * 50);
+        assert!(Arc::ptr_eq(sleep.entry.as_ref().unwrap(), &first));
+        sleep.reset(timer.now() + MS * 2);
+        assert!(!Arc::ptr_eq(sleep.entry.as_ref().unwrap(), &first));
+        assert!(first.is_cancelled());
+        assert_eq!(timer.pending_timeouts(), 1);
+    }
+}

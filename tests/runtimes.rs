@@ -1,0 +1,105 @@
+//! Where the futures run: tokio's `current_thread` and `multi_thread`
+//! runtimes, and no runtime at all. Real clock; the tests check that each
+//! future completes and is never early on the timer's clock, never how long
+//! it took.
+
+use hashed_wheel_timer::HashedWheelTimer;
+use std::future::pending;
+use std::time::Duration;
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Sleeps, times out and ticks on `timer`, checking each result.
+async fn exercise(timer: HashedWheelTimer) {
+    let sleep = timer.sleep(MS * 3);
+    let deadline = sleep.deadline();
+    sleep.await;
+    assert!(timer.now() >= deadline, "never early");
+
+    let err = timer.timeout(MS * 2, pending::<()>()).await.unwrap_err();
+    assert!(!err.is_shutdown());
+    assert_eq!(timer.timeout(MS * 2, async { 5 }).await, Ok(5));
+
+    let mut interval = timer.interval(MS * 2).unwrap();
+    let first = interval.tick().await;
+    let second = interval.tick().await;
+    assert_eq!(second - first, MS * 2);
+    assert!(timer.now() >= second);
+    drop(interval);
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn on_a_current_thread_runtime() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(exercise(HashedWheelTimer::new()));
+}
+
+#[test]
+fn on_a_multi_thread_runtime() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let timer = HashedWheelTimer::new();
+    let tasks: Vec<_> = (0..8).map(|_| rt.spawn(exercise(timer.clone()))).collect();
+    rt.block_on(async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+}
+
+#[test]
+fn with_no_runtime_at_all() {
+    futures::executor::block_on(exercise(HashedWheelTimer::new()));
+}
+
+#[test]
+fn a_sleep_moved_between_runtimes_wakes_its_new_task() {
+    let timer = HashedWheelTimer::new();
+    let first = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let mut sleep = timer.sleep(MS * 20);
+    // Poll once on one runtime, then finish on another executor.
+    first.block_on(async {
+        let polled = futures::poll!(&mut sleep);
+        assert!(polled.is_pending());
+    });
+    drop(first);
+    futures::executor::block_on(&mut sleep);
+    assert!(sleep.is_elapsed());
+}
+
+#[test]
+fn stop_from_another_thread_ends_waiting_futures() {
+    let timer = HashedWheelTimer::new();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let sleeper = rt.spawn({
+        let timer = timer.clone();
+        async move { timer.sleep(Duration::from_secs(3600)).await }
+    });
+    let caller = rt.spawn({
+        let timer = timer.clone();
+        async move {
+            timer
+                .timeout(Duration::from_secs(3600), pending::<()>())
+                .await
+        }
+    });
+    // Wait until both are registered, then stop the timer under them.
+    while timer.pending_timeouts() < 2 {
+        std::thread::sleep(MS);
+    }
+    assert!(timer.stop().unwrap().is_empty());
+    rt.block_on(async {
+        sleeper.await.unwrap();
+        assert!(caller.await.unwrap().unwrap_err().is_shutdown());
+    });
+}

@@ -1,0 +1,293 @@
+//! `Sleep` on a manual clock: exact ticks, reset, cancellation by drop,
+//! which waker is woken, and what a stopped timer does to it.
+
+mod common;
+
+use common::{manual, poll_with, CountingWaker};
+use hashed_wheel_timer::{HashedWheelTimer, Sleep};
+use std::time::Duration;
+use tokio_test::task::{self, Spawn};
+use tokio_test::{assert_pending, assert_ready};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// `sleep` in a mock task, polled once: registered and pending.
+fn polled(sleep: Sleep) -> Spawn<Sleep> {
+    let mut sleep = task::spawn(sleep);
+    assert_pending!(sleep.poll());
+    sleep
+}
+
+#[test]
+fn pending_before_its_tick_and_ready_at_it() {
+    let timer = manual(MS);
+    let mut sleep = polled(timer.sleep(MS * 5));
+    timer.advance(MS * 4);
+    assert!(!sleep.is_woken());
+    assert!(!sleep.is_elapsed());
+    assert_pending!(sleep.poll());
+    timer.advance(MS);
+    assert!(sleep.is_woken());
+    assert!(sleep.is_elapsed());
+    assert_ready!(sleep.poll());
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert_ready!(sleep.poll(), "stays ready");
+}
+
+#[test]
+fn it_is_woken_at_the_end_of_the_tick_its_deadline_falls_in() {
+    let timer = manual(MS * 10);
+    let mut sleep = polled(timer.sleep(MS * 15));
+    timer.advance(MS * 14);
+    assert_pending!(sleep.poll());
+    timer.advance(MS);
+    // The deadline has passed: a poll now is ready, though the wheel only
+    // wakes the task when tick 2 (10..20 ms) ends.
+    assert!(!sleep.is_woken());
+    timer.advance(MS * 5);
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn it_registers_on_first_poll_not_on_creation() {
+    let timer = manual(MS);
+    let mut sleep = task::spawn(timer.sleep(MS * 5));
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert_pending!(sleep.poll());
+    assert_eq!(timer.pending_timeouts(), 1);
+    assert_pending!(sleep.poll());
+    assert_eq!(timer.pending_timeouts(), 1, "a second poll files nothing");
+}
+
+#[test]
+fn a_sleep_already_due_when_first_polled_is_ready_without_an_entry() {
+    let timer = manual(MS);
+    let mut zero = task::spawn(timer.sleep(Duration::ZERO));
+    assert_ready!(zero.poll());
+    let mut late = task::spawn(timer.sleep(MS * 3));
+    timer.advance(MS * 3);
+    assert_ready!(late.poll());
+    let mut past = task::spawn(timer.sleep_until(timer.now() - MS));
+    assert_ready!(past.poll());
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn sleep_until_completes_at_that_instant() {
+    let timer = manual(MS);
+    let at = timer.now() + MS * 7;
+    let mut sleep = task::spawn(timer.sleep_until(at));
+    assert_eq!(sleep.deadline(), at);
+    assert_pending!(sleep.poll());
+    timer.advance(MS * 6);
+    assert_pending!(sleep.poll());
+    timer.advance(MS);
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn reset_moves_the_deadline_earlier() {
+    let timer = manual(MS);
+    let mut sleep = polled(timer.sleep(MS * 10));
+    let earlier = timer.now() + MS * 3;
+    sleep.reset(earlier);
+    assert_eq!(sleep.deadline(), earlier);
+    assert_eq!(timer.pending_timeouts(), 1, "the old entry was swapped");
+    timer.advance(MS * 2);
+    assert!(!sleep.is_woken());
+    timer.advance(MS);
+    assert!(sleep.is_woken(), "woken with no poll since the reset");
+    assert_ready!(sleep.poll());
+    timer.advance(MS * 10);
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn reset_moves_the_deadline_later() {
+    let timer = manual(MS);
+    let mut sleep = polled(timer.sleep(MS * 3));
+    sleep.reset(timer.now() + MS * 10);
+    timer.advance(MS * 3);
+    // The old entry fires and wakes the task, which files the new one.
+    assert_pending!(sleep.poll());
+    assert_eq!(timer.pending_timeouts(), 1);
+    timer.advance(MS * 6);
+    assert_pending!(sleep.poll());
+    timer.advance(MS);
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn pushing_the_deadline_back_repeatedly_files_nothing_new() {
+    let timer = manual(MS);
+    let mut sleep = polled(timer.sleep(MS * 5));
+    let mut refiled = 0;
+    for i in 1..=100 {
+        timer.advance(MS);
+        if sleep.is_woken() {
+            // The entry for an older deadline fired: the poll files anew.
+            assert_pending!(sleep.poll());
+            refiled += 1;
+        }
+        sleep.reset(timer.now() + MS * 5);
+        assert_eq!(timer.pending_timeouts(), 1, "after reset {i}");
+    }
+    // Each new entry is due 4 ms after it is filed (the deadline set one
+    // tick before): 25 entries in 100 ms, not one per reset.
+    assert!(refiled <= 25, "{refiled} entries filed for 100 resets");
+    timer.advance(MS * 4);
+    assert_pending!(sleep.poll());
+    timer.advance(MS * 5);
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn reset_after_completion_makes_it_pending_again() {
+    let timer = manual(MS);
+    let mut sleep = polled(timer.sleep(MS * 2));
+    timer.advance(MS * 2);
+    assert_ready!(sleep.poll());
+    sleep.reset(timer.now() + MS * 4);
+    assert!(!sleep.is_elapsed());
+    assert_pending!(sleep.poll());
+    timer.advance(MS * 4);
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn reset_to_the_past_is_ready_at_once() {
+    let timer = manual(MS);
+    let mut sleep = polled(timer.sleep(MS * 20));
+    timer.advance(MS * 5);
+    sleep.reset(timer.now() - MS);
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn drop_cancels() {
+    let timer = manual(MS);
+    let sleep = polled(timer.sleep(MS * 5));
+    assert_eq!(timer.pending_timeouts(), 1);
+    drop(sleep);
+    assert_eq!(timer.pending_timeouts(), 0);
+    timer.advance(MS * 10);
+    assert_eq!(timer.pending_timeouts(), 0, "counted once");
+
+    let unpolled = timer.sleep(MS);
+    drop(unpolled);
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn only_the_task_that_polled_last_is_woken_once() {
+    let timer = manual(MS);
+    let (a, waker_a) = CountingWaker::new();
+    let (b, waker_b) = CountingWaker::new();
+    let mut sleep = timer.sleep(MS * 5);
+    assert!(poll_with(&mut sleep, &waker_a).is_pending());
+    assert!(poll_with(&mut sleep, &waker_b).is_pending());
+    assert!(poll_with(&mut sleep, &waker_b).is_pending());
+    timer.advance(MS * 5);
+    assert_eq!((a.wakes(), b.wakes()), (0, 1));
+    assert!(poll_with(&mut sleep, &waker_b).is_ready());
+    timer.advance(MS * 5);
+    assert_eq!((a.wakes(), b.wakes()), (0, 1));
+}
+
+#[test]
+fn it_is_unpin_send_and_sync() {
+    fn check<T: Unpin + Send + Sync + 'static>() {}
+    check::<Sleep>();
+}
+
+#[test]
+fn it_keeps_its_timer_alive() {
+    let timer = manual(MS);
+    let mut sleep = polled(timer.sleep(MS * 5));
+    let clock = timer.clone();
+    drop(timer);
+    assert!(!clock.is_shutdown());
+    clock.advance(MS * 5);
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn a_huge_duration_saturates_and_never_fires() {
+    let timer = manual(MS);
+    let mut sleep = task::spawn(timer.sleep(Duration::MAX));
+    assert!(sleep.deadline() > timer.now());
+    assert_pending!(sleep.poll());
+    timer.advance(Duration::from_secs(86_400 * 365));
+    assert!(!sleep.is_woken());
+    assert_pending!(sleep.poll());
+}
+
+#[test]
+fn max_pending_timeouts_counts_sleeps_but_does_not_refuse_them() {
+    let timer = HashedWheelTimer::builder()
+        .manual_clock()
+        .max_pending_timeouts(1)
+        .build()
+        .unwrap();
+    let _t = timer.new_timeout(|_| {}, MS * 5).unwrap();
+    let mut sleep = polled(timer.sleep(MS * 5));
+    assert_eq!(timer.pending_timeouts(), 2);
+    let refused = timer.new_timeout(|_| {}, MS).unwrap_err();
+    assert!(refused.is_at_capacity());
+    timer.advance(MS * 5);
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn stop_wakes_a_pending_sleep_and_it_completes() {
+    let timer = manual(MS);
+    let mut sleep = polled(timer.sleep(MS * 5));
+    let callback = timer.new_timeout(|_| {}, MS * 5).unwrap();
+    let never_ran = timer.stop().unwrap();
+    assert_eq!(never_ran, vec![callback], "futures are woken, not returned");
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    assert!(!sleep.is_elapsed(), "it ended early, because of the stop");
+    assert!(timer.is_shutdown());
+}
+
+#[test]
+fn a_sleep_made_or_first_polled_after_stop_completes() {
+    let timer = manual(MS);
+    let made_before = timer.sleep(MS * 5);
+    timer.stop().unwrap();
+    let mut made_before = task::spawn(made_before);
+    assert_ready!(made_before.poll());
+    let mut made_after = task::spawn(timer.sleep(MS * 5));
+    assert_ready!(made_after.poll());
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn reset_after_stop_does_not_hang() {
+    let timer = manual(MS);
+    let mut sleep = polled(timer.sleep(MS * 10));
+    timer.stop().unwrap();
+    sleep.reset(timer.now() + MS);
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn dropping_the_last_timer_handle_wakes_nothing_it_does_not_own() {
+    // A Sleep holds a handle, so the timer lives while it does; dropping
+    // the user's handles must neither stop the timer nor wake the sleep.
+    let timer = HashedWheelTimer::new();
+    let (counter, waker) = CountingWaker::new();
+    let mut sleep = timer.sleep(Duration::from_secs(3600));
+    assert!(poll_with(&mut sleep, &waker).is_pending());
+    drop(timer);
+    assert_eq!(counter.wakes(), 0);
+    drop(sleep);
+}
