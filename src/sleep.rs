@@ -206,7 +206,11 @@ impl Sleep {
             if still_waiting(entry, cx.waker()) {
                 return Poll::Pending;
             }
-            // Spent: it fired for an earlier deadline, or the timer stopped.
+            // Spent: it fired (maybe just now, after the check above) or the
+            // timer stopped. Only a deadline still ahead needs a new entry.
+            if self.is_elapsed() {
+                return Poll::Ready(Ok(()));
+            }
         }
         match self
             .timer

@@ -137,3 +137,63 @@ fn two_cancels_against_expire() {
         assert_eq!(timer.pending_timeouts(), 0);
     });
 }
+
+/// A waker that counts its wake-ups.
+#[derive(Default)]
+struct Wakes(std::sync::atomic::AtomicUsize);
+
+impl futures::task::ArcWake for Wakes {
+    fn wake_by_ref(this: &Arc<Self>) {
+        this.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn counting_waker() -> (Arc<Wakes>, std::task::Waker) {
+    let wakes = Arc::new(Wakes::default());
+    (wakes.clone(), futures::task::waker(wakes))
+}
+
+/// A `Sleep` re-polled from another task (a new waker) while the driving
+/// thread fires it: either that poll sees it ready, or the new waker is
+/// woken. No wake-up is lost, and the old waker is not the one woken.
+#[test]
+fn sleep_repoll_with_new_waker_against_fire() {
+    use std::future::Future;
+    use std::task::{Context, Poll};
+
+    loom::model(|| {
+        let timer = manual();
+        let mut sleep = timer.sleep(TICK);
+        let (old, old_waker) = counting_waker();
+        let first = std::pin::Pin::new(&mut sleep).poll(&mut Context::from_waker(&old_waker));
+        assert!(first.is_pending(), "registered, not yet due");
+        timer.advance(Duration::ZERO); // filed into its bucket
+
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.advance(TICK))
+        };
+        let (new, new_waker) = counting_waker();
+        let second = std::pin::Pin::new(&mut sleep).poll(&mut Context::from_waker(&new_waker));
+        driver.join().unwrap();
+
+        let (old_wakes, new_wakes) = (
+            old.0.load(std::sync::atomic::Ordering::SeqCst),
+            new.0.load(std::sync::atomic::Ordering::SeqCst),
+        );
+        match second {
+            // Ready; the new waker may also have been woken once (a
+            // harmless spurious wake-up), never more.
+            Poll::Ready(()) => assert!(new_wakes <= 1),
+            Poll::Pending => {
+                assert_eq!(new_wakes, 1, "the new waker is woken exactly once");
+                assert_eq!(old_wakes, 0, "not the old one");
+                let third =
+                    std::pin::Pin::new(&mut sleep).poll(&mut Context::from_waker(&new_waker));
+                assert!(third.is_ready());
+            }
+        }
+        assert!(old_wakes <= 1);
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
