@@ -10,7 +10,7 @@ use std::time::Duration;
 const PERIOD: Duration = Duration::from_millis(100);
 
 async fn show(behavior: MissedTickBehavior) -> Result<(), hashed_wheel_timer::TimerError> {
-    let mut interval = hashed_wheel_timer::interval(PERIOD)?;
+    let mut interval = hashed_wheel_timer::interval(PERIOD);
     interval.set_missed_tick_behavior(behavior);
     let start = interval.tick().await; // the first tick is immediate
     let mut line = format!("{:<6} due at (ms):    0", format!("{behavior:?}"));
@@ -40,14 +40,14 @@ async fn main() -> Result<(), hashed_wheel_timer::TimerError> {
     }
 
     let start = hashed_wheel_timer::default_timer().now();
-    let ticks: Vec<_> = hashed_wheel_timer::interval_at(start, Duration::from_millis(20))?
+    let ticks: Vec<_> = hashed_wheel_timer::interval_at(start, Duration::from_millis(20))
         .take(5)
         .map(|due| (due - start).as_millis())
         .collect()
         .await;
     println!("as a Stream, every 20 ms: {ticks:?}");
 
-    match hashed_wheel_timer::interval(Duration::ZERO) {
+    match hashed_wheel_timer::try_interval(Duration::ZERO) {
         Ok(_) => unreachable!(),
         Err(e) => println!("a zero period is an error: {e}"),
     }

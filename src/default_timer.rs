@@ -77,36 +77,45 @@ pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> TimeoutFuture<
 }
 
 /// An [`Interval`] on the [default timer](default_timer), first tick now;
-/// see [`HashedWheelTimer::interval`].
-///
-/// # Errors
-///
-/// [`TimerError::ZeroPeriod`] if `period` is zero.
+/// see [`HashedWheelTimer::interval`] (a zero period becomes one tick).
 ///
 /// ```
 /// use std::time::Duration;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), hashed_wheel_timer::TimerError> {
-/// let mut interval = hashed_wheel_timer::interval(Duration::from_millis(2))?;
+/// # async fn main() {
+/// let mut interval = hashed_wheel_timer::interval(Duration::from_millis(2));
 /// for _ in 0..3 {
 ///     interval.tick().await;
 /// }
-/// # Ok(())
 /// # }
 /// ```
-pub fn interval(period: Duration) -> Result<Interval, TimerError> {
+pub fn interval(period: Duration) -> Interval {
     default_timer().interval(period)
 }
 
 /// An [`Interval`] on the [default timer](default_timer), first tick at
 /// `start`; see [`HashedWheelTimer::interval_at`].
+pub fn interval_at(start: Instant, period: Duration) -> Interval {
+    default_timer().interval_at(start, period)
+}
+
+/// [`interval`], but a zero period is an error.
 ///
 /// # Errors
 ///
 /// [`TimerError::ZeroPeriod`] if `period` is zero.
-pub fn interval_at(start: Instant, period: Duration) -> Result<Interval, TimerError> {
-    default_timer().interval_at(start, period)
+pub fn try_interval(period: Duration) -> Result<Interval, TimerError> {
+    default_timer().try_interval(period)
+}
+
+/// [`interval_at`], but a zero period is an error.
+///
+/// # Errors
+///
+/// [`TimerError::ZeroPeriod`] if `period` is zero.
+pub fn try_interval_at(start: Instant, period: Duration) -> Result<Interval, TimerError> {
+    default_timer().try_interval_at(start, period)
 }
 
 /// Runs `task` once, `delay` from now, on the [default timer](default_timer)'s

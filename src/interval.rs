@@ -96,7 +96,7 @@ fn nanos_to_duration(nanos: u128) -> Duration {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), hashed_wheel_timer::TimerError> {
 /// let timer = HashedWheelTimer::new();
-/// let mut interval = timer.interval(Duration::from_millis(5))?;
+/// let mut interval = timer.interval(Duration::from_millis(5));
 /// let first = interval.tick().await; // the first tick is immediate
 /// let second = interval.tick().await;
 /// assert_eq!(second - first, Duration::from_millis(5));
@@ -114,41 +114,84 @@ pub struct Interval {
 impl HashedWheelTimer {
     /// An [`Interval`] whose first tick is now and then every `period`.
     ///
+    /// A zero period cannot tick. Where tokio panics, this raises it to one
+    /// tick of this timer (its resolution) and logs a `tracing` warning;
+    /// [`try_interval`](Self::try_interval) returns the error instead.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let timer = HashedWheelTimer::new();
+    /// let mut iv = timer.interval(Duration::from_millis(2));
+    /// let first = iv.tick().await;
+    /// let second = iv.tick().await;
+    /// assert_eq!(second - first, Duration::from_millis(2));
+    /// # }
+    /// ```
+    pub fn interval(&self, period: Duration) -> Interval {
+        self.interval_at(self.now(), period)
+    }
+
+    /// An [`Interval`] whose first tick is at `start` and then every
+    /// `period`; a zero period is handled as by [`interval`](Self::interval).
+    pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
+        self.try_interval_at(start, period).unwrap_or_else(|error| {
+            tracing::warn!(
+                target: "hashed_wheel_timer",
+                %error,
+                "interval: using one tick as the period"
+            );
+            self.new_interval(start, self.tick_duration())
+        })
+    }
+
+    /// [`interval`](Self::interval), but a zero period is an error.
+    ///
     /// # Errors
     ///
-    /// [`TimerError::ZeroPeriod`] if `period` is zero: unlike tokio, which
-    /// panics, a bad period is an error you can handle.
+    /// [`TimerError::ZeroPeriod`] if `period` is zero.
     ///
     /// ```
     /// use hashed_wheel_timer::{HashedWheelTimer, TimerError};
     /// use std::time::Duration;
     ///
     /// let timer = HashedWheelTimer::new();
-    /// let err = timer.interval(Duration::ZERO).unwrap_err();
+    /// let err = timer.try_interval(Duration::ZERO).unwrap_err();
     /// assert!(matches!(err, TimerError::ZeroPeriod { what: "period", .. }));
     /// assert_eq!(err.to_string(), "period must be greater than zero (got 0ns)");
     /// ```
-    pub fn interval(&self, period: Duration) -> Result<Interval, TimerError> {
-        self.interval_at(self.now(), period)
+    pub fn try_interval(&self, period: Duration) -> Result<Interval, TimerError> {
+        self.try_interval_at(self.now(), period)
     }
 
-    /// An [`Interval`] whose first tick is at `start` and then every `period`.
+    /// [`interval_at`](Self::interval_at), but a zero period is an error.
     ///
     /// # Errors
     ///
     /// [`TimerError::ZeroPeriod`] if `period` is zero.
-    pub fn interval_at(&self, start: Instant, period: Duration) -> Result<Interval, TimerError> {
+    pub fn try_interval_at(
+        &self,
+        start: Instant,
+        period: Duration,
+    ) -> Result<Interval, TimerError> {
         if period.is_zero() {
             return Err(TimerError::ZeroPeriod {
                 what: "period",
                 value: period,
             });
         }
-        Ok(Interval {
+        Ok(self.new_interval(start, period))
+    }
+
+    fn new_interval(&self, start: Instant, period: Duration) -> Interval {
+        Interval {
             sleep: self.sleep_until(start),
             period,
             missed_tick_behavior: MissedTickBehavior::default(),
-        })
+        }
     }
 }
 
@@ -170,7 +213,7 @@ impl Interval {
     ///
     /// # futures::executor::block_on(async {
     /// let timer = HashedWheelTimer::new();
-    /// let mut interval = timer.interval(Duration::from_secs(60))?;
+    /// let mut interval = timer.interval(Duration::from_secs(60));
     /// interval.try_tick().await?; // immediate
     /// timer.stop()?;
     /// assert!(interval.try_tick().await.unwrap_err().is_shutdown());

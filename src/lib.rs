@@ -38,7 +38,7 @@
 //! let result = hashed_wheel_timer::timeout(Duration::from_millis(5), slow).await;
 //! assert!(result.is_err());
 //!
-//! let mut interval = hashed_wheel_timer::interval(Duration::from_millis(1))?;
+//! let mut interval = hashed_wheel_timer::interval(Duration::from_millis(1));
 //! interval.tick().await;
 //! # Ok(())
 //! # }
@@ -134,6 +134,7 @@ mod worker;
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
 pub use default_timer::{
     default_timer, interval, interval_at, new_timeout, sleep, sleep_until, timeout, timeout_at,
+    try_interval, try_interval_at,
 };
 pub use driver::DRAIN_CAP_PER_TICK;
 pub use error::{Elapsed, TimerError};

@@ -37,21 +37,21 @@ fn the_free_functions_use_it() {
         let at = default_timer().now() + MS;
         assert_eq!(hashed_wheel_timer::timeout_at(at, async { 1 }).await, Ok(1));
 
-        let mut interval = hashed_wheel_timer::interval(MS).unwrap();
+        let mut interval = hashed_wheel_timer::interval(MS);
         let first = interval.tick().await;
         assert_eq!(interval.tick().await - first, MS);
         let start = default_timer().now();
-        let mut interval = hashed_wheel_timer::interval_at(start, MS).unwrap();
+        let mut interval = hashed_wheel_timer::interval_at(start, MS);
         assert_eq!(interval.tick().await, start);
     });
 }
 
 #[test]
 fn a_zero_period_is_an_error() {
-    let err = hashed_wheel_timer::interval(Duration::ZERO).unwrap_err();
+    let err = hashed_wheel_timer::try_interval(Duration::ZERO).unwrap_err();
     assert!(matches!(err, TimerError::ZeroPeriod { what: "period", .. }));
     let start = default_timer().now();
-    assert!(hashed_wheel_timer::interval_at(start, Duration::ZERO).is_err());
+    assert!(hashed_wheel_timer::try_interval_at(start, Duration::ZERO).is_err());
 }
 
 #[test]

@@ -25,7 +25,7 @@ struct Ticker {
 
 impl Ticker {
     fn new(timer: &HashedWheelTimer, behavior: MissedTickBehavior) -> Ticker {
-        let mut interval = timer.interval(PERIOD).unwrap();
+        let mut interval = timer.interval(PERIOD);
         interval.set_missed_tick_behavior(behavior);
         Ticker {
             interval,
@@ -76,7 +76,7 @@ fn the_first_tick_is_immediate_then_one_every_period() {
 fn interval_at_starts_at_start() {
     let timer = manual(MS);
     let t0 = timer.now();
-    let mut interval = timer.interval_at(t0 + MS * 5, PERIOD).unwrap();
+    let mut interval = timer.interval_at(t0 + MS * 5, PERIOD);
     let mut tick = task::spawn(());
     assert_pending!(tick.enter(|cx, _| interval.poll_tick(cx)));
     timer.advance(MS * 5);
@@ -185,17 +185,32 @@ fn a_zero_period_is_an_error_not_a_panic() {
         what: "period",
         value: Duration::ZERO,
     };
-    assert_eq!(timer.interval(Duration::ZERO).unwrap_err(), expected);
-    let at = timer.interval_at(timer.now(), Duration::ZERO).unwrap_err();
+    assert_eq!(timer.try_interval(Duration::ZERO).unwrap_err(), expected);
+    let at = timer
+        .try_interval_at(timer.now(), Duration::ZERO)
+        .unwrap_err();
     assert_eq!(at, expected);
     assert_eq!(at.to_string(), "period must be greater than zero (got 0ns)");
-    assert!(timer.interval(Duration::from_nanos(1)).is_ok());
+    assert!(timer.try_interval(Duration::from_nanos(1)).is_ok());
+}
+
+#[test]
+fn the_infallible_form_raises_a_zero_period_to_one_tick() {
+    let timer = manual(MS * 3);
+    let mut interval = timer.interval(Duration::ZERO);
+    assert_eq!(interval.period(), timer.tick_duration());
+    let mut tick = task::spawn(());
+    let first = assert_ready!(tick.enter(|cx, _| interval.poll_tick(cx)));
+    assert_pending!(tick.enter(|cx, _| interval.poll_tick(cx)));
+    timer.advance(MS * 3);
+    let second = assert_ready!(tick.enter(|cx, _| interval.poll_tick(cx)));
+    assert_eq!(second - first, MS * 3, "one tick apart, not a busy loop");
 }
 
 #[test]
 fn a_huge_period_saturates_without_panicking() {
     let timer = manual(MS);
-    let mut interval = timer.interval(Duration::MAX).unwrap();
+    let mut interval = timer.interval(Duration::MAX);
     let mut tick = task::spawn(());
     assert_ready!(tick.enter(|cx, _| interval.poll_tick(cx)));
     assert_pending!(tick.enter(|cx, _| interval.poll_tick(cx)));
@@ -220,7 +235,7 @@ fn dropping_it_cancels_its_entry() {
 #[test]
 fn only_the_task_that_polled_last_is_woken() {
     let timer = manual(MS);
-    let mut interval = timer.interval(PERIOD).unwrap();
+    let mut interval = timer.interval(PERIOD);
     let (a, waker_a) = CountingWaker::new();
     let (b, waker_b) = CountingWaker::new();
     let mut tick = |waker| {
@@ -251,7 +266,7 @@ fn after_stop_it_never_hangs() {
 #[test]
 fn accessors() {
     let timer = manual(MS);
-    let mut interval = timer.interval(PERIOD).unwrap();
+    let mut interval = timer.interval(PERIOD);
     assert_eq!(interval.period(), PERIOD);
     assert_eq!(interval.missed_tick_behavior(), MissedTickBehavior::Burst);
     interval.set_missed_tick_behavior(MissedTickBehavior::Skip);

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
 
-/// Sleeps, times out and ticks on `timer`, checking each result.
+/// Sleeps, times out and ticks on `timer`, checking each result. The
+/// caller checks the pending count once every user of `timer` is done.
 async fn exercise(timer: HashedWheelTimer) {
     let sleep = timer.sleep(MS * 3);
     let deadline = sleep.deadline();
@@ -20,12 +21,17 @@ async fn exercise(timer: HashedWheelTimer) {
     assert!(!err.is_shutdown());
     assert_eq!(timer.timeout(MS * 2, async { 5 }).await, Ok(5));
 
-    let mut interval = timer.interval(MS * 2).unwrap();
+    let mut interval = timer.interval(MS * 2);
     let first = interval.tick().await;
     let second = interval.tick().await;
     assert_eq!(second - first, MS * 2);
     assert!(timer.now() >= second);
     drop(interval);
+}
+
+/// Runs `exercise` and then checks that it left nothing pending.
+async fn exercise_alone(timer: HashedWheelTimer) {
+    exercise(timer.clone()).await;
     assert_eq!(timer.pending_timeouts(), 0);
 }
 
@@ -34,7 +40,7 @@ fn on_a_current_thread_runtime() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    rt.block_on(exercise(HashedWheelTimer::new()));
+    rt.block_on(exercise_alone(HashedWheelTimer::new()));
 }
 
 #[test]
@@ -50,11 +56,16 @@ fn on_a_multi_thread_runtime() {
             task.await.unwrap();
         }
     });
+    assert_eq!(
+        timer.pending_timeouts(),
+        0,
+        "all eight tasks left nothing behind"
+    );
 }
 
 #[test]
 fn with_no_runtime_at_all() {
-    futures::executor::block_on(exercise(HashedWheelTimer::new()));
+    futures::executor::block_on(exercise_alone(HashedWheelTimer::new()));
 }
 
 #[test]
