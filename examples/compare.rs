@@ -9,6 +9,9 @@
 //! Memory is measured in a child process per peer, so one peer's freed
 //! memory does not flatter the next.
 
+#[path = "support/proc.rs"]
+mod proc;
+
 use futures::FutureExt;
 use hashed_wheel_timer::{HashedWheelTimer, Timeout};
 use std::hint::black_box;
@@ -140,7 +143,7 @@ fn bytes_per_pending(peer: &str) -> f64 {
     let timer = HashedWheelTimer::new();
     timer.new_timeout(|_| {}, Duration::ZERO).unwrap(); // start the worker
     std::thread::sleep(Duration::from_millis(50));
-    let before = rss_bytes();
+    let before = proc::rss_bytes();
     let kept: Box<dyn std::any::Any> = match peer {
         "hashed-wheel-timer" => {
             let v: Vec<Timeout> = (0..PENDING)
@@ -183,7 +186,7 @@ fn bytes_per_pending(peer: &str) -> f64 {
         ),
         _ => unreachable!(),
     };
-    let grown = rss_bytes().saturating_sub(before);
+    let grown = proc::rss_bytes().saturating_sub(before);
     drop(kept);
     grown as f64 / PENDING as f64
 }
@@ -211,16 +214,6 @@ fn callback_burst_p99_ms() -> f64 {
     let mut late: Vec<Duration> = rx.iter().collect();
     late.sort();
     late[late.len() * 99 / 100].as_secs_f64() * 1e3
-}
-
-fn rss_bytes() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: usize = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
 }
 
 #[derive(Default)]

@@ -11,6 +11,9 @@
 //! 2-core machine the worker competes with them for CPU and lateness shows
 //! that, not the wheel.
 
+#[path = "support/proc.rs"]
+mod proc;
+
 use hashed_wheel_timer::{HashedWheelTimer, Timeout};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -84,22 +87,9 @@ fn main() {
     }
     let peak = monitor.join().expect("monitor");
     report(&timer, &stats, send_elapsed, start.elapsed(), peak);
-    if let Some(cpu) = thread_cpu("demo-timer") {
+    if let Some(cpu) = proc::thread_id("demo-timer").and_then(|tid| proc::thread_cpu(&tid)) {
         println!("  worker CPU time     {:.3} s", cpu.as_secs_f64());
     }
-}
-
-/// CPU time used so far by the thread called `name` (Linux only).
-fn thread_cpu(name: &str) -> Option<Duration> {
-    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() == name {
-            let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
-            let nanos = stat.split_whitespace().next()?.parse().ok()?;
-            return Some(Duration::from_nanos(nanos));
-        }
-    }
-    None
 }
 
 /// One client thread: sends its share of requests at `rate` per second (or

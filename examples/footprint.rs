@@ -4,6 +4,9 @@
 //!
 //!     cargo run --release --example footprint
 
+#[path = "support/proc.rs"]
+mod proc;
+
 use hashed_wheel_timer::HashedWheelTimer;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -34,7 +37,7 @@ fn main() {
 
     // 1M pending, 60 s away (spread over 60.0-60.5 s), handles dropped: what
     // the timer itself holds per timeout.
-    let rss_before = rss_bytes();
+    let rss_before = proc::rss_bytes();
     let start = Instant::now();
     for i in 0..PENDING {
         let delay = Duration::from_secs(60) + Duration::from_micros(i as u64 % 500_000);
@@ -42,7 +45,7 @@ fn main() {
     }
     let schedule_time = start.elapsed();
     thread::sleep(Duration::from_millis(500)); // let the worker file them
-    let rss_after = rss_bytes();
+    let rss_after = proc::rss_bytes();
     println!(
         "scheduling {PENDING} pending:           {:.1} ns per schedule (one thread)",
         schedule_time.as_nanos() as f64 / PENDING as f64
@@ -84,45 +87,18 @@ impl WorkerUse {
 }
 
 fn measure_worker(window: Duration) -> WorkerUse {
-    let tid = worker_tid().expect("the worker thread is running");
-    let (cpu0, wake0) = worker_stats(&tid);
+    let tid = proc::thread_id(NAME).expect("the worker thread is running");
+    let stats = || {
+        let cpu = proc::thread_cpu(&tid).expect("schedstat");
+        (cpu, proc::thread_wakeups(&tid).expect("status"))
+    };
+    let (cpu0, wake0) = stats();
     let start = Instant::now();
     thread::sleep(window);
-    let (cpu1, wake1) = worker_stats(&tid);
+    let (cpu1, wake1) = stats();
     WorkerUse {
-        cpu: Duration::from_nanos(cpu1 - cpu0),
+        cpu: cpu1 - cpu0,
         wakeups: wake1 - wake0,
         window: start.elapsed(),
     }
-}
-
-fn worker_tid() -> Option<String> {
-    std::fs::read_dir("/proc/self/task")
-        .ok()?
-        .flatten()
-        .find_map(|task| {
-            let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
-            (comm.trim_end() == NAME).then(|| task.file_name().to_string_lossy().into_owned())
-        })
-}
-
-/// (CPU nanoseconds, voluntary context switches) of thread `tid`.
-fn worker_stats(tid: &str) -> (u64, u64) {
-    let sched = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap();
-    let cpu = sched.split_whitespace().next().unwrap().parse().unwrap();
-    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
-    let wakeups = status
-        .lines()
-        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    (cpu, wakeups)
-}
-
-fn rss_bytes() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
 }

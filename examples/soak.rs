@@ -8,6 +8,9 @@
 //!
 //! Exits non-zero if any check fails.
 
+#[path = "support/proc.rs"]
+mod proc;
+
 use hashed_wheel_timer::{HashedWheelTimer, Timeout};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -90,7 +93,7 @@ fn main() {
                 thread::sleep(Duration::from_millis(50));
                 if Instant::now() >= next {
                     next += every;
-                    let mib = rss_bytes() as f64 / (1 << 20) as f64;
+                    let mib = proc::rss_bytes() as f64 / (1 << 20) as f64;
                     rss.push(mib);
                     println!(
                         "  [{:>6.1}s] RSS {mib:>7.1} MiB  scheduled {:>9}  cancelled {:>9}  pending {:>7}",
@@ -221,14 +224,4 @@ fn produce(
         run_cancels(&mut cancels, &mut handles);
         thread::sleep(Duration::from_millis(1));
     }
-}
-
-fn rss_bytes() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: usize = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
 }

@@ -1,0 +1,46 @@
+//! What the examples read from Linux's /proc: resident memory, and a named
+//! thread's CPU time and wake-ups. Elsewhere every reading is 0 / `None`.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+/// Resident set size of this process, in bytes.
+pub fn rss_bytes() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: usize = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+/// The id of this process's thread called `name`.
+pub fn thread_id(name: &str) -> Option<String> {
+    std::fs::read_dir("/proc/self/task")
+        .ok()?
+        .flatten()
+        .find_map(|task| {
+            let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+            (comm.trim_end() == name).then(|| task.file_name().to_string_lossy().into_owned())
+        })
+}
+
+/// CPU time used so far by thread `tid`.
+pub fn thread_cpu(tid: &str) -> Option<Duration> {
+    let sched = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    Some(Duration::from_nanos(
+        sched.split_whitespace().next()?.parse().ok()?,
+    ))
+}
+
+/// Voluntary context switches of thread `tid`: one per wake-up from sleep.
+pub fn thread_wakeups(tid: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
+}
