@@ -76,5 +76,26 @@ fn expire_same_tick(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, schedule_cancel, expire_same_tick);
+/// What one tick costs the driving thread, with nothing pending and with
+/// 1M timeouts pending far away (a year, so that no benchmark run reaches
+/// them; 60 s away costs the same, as no bucket is visited until their
+/// round). On a real clock the worker does not even wake for such ticks.
+fn tick_cost(c: &mut Criterion) {
+    let mut group = c.benchmark_group("tick");
+    for pending in [0usize, 1_000_000] {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        for _ in 0..pending {
+            timer
+                .new_timeout(|_| {}, Duration::from_secs(365 * 86_400))
+                .unwrap();
+        }
+        timer.advance(Duration::from_millis(1)); // file them
+        group.bench_function(format!("advance one tick, {pending} pending"), |b| {
+            b.iter(|| timer.advance(Duration::from_millis(1)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, schedule_cancel, expire_same_tick, tick_cost);
 criterion_main!(benches);

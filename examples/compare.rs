@@ -52,15 +52,28 @@ fn main() {
             table.add(mem, peer, bytes);
         }
     }
+    let ready = "timeout around a ready future (ns/op)";
+    for peer in ["tokio::time", "hashed-wheel-timer"] {
+        if let Some(ns) = best_of(|| Some(timeout_ready(peer))) {
+            table.add(ready, peer, ns);
+        }
+    }
     let burst = "100k callbacks due within 50 ms: p99 lateness (ms)";
     table.add(burst, "hashed-wheel-timer", callback_burst_p99_ms());
+    let sleeps = "100k tasks sleep 50 ms, 2-worker runtime: p99 lateness (ms)";
+    for peer in ["tokio::time", "hashed-wheel-timer"] {
+        if let Some(ms) = best_of(|| Some(sleep_lateness_p99_ms(peer))) {
+            table.add(sleeps, peer, ms);
+        }
+    }
 
     table.print();
 }
 
-const PEERS: [&str; 5] = [
+const PEERS: [&str; 6] = [
     "tokio::time",
     "hashed-wheel-timer",
+    "hashed-wheel-timer Sleep",
     "tokio-util DelayQueue",
     "futures-timer",
     "async-io Timer",
@@ -89,6 +102,11 @@ fn schedule_cancel(peer: &str, threads: usize) -> Option<f64> {
                 for _ in 0..per_thread {
                     let t = timer.new_timeout(|_: &Timeout| {}, FAR).unwrap();
                     black_box(t.cancel());
+                }
+            }
+            "hashed-wheel-timer Sleep" => {
+                for _ in 0..per_thread {
+                    black_box(timer.sleep(FAR).now_or_never());
                 }
             }
             "tokio::time" => {
@@ -124,6 +142,60 @@ fn schedule_cancel(peer: &str, threads: usize) -> Option<f64> {
     Some(start.elapsed().as_nanos() as f64 / (per_thread * threads) as f64)
 }
 
+/// Nanoseconds per `timeout` around a future that is ready at once.
+fn timeout_ready(peer: &str) -> f64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _rt = rt.enter();
+    let timer = HashedWheelTimer::new();
+    let start = Instant::now();
+    for i in 0..OPS {
+        let ready = std::future::ready(i);
+        match peer {
+            "tokio::time" => black_box(tokio::time::timeout(FAR, ready).now_or_never()).is_some(),
+            _ => black_box(timer.timeout(FAR, ready).now_or_never()).is_some(),
+        };
+    }
+    start.elapsed().as_nanos() as f64 / OPS as f64
+}
+
+/// 100k tasks on a 2-worker runtime each sleep 50 ms; p99 of how late each
+/// resumed after its deadline.
+fn sleep_lateness_p99_ms(peer: &str) -> f64 {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = HashedWheelTimer::new();
+    let tasks: Vec<_> = (0..100_000)
+        .map(|_| {
+            let timer = timer.clone();
+            let tokio_style = peer == "tokio::time";
+            rt.spawn(async move {
+                let deadline = Instant::now() + Duration::from_millis(50);
+                if tokio_style {
+                    tokio::time::sleep_until(deadline.into()).await;
+                } else {
+                    timer.sleep_until(deadline).await;
+                }
+                Instant::now().saturating_duration_since(deadline)
+            })
+        })
+        .collect();
+    let mut late: Vec<Duration> = rt.block_on(async {
+        let mut late = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            late.push(t.await.unwrap());
+        }
+        late
+    });
+    late.sort();
+    late[late.len() * 99 / 100].as_secs_f64() * 1e3
+}
+
 fn memory_in_child(peer: &str) -> Option<f64> {
     let exe = std::env::current_exe().ok()?;
     let out = std::process::Command::new(exe)
@@ -148,6 +220,17 @@ fn bytes_per_pending(peer: &str) -> f64 {
         "hashed-wheel-timer" => {
             let v: Vec<Timeout> = (0..PENDING)
                 .map(|_| timer.new_timeout(|_| {}, FAR).unwrap())
+                .collect();
+            std::thread::sleep(Duration::from_millis(500)); // filed into buckets
+            Box::new(v)
+        }
+        "hashed-wheel-timer Sleep" => {
+            let v: Vec<_> = (0..PENDING)
+                .map(|_| {
+                    let mut s = timer.sleep(FAR);
+                    black_box((&mut s).now_or_never());
+                    s
+                })
                 .collect();
             std::thread::sleep(Duration::from_millis(500)); // filed into buckets
             Box::new(v)
