@@ -136,9 +136,9 @@ pub fn try_interval_at(start: Instant, period: Duration) -> Result<Interval, Tim
 /// rx.recv().unwrap();
 /// # Ok::<(), hashed_wheel_timer::TimerError>(())
 /// ```
-pub fn new_timeout<F>(task: F, delay: Duration) -> Result<Timeout, TimerError>
+pub fn new_timeout<F, R>(task: F, delay: Duration) -> Result<Timeout, TimerError>
 where
-    F: FnOnce(&Timeout) + Send + 'static,
+    F: FnOnce(&Timeout) -> R + Send + 'static,
 {
     default_timer().new_timeout(task, delay)
 }

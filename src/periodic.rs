@@ -182,16 +182,17 @@ impl HashedWheelTimer {
     /// assert!(err.unwrap_err().to_string().contains("period"));
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
-    pub fn schedule_at_fixed_rate<F>(
+    pub fn schedule_at_fixed_rate<F, R>(
         &self,
-        task: F,
+        mut task: F,
         initial_delay: Duration,
         period: Duration,
     ) -> Result<Timeout, TimerError>
     where
-        F: FnMut(&Timeout) + Send + 'static,
+        F: FnMut(&Timeout) -> R + Send + 'static,
     {
         let every = Every::new("period", period, Every::Rate)?;
+        let task = move |t: &Timeout| drop(task(t));
         self.schedule_periodic(Periodic::new(task, every), initial_delay)
     }
 
@@ -236,16 +237,17 @@ impl HashedWheelTimer {
     /// assert_eq!(timer.pending_timeouts(), 0);
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
-    pub fn schedule_with_fixed_delay<F>(
+    pub fn schedule_with_fixed_delay<F, R>(
         &self,
-        task: F,
+        mut task: F,
         initial_delay: Duration,
         delay: Duration,
     ) -> Result<Timeout, TimerError>
     where
-        F: FnMut(&Timeout) + Send + 'static,
+        F: FnMut(&Timeout) -> R + Send + 'static,
     {
         let every = Every::new("delay", delay, Every::Delay)?;
+        let task = move |t: &Timeout| drop(task(t));
         self.schedule_periodic(Periodic::new(task, every), initial_delay)
     }
 

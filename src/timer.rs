@@ -105,7 +105,8 @@ impl HashedWheelTimer {
     /// Callable from any thread, with or without a tokio runtime; it takes
     /// no lock. A zero delay fires on the next tick; a delay too large to
     /// represent saturates and never fires. A panicking task is caught and
-    /// logged, and the timer keeps running.
+    /// logged, and the timer keeps running. Whatever the task returns (say,
+    /// the `Result` of a channel send) is dropped.
     ///
     /// # Errors
     ///
@@ -129,11 +130,12 @@ impl HashedWheelTimer {
     /// assert_eq!(timer.pending_timeouts(), 0);
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
-    pub fn new_timeout<F>(&self, task: F, delay: Duration) -> Result<Timeout, TimerError>
+    pub fn new_timeout<F, R>(&self, task: F, delay: Duration) -> Result<Timeout, TimerError>
     where
-        F: FnOnce(&Timeout) + Send + 'static,
+        F: FnOnce(&Timeout) -> R + Send + 'static,
     {
-        self.new_timeout_task(task, delay)
+        // Whatever the task returns is dropped, as Netty's `void run`.
+        self.new_timeout_task(move |t: &Timeout| drop(task(t)), delay)
     }
 
     /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`], such as one

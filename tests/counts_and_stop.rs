@@ -262,3 +262,23 @@ fn timeout_timer_reaches_the_timer_without_keeping_it_alive() {
         "the pending task was freed"
     );
 }
+
+#[test]
+fn a_task_may_return_a_value_which_is_dropped() {
+    let timer = manual(MS);
+    let (tx, rx) = std::sync::mpsc::channel();
+    timer.new_timeout(move |_| tx.send(7), MS).unwrap();
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = runs.clone();
+    let periodic = timer
+        .schedule_at_fixed_rate(
+            move |_| counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
+            MS,
+            MS,
+        )
+        .unwrap();
+    timer.advance(MS * 3);
+    assert_eq!(rx.try_recv(), Ok(7));
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert!(periodic.cancel());
+}
