@@ -205,6 +205,17 @@ fn memory_in_child(peer: &str) -> Option<f64> {
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
+/// `PENDING` futures, each polled once so that it registers, kept pending.
+fn polled_once<F: std::future::Future + Unpin>(make: impl Fn() -> F) -> Vec<F> {
+    (0..PENDING)
+        .map(|_| {
+            let mut future = make();
+            black_box((&mut future).now_or_never());
+            future
+        })
+        .collect()
+}
+
 /// RSS growth per pending timeout, with what a user keeps to cancel it.
 fn bytes_per_pending(peer: &str) -> f64 {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -225,48 +236,18 @@ fn bytes_per_pending(peer: &str) -> f64 {
             Box::new(v)
         }
         "hashed-wheel-timer Sleep" => {
-            let v: Vec<_> = (0..PENDING)
-                .map(|_| {
-                    let mut s = timer.sleep(FAR);
-                    black_box((&mut s).now_or_never());
-                    s
-                })
-                .collect();
+            let v = polled_once(|| timer.sleep(FAR));
             std::thread::sleep(Duration::from_millis(500)); // filed into buckets
             Box::new(v)
         }
-        "tokio::time" => Box::new(
-            (0..PENDING)
-                .map(|_| {
-                    let mut s = Box::pin(tokio::time::sleep(FAR));
-                    black_box((&mut s).now_or_never());
-                    s
-                })
-                .collect::<Vec<_>>(),
-        ),
+        "tokio::time" => Box::new(polled_once(|| Box::pin(tokio::time::sleep(FAR)))),
         "tokio-util DelayQueue" => {
             let mut queue = tokio_util::time::DelayQueue::new();
             let keys: Vec<_> = (0..PENDING).map(|_| queue.insert((), FAR)).collect();
             Box::new((queue, keys))
         }
-        "futures-timer" => Box::new(
-            (0..PENDING)
-                .map(|_| {
-                    let mut d = futures_timer::Delay::new(FAR);
-                    black_box((&mut d).now_or_never());
-                    d
-                })
-                .collect::<Vec<_>>(),
-        ),
-        "async-io Timer" => Box::new(
-            (0..PENDING)
-                .map(|_| {
-                    let mut t = async_io::Timer::after(FAR);
-                    black_box((&mut t).now_or_never());
-                    t
-                })
-                .collect::<Vec<_>>(),
-        ),
+        "futures-timer" => Box::new(polled_once(|| futures_timer::Delay::new(FAR))),
+        "async-io Timer" => Box::new(polled_once(|| async_io::Timer::after(FAR))),
         _ => unreachable!(),
     };
     let grown = proc::rss_bytes().saturating_sub(before);

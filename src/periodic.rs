@@ -70,9 +70,13 @@ pub(crate) struct Periodic {
 }
 
 impl Periodic {
-    pub(crate) fn new(task: impl FnMut(&Timeout) + Send + 'static, every: Every) -> Periodic {
+    /// Whatever `task` returns is dropped, as Netty's `void run`.
+    pub(crate) fn new<R>(
+        mut task: impl FnMut(&Timeout) -> R + Send + 'static,
+        every: Every,
+    ) -> Periodic {
         Periodic {
-            task: Box::new(task),
+            task: Box::new(move |t: &Timeout| drop(task(t))),
             every,
         }
     }
@@ -184,7 +188,7 @@ impl HashedWheelTimer {
     /// ```
     pub fn schedule_at_fixed_rate<F, R>(
         &self,
-        mut task: F,
+        task: F,
         initial_delay: Duration,
         period: Duration,
     ) -> Result<Timeout, TimerError>
@@ -192,7 +196,6 @@ impl HashedWheelTimer {
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
         let every = Every::new("period", period, Every::Rate)?;
-        let task = move |t: &Timeout| drop(task(t));
         self.schedule_periodic(Periodic::new(task, every), initial_delay)
     }
 
@@ -239,7 +242,7 @@ impl HashedWheelTimer {
     /// ```
     pub fn schedule_with_fixed_delay<F, R>(
         &self,
-        mut task: F,
+        task: F,
         initial_delay: Duration,
         delay: Duration,
     ) -> Result<Timeout, TimerError>
@@ -247,7 +250,6 @@ impl HashedWheelTimer {
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
         let every = Every::new("delay", delay, Every::Delay)?;
-        let task = move |t: &Timeout| drop(task(t));
         self.schedule_periodic(Periodic::new(task, every), initial_delay)
     }
 

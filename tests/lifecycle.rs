@@ -61,6 +61,16 @@ fn wait_parked(tid: &str) {
     panic!("the worker never parked");
 }
 
+/// Once thread `tid` has parked, checks that it stays asleep for 300 ms;
+/// returns its wake-up count.
+fn assert_no_wakeups_for_a_while(tid: &str, when: &str) -> u64 {
+    wait_parked(tid);
+    let before = wakeups(tid);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(wakeups(tid), before, "no wake-ups {when}");
+    before
+}
+
 fn timer_named(name: &str) -> HashedWheelTimer {
     HashedWheelTimer::builder()
         .thread_name(name)
@@ -154,26 +164,12 @@ fn an_idle_worker_makes_no_wakeups() {
     let tid = threads_named(name).pop().unwrap();
 
     // Nothing pending: parked for good.
-    wait_parked(&tid);
-    let before = wakeups(&tid);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(
-        wakeups(&tid),
-        before,
-        "no wake-ups while nothing is pending"
-    );
+    assert_no_wakeups_for_a_while(&tid, "while nothing is pending");
 
     // A timeout far away: one sleep to it, no ticking in between.
     let t = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    wait_parked(&tid);
-    let before = wakeups(&tid);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(
-        wakeups(&tid),
-        before,
-        "no wake-ups while waiting 600 s away"
-    );
+    let before = assert_no_wakeups_for_a_while(&tid, "while waiting 600 s away");
 
     // A later timeout costs no unpark either.
     timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap();
