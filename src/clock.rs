@@ -78,7 +78,7 @@ impl Clock {
 
     /// The first tick whose end is at or after `deadline`.
     pub(crate) fn tick_of(&self, deadline: Nanos) -> u64 {
-        deadline.div_ceil(self.tick_nanos)
+        tick_of(deadline, self.tick_nanos)
     }
 
     /// The last tick that has fully ended at `now`.
@@ -90,6 +90,12 @@ impl Clock {
     pub(crate) fn time_of(&self, tick: u64) -> Nanos {
         tick.saturating_mul(self.tick_nanos)
     }
+}
+
+/// The first tick whose end is at or after `deadline`, for ticks of
+/// `tick_nanos`.
+pub(crate) fn tick_of(deadline: Nanos, tick_nanos: u64) -> u64 {
+    deadline.div_ceil(tick_nanos)
 }
 
 /// How far ahead an instant too large to represent is clamped to: 30 years,

@@ -20,6 +20,7 @@ use crate::entry::Entry;
 use crate::executor::SharedExecutor;
 use crate::periodic::Periodic;
 use crate::shared::Shared;
+use crate::slots::Key;
 use crate::task::Task;
 use crate::Timeout;
 
@@ -32,10 +33,11 @@ struct Dispatch {
 }
 
 impl Shared {
-    /// Runs `task`, which `entry` just fired, here or on the executor.
+    /// Runs `task`, which `key` just fired, here or on the executor. Takes
+    /// over the timer's reference.
     #[inline]
-    pub(crate) fn dispatch(self: &Arc<Self>, entry: Arc<Entry>, task: Task) {
-        let timeout = Timeout::from_parts(entry, self.clone());
+    pub(crate) fn dispatch(self: &Arc<Self>, key: Key, task: Task) {
+        let timeout = Timeout::from_parts(key, self.clone());
         if let Some(executor) = &self.config.executor {
             if !matches!(task, Task::Wake(_)) {
                 let job = Dispatch {
@@ -107,7 +109,7 @@ fn run_periodic(timeout: &Timeout, mut task: Box<Periodic>) {
         return; // cancelled before this run began
     }
     match shared.catch_task(|| task.run_once(timeout)) {
-        Ok(()) => shared.rearm(entry, task),
+        Ok(()) => shared.rearm(timeout.key(), task),
         Err(panic) => {
             shared.end_panicked(entry);
             report_panic(timeout, &*panic);

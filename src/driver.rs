@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{saturating_nanos, Nanos};
-use crate::entry::Entry;
 use crate::shared::{Core, Shared};
+use crate::slots::Key;
 use crate::sync::{fence, AtomicU64, Ordering};
 
 /// The most new timeouts the worker files into buckets per tick, as in
@@ -32,27 +32,36 @@ impl Shared {
         core.last_housekeeping = Some(now_tick);
         self.housekeeping_requested.store(false, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        while let Some(entry) = self.cancelled.pop() {
-            core.wheel.remove(&entry);
+        while let Some(key) = self.cancelled.pop() {
+            self.remove_from_wheel(core, key);
+            self.slots.release(key); // the cancel queue's reference
+        }
+    }
+
+    /// Takes a cancelled entry out of the wheel, if it is there, with the
+    /// timer's reference.
+    fn remove_from_wheel(&self, core: &mut Core, key: Key) {
+        if core.wheel.remove(&self.slots, key) {
+            self.slots.release(key);
         }
     }
 
     /// Files up to `DRAIN_CAP` new entries. Returns true if more are waiting.
     pub(crate) fn drain_intake(&self, core: &mut Core) -> bool {
         for _ in 0..DRAIN_CAP_PER_TICK {
-            let Some(entry) = self.intake.pop() else {
+            let Some(key) = self.intake.pop() else {
                 return false;
             };
-            if !entry.is_waiting() {
-                continue; // cancelled before it reached a bucket
+            if !self.entry(key).is_waiting() {
+                self.slots.release(key); // cancelled before it reached a bucket
+                continue;
             }
-            let tick = self.clock.tick_of(entry.deadline());
-            core.wheel.insert(entry.clone(), tick);
+            core.wheel.insert(&self.slots, key);
             // Pairs with the fence in `Shared::cancel`: a cancel that raced
-            // the insert either sees the slot or is seen here.
+            // the insert either sees it filed or is seen here.
             fence(Ordering::SeqCst);
-            if entry.is_cancelled() {
-                core.wheel.remove(&entry);
+            if self.entry(key).is_cancelled() {
+                self.remove_from_wheel(core, key);
             }
         }
         !self.intake.is_empty()
@@ -60,32 +69,35 @@ impl Shared {
 
     /// One worker step: everything due up to `now_tick` lands in `due`.
     /// Returns true if the intake still holds entries (the cap was hit).
-    pub(crate) fn step(&self, now_tick: u64, due: &mut Vec<Arc<Entry>>) -> bool {
+    pub(crate) fn step(&self, now_tick: u64, due: &mut Vec<Key>) -> bool {
         let mut core = self.lock_core();
         self.remove_cancelled(&mut core, now_tick, false);
         let more = self.drain_intake(&mut core);
-        while core.wheel.expire_next(now_tick, due).is_some() {}
+        while core.wheel.expire_next(&self.slots, now_tick, due).is_some() {}
         more
     }
 
     /// Fires `due` in deadline order (stable: equal deadlines keep
     /// submission order). Entries cancelled meanwhile are skipped.
-    pub(crate) fn fire(self: &Arc<Self>, due: &mut Vec<Arc<Entry>>) {
-        if due.windows(2).any(|w| w[0].deadline() > w[1].deadline()) {
-            due.sort_by_key(|e| e.deadline());
+    pub(crate) fn fire(self: &Arc<Self>, due: &mut Vec<Key>) {
+        let deadline = |key: &Key| self.entry(*key).deadline();
+        if due.windows(2).any(|w| deadline(&w[0]) > deadline(&w[1])) {
+            due.sort_by_key(deadline);
         }
-        for entry in due.drain(..) {
+        for key in due.drain(..) {
+            let entry = self.entry(key);
             if !entry.try_fire() {
+                self.slots.release(key);
                 continue;
             }
             if !entry.is_periodic() {
                 // A periodic entry stays counted while it runs.
                 self.uncount(1);
             }
-            let Some(task) = entry.take_task() else {
-                continue;
-            };
-            self.dispatch(entry, task);
+            match entry.take_task() {
+                Some(task) => self.dispatch(key, task),
+                None => self.slots.release(key),
+            }
         }
     }
 
@@ -132,7 +144,7 @@ impl Shared {
                 } else {
                     upto
                 };
-                let tick = core.wheel.expire_next(limit, &mut due);
+                let tick = core.wheel.expire_next(&self.slots, limit, &mut due);
                 (tick, core.wheel.current_tick(), more)
             };
             self.clock
@@ -146,8 +158,8 @@ impl Shared {
     }
 
     /// Stops the timer and returns every entry that never ran, marked
-    /// stopped. Joins the worker if `join`.
-    pub(crate) fn shut_down(&self, join: bool) -> Vec<Arc<Entry>> {
+    /// stopped, each with the timer's reference. Joins the worker if `join`.
+    pub(crate) fn shut_down(&self, join: bool) -> Vec<Key> {
         self.begin_shutdown();
         if join {
             let handle = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -162,17 +174,30 @@ impl Shared {
         let mut all = Vec::new();
         {
             let mut core = self.lock_core();
-            core.wheel.drain_all(&mut all);
-            while let Some(entry) = self.intake.pop() {
-                all.push(entry);
+            core.wheel.drain_all(&self.slots, &mut all);
+            while let Some(key) = self.intake.pop() {
+                all.push(key);
             }
-            while self.cancelled.pop().is_some() {}
+            while let Some(key) = self.cancelled.pop() {
+                self.slots.release(key);
+            }
         }
-        all.retain(|entry| entry.try_stop());
-        self.uncount(all.len());
-        // Futures are woken, not returned: they see the shutdown and end.
-        all.retain(|entry| !crate::sleep::wake_if_future(entry));
-        all.sort_by_key(|e| e.deadline());
+        // Keep what never ran: stopped, uncounted. Futures are woken, not
+        // returned: they see the shutdown and end.
+        let mut stopped = 0;
+        all.retain(|&key| {
+            let entry = self.entry(key);
+            let keep = entry.try_stop() && {
+                stopped += 1;
+                !crate::sleep::wake_if_future(entry)
+            };
+            if !keep {
+                self.slots.release(key);
+            }
+            keep
+        });
+        self.uncount(stopped);
+        all.sort_by_key(|&key| self.entry(key).deadline());
         all
     }
 }

@@ -36,16 +36,22 @@
 //!   runner of a periodic entry puts the task back *before* it swaps
 //!   `RUNNING -> PENDING`, so the next winner finds it; if that swap fails
 //!   (cancelled during the run), the runner drops whatever is left in the
-//!   slot. The mutex is therefore never contended except by a `Sleep`
+//!   slot. The slot's lock is therefore never contended except by a `Sleep`
 //!   swapping its waker while the worker fires, or by a cancel racing the
 //!   put-back.
 //! - `PANICKED` is a flag bit, not a state: set by one `fetch_or` on an entry
 //!   already `EXPIRED` or `CANCELLED` after its task panicked, or in the
 //!   same swap as `RUNNING -> EXPIRED`. No swap starts from a state that
 //!   carries it, and the `is_*` reads mask it off.
-//! - `slot` is written only by the thread driving the wheel: the slab key + 1
-//!   while the entry sits in a bucket, 0 otherwise. Other threads only read it
-//!   to decide whether a cancelled entry must be queued for removal.
+//! - `in_wheel` is written only by the thread driving the wheel: true while
+//!   the entry sits in a bucket. Other threads only read it to decide
+//!   whether a cancelled entry must be queued for removal.
+//! - `prev` and `next` are the wheel's list links (see `wheel/list.rs`),
+//!   touched only by the thread driving the wheel; `next` also links the
+//!   free list of a vacant entry (see `slots.rs`).
+//! - `refs` counts who may still name the entry (see `slots.rs`). Only the
+//!   holder of the last reference vacates it, and only the thread that took
+//!   it from the free list fills it.
 //! - `deadline` never changes for a one-shot entry. For a periodic one only
 //!   its runner writes it: after the run's code returned, while the entry
 //!   is still `RUNNING` and so in no queue and no bucket. During a run it is
@@ -53,7 +59,8 @@
 //! - `periodic` never changes after the entry is built.
 
 use crate::clock::Nanos;
-use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Mutex, MutexGuard, Ordering};
+use crate::slots::Key;
+use crate::sync::{spin, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
 use crate::task::Task;
 
 const PENDING: u8 = 0;
@@ -75,22 +82,89 @@ pub(crate) enum CancelOutcome {
 
 pub(crate) struct Entry {
     state: AtomicU8,
-    periodic: bool,
-    slot: AtomicU32,
+    periodic: AtomicBool,
+    in_wheel: AtomicBool,
+    refs: AtomicU32,
+    /// Wheel and free-list links: a key + 1, 0 for none.
+    prev: AtomicU32,
+    next: AtomicU32,
+    /// Held while `task` is read or written; see `with_task`.
+    task_lock: AtomicBool,
     /// Nanoseconds since the timer's start, saturated.
     deadline: AtomicU64,
-    task: Mutex<Option<Task>>,
+    task: UnsafeCell<Option<Task>>,
 }
 
+// SAFETY: `task` is the one field that is not `Sync` by itself, and it is
+// only touched inside `with_task`, under `task_lock`, so no two threads
+// ever access it at once. `Task` is `Send`.
+unsafe impl Sync for Entry {}
+
 impl Entry {
-    pub(crate) fn new(deadline: Nanos, task: Task) -> Entry {
+    /// An unused slot of the arena.
+    pub(crate) fn vacant() -> Entry {
         Entry {
-            state: AtomicU8::new(PENDING),
-            periodic: matches!(task, Task::Periodic(_)),
-            slot: AtomicU32::new(0),
-            deadline: AtomicU64::new(deadline),
-            task: Mutex::new(Some(task)),
+            state: AtomicU8::new(STOPPED),
+            periodic: AtomicBool::new(false),
+            in_wheel: AtomicBool::new(false),
+            task_lock: AtomicBool::new(false),
+            refs: AtomicU32::new(0),
+            prev: AtomicU32::new(0),
+            next: AtomicU32::new(0),
+            deadline: AtomicU64::new(0),
+            task: UnsafeCell::new(None),
         }
+    }
+
+    /// A standalone pending entry, for unit tests.
+    #[cfg(test)]
+    pub(crate) fn new(deadline: Nanos, task: Task) -> Entry {
+        let entry = Entry::vacant();
+        entry.occupy(deadline, task, 1);
+        entry
+    }
+
+    /// Fills a vacant slot with a pending entry named by `refs` holders.
+    pub(crate) fn occupy(&self, deadline: Nanos, task: Task, refs: u32) {
+        self.periodic
+            .store(matches!(task, Task::Periodic(_)), Ordering::Relaxed);
+        self.in_wheel.store(false, Ordering::Relaxed);
+        self.prev.store(0, Ordering::Relaxed);
+        self.next.store(0, Ordering::Relaxed);
+        self.deadline.store(deadline, Ordering::Relaxed);
+        self.put_task(task);
+        self.refs.store(refs, Ordering::Relaxed);
+        self.state.store(PENDING, Ordering::Release);
+    }
+
+    /// Empties a slot whose last reference is gone; returns any task left.
+    pub(crate) fn vacate(&self) -> Option<Task> {
+        self.take_task()
+    }
+
+    pub(crate) fn retain(&self) {
+        self.refs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops one reference; true for the last one.
+    pub(crate) fn release(&self) -> bool {
+        self.refs.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    pub(crate) fn next_link(&self) -> Option<Key> {
+        Key::unpack(self.next.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn set_next_link(&self, key: Option<Key>) {
+        self.next.store(key.map_or(0, Key::pack), Ordering::Release);
+    }
+
+    pub(crate) fn prev_link(&self) -> Option<Key> {
+        Key::unpack(self.prev.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_prev_link(&self, key: Option<Key>) {
+        self.prev.store(key.map_or(0, Key::pack), Ordering::Relaxed);
     }
 
     pub(crate) fn deadline(&self) -> Nanos {
@@ -104,7 +178,7 @@ impl Entry {
     }
 
     pub(crate) fn is_periodic(&self) -> bool {
-        self.periodic
+        self.periodic.load(Ordering::Relaxed)
     }
 
     fn state(&self) -> u8 {
@@ -144,7 +218,7 @@ impl Entry {
     /// Fires: `PENDING -> EXPIRED`, or `PENDING -> RUNNING` if periodic.
     /// True for the single winner, who then owns the task.
     pub(crate) fn try_fire(&self) -> bool {
-        let to = if self.periodic { RUNNING } else { EXPIRED };
+        let to = if self.is_periodic() { RUNNING } else { EXPIRED };
         self.transition(PENDING, to)
     }
 
@@ -223,34 +297,46 @@ impl Entry {
 
     /// Takes the task; only the winner of a transition out of `PENDING` calls it.
     pub(crate) fn take_task(&self) -> Option<Task> {
-        self.lock_task().take()
+        self.with_task(Option::take)
     }
 
     /// Puts a periodic task back before its entry is re-armed.
     pub(crate) fn put_task(&self, task: Task) {
-        *self.lock_task() = Some(task);
+        let old = self.with_task(|slot| slot.replace(task));
+        drop(old); // outside the lock: dropping a task runs user code
     }
 
-    /// The task slot, for a `Sleep` that swaps its waker.
-    pub(crate) fn lock_task(&self) -> MutexGuard<'_, Option<Task>> {
-        // A panic never happens while the lock is held (no user code runs
-        // under it), but recover from poisoning rather than propagate it.
-        self.task
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// The slab key while the entry sits in the wheel.
-    pub(crate) fn slot(&self) -> Option<usize> {
-        match self.slot.load(Ordering::SeqCst) {
-            0 => None,
-            key_plus_one => Some(key_plus_one as usize - 1),
+    /// Runs `f` on the task slot, holding the slot's lock: one byte, in
+    /// what would be padding, instead of a 16-byte `Mutex`. The lock is
+    /// almost never contended (see the ground rules), and `f` only moves
+    /// values in and out, so a short spin is all a waiter needs. `f` must
+    /// not run user code: no drop, no waker call.
+    pub(crate) fn with_task<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
+        spin(|| {
+            self.task_lock
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        });
+        struct Unlock<'a>(&'a AtomicBool);
+        impl Drop for Unlock<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
         }
+        let _unlock = Unlock(&self.task_lock);
+        // SAFETY: `task_lock` is held until `_unlock` drops, after `f`
+        // returns or unwinds, and every access to `task` goes through this
+        // function, so this is the only reference to the slot.
+        self.task.with_mut(|slot| f(unsafe { &mut *slot }))
     }
 
-    pub(crate) fn set_slot(&self, key: Option<usize>) {
-        let raw = key.map_or(0, |key| key as u32 + 1);
-        self.slot.store(raw, Ordering::SeqCst);
+    /// True while the entry sits in the wheel.
+    pub(crate) fn in_wheel(&self) -> bool {
+        self.in_wheel.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn set_in_wheel(&self, in_wheel: bool) {
+        self.in_wheel.store(in_wheel, Ordering::SeqCst);
     }
 
     /// The state's name, for `Debug`.
@@ -269,7 +355,7 @@ impl std::fmt::Debug for Entry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Entry")
             .field("state", &self.state_name())
-            .field("periodic", &self.periodic)
+            .field("periodic", &self.is_periodic())
             .field("panicked", &self.is_panicked())
             .field("deadline_nanos", &self.deadline())
             .finish()
@@ -397,14 +483,26 @@ mod tests {
     }
 
     #[test]
-    fn slot_round_trips() {
+    fn links_round_trip() {
         let e = entry();
-        assert_eq!(e.slot(), None);
-        e.set_slot(Some(0));
-        assert_eq!(e.slot(), Some(0));
-        e.set_slot(Some(41));
-        assert_eq!(e.slot(), Some(41));
-        e.set_slot(None);
-        assert_eq!(e.slot(), None);
+        assert_eq!((e.prev_link(), e.next_link()), (None, None));
+        e.set_next_link(Key::unpack(1));
+        e.set_prev_link(Key::unpack(42));
+        assert_eq!(
+            (e.prev_link(), e.next_link()),
+            (Key::unpack(42), Key::unpack(1))
+        );
+        e.set_next_link(None);
+        assert_eq!(e.next_link(), None);
+    }
+
+    #[test]
+    fn an_entry_is_no_bigger_than_it_must_be() {
+        // state, flags, refs, links, deadline and the task slot.
+        assert!(
+            std::mem::size_of::<Entry>() <= 48,
+            "{}",
+            std::mem::size_of::<Entry>()
+        );
     }
 }

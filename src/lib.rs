@@ -123,6 +123,7 @@ mod periodic;
 mod registry;
 mod shared;
 mod sleep;
+mod slots;
 mod sync;
 mod task;
 mod timeout;

@@ -22,12 +22,12 @@
 //! A run due in a tick already processed fires on the next tick, so a
 //! period shorter than a tick runs at most once per tick.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{saturating_nanos, Nanos};
 use crate::entry::Entry;
 use crate::shared::Shared;
+use crate::slots::Key;
 use crate::task::{Task, TimerTask};
 use crate::{HashedWheelTimer, Timeout, TimerError};
 
@@ -96,7 +96,8 @@ impl TimerTask for Periodic {
 impl Shared {
     /// Ends a run that returned: re-arms the entry for its next run, unless
     /// it was cancelled during the run or the timer was stopped.
-    pub(crate) fn rearm(&self, entry: &Arc<Entry>, task: Box<Periodic>) {
+    pub(crate) fn rearm(&self, key: Key, task: Box<Periodic>) {
+        let entry = self.entry(key);
         let next = task.every.next_due(entry.deadline(), self.clock.now());
         entry.set_deadline(next);
         let task = Task::Periodic(task);
@@ -113,8 +114,9 @@ impl Shared {
             drop(entry.take_task());
             return;
         }
-        if !self.enqueue(entry) {
-            self.take_back(entry);
+        self.slots.retain(key); // the queue's reference
+        if !self.enqueue(key) {
+            self.take_back(key);
         }
     }
 

@@ -29,6 +29,7 @@ use crossbeam_queue::SegQueue;
 use crate::clock::{Clock, Nanos};
 use crate::entry::{CancelOutcome, Entry};
 use crate::executor::SharedExecutor;
+use crate::slots::{Key, Slots, MAX_ENTRIES};
 use crate::sync::{
     fence, AtomicBool, AtomicU64, AtomicUsize, LocalKey, Mutex, MutexGuard, Ordering,
 };
@@ -37,10 +38,9 @@ use crate::timer::Owner;
 use crate::wheel::Wheel;
 use crate::TimerError;
 
-/// Hard limit on pending timeouts even with no `max_pending_timeouts`:
-/// the wheel's slab links are `u32` (key + 1), so it must stay well below
-/// 2^32 entries, cancelled-but-not-yet-removed ones included.
-pub(crate) const HARD_MAX_PENDING: usize = 1 << 31;
+/// Hard limit on pending timeouts even with no `max_pending_timeouts`: what
+/// the arena can hold.
+pub(crate) const HARD_MAX_PENDING: usize = MAX_ENTRIES;
 
 /// Every this many schedules the worker is asked to file the queue even if
 /// no deadline is earlier than its planned wake-up: it bounds the backlog
@@ -100,10 +100,13 @@ pub(crate) struct Shared {
     pub(crate) id: u64,
     pub(crate) config: Config,
     pub(crate) clock: Clock,
+    pub(crate) slots: Slots,
     pending: AtomicUsize,
     shutdown: AtomicBool,
-    pub(crate) intake: SegQueue<Arc<Entry>>,
-    pub(crate) cancelled: SegQueue<Arc<Entry>>,
+    /// New and re-armed entries, each with the timer's reference.
+    pub(crate) intake: SegQueue<Key>,
+    /// Cancelled entries to take out of the wheel, each with a reference.
+    pub(crate) cancelled: SegQueue<Key>,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
     core: Mutex<Core>,
@@ -122,9 +125,10 @@ impl Shared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             clock: Clock::new(config.tick_nanos, manual),
             core: Mutex::new(Core {
-                wheel: Wheel::new(config.ticks_per_wheel),
+                wheel: Wheel::new(config.ticks_per_wheel, config.tick_nanos),
                 last_housekeeping: None,
             }),
+            slots: Slots::new(),
             config,
             pending: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
@@ -172,6 +176,10 @@ impl Shared {
 
     pub(crate) fn set_worker_thread(&self, thread: Thread) {
         let _ = self.worker_thread.set(thread);
+    }
+
+    pub(crate) fn has_worker_thread(&self) -> bool {
+        self.worker_thread.get().is_some()
     }
 
     pub(crate) fn is_worker_thread(&self) -> bool {
@@ -224,33 +232,49 @@ impl Shared {
             .map_err(|pending| TimerError::AtCapacity { pending, max })
     }
 
+    /// The entry named by `key`.
+    #[inline]
+    pub(crate) fn entry(&self, key: Key) -> &Entry {
+        self.slots.get(key)
+    }
+
     /// The producer path: counts, queues and, if needed, wakes the worker.
-    pub(crate) fn schedule(&self, deadline: Nanos, task: Task) -> Result<Arc<Entry>, TimerError> {
+    /// The new entry has two references: the timer's, and the caller's.
+    pub(crate) fn schedule(&self, deadline: Nanos, task: Task) -> Result<Key, TimerError> {
         if self.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
         let pending_before = self.reserve(&task)?;
-        let entry = Arc::new(Entry::new(deadline, task));
-        if !self.enqueue(&entry) && self.take_back(&entry) {
+        let Some(key) = self.slots.insert(deadline, task, 2) else {
+            self.uncount(1);
+            return Err(TimerError::AtCapacity {
+                pending: pending_before,
+                max: MAX_ENTRIES,
+            });
+        };
+        if !self.enqueue(key) && self.take_back(key) {
+            self.slots.release(key);
             return Err(TimerError::Shutdown);
         }
         if pending_before % HOUSEKEEPING_EVERY == HOUSEKEEPING_EVERY - 1 {
             self.request_housekeeping();
         }
-        Ok(entry)
+        Ok(key)
     }
 
     /// Queues a pending entry for the worker (a new one, or a periodic one
-    /// re-armed after a run) and wakes the worker if this deadline is
-    /// earlier than the tick it sleeps to. False if the timer was shut down
-    /// meanwhile: the caller then calls `take_back`.
-    pub(crate) fn enqueue(&self, entry: &Arc<Entry>) -> bool {
-        self.intake.push(entry.clone());
+    /// re-armed after a run), handing it the timer's reference, and wakes
+    /// the worker if this deadline is earlier than the tick it sleeps to.
+    /// False if the timer was shut down meanwhile: the caller then calls
+    /// `take_back`.
+    pub(crate) fn enqueue(&self, key: Key) -> bool {
+        let deadline = self.entry(key).deadline();
+        self.intake.push(key);
         fence(Ordering::SeqCst);
         if self.is_shutdown() {
             return false;
         }
-        if self.clock.tick_of(entry.deadline()) < self.planned_wake.load(Ordering::SeqCst) {
+        if self.clock.tick_of(deadline) < self.planned_wake.load(Ordering::SeqCst) {
             self.unpark_worker();
         }
         true
@@ -259,26 +283,30 @@ impl Shared {
     /// After `enqueue` saw a shutdown: `stop()` may have drained the queue
     /// before our push, so take the entry back (stopped, uncounted) and
     /// return true. False if `stop()` took it: it is in its returned Vec.
-    pub(crate) fn take_back(&self, entry: &Entry) -> bool {
-        let taken = entry.try_stop();
+    /// Either way the queue keeps the timer's reference: `stop()` releases
+    /// it, or it goes with the queue when the timer is dropped.
+    pub(crate) fn take_back(&self, key: Key) -> bool {
+        let taken = self.entry(key).try_stop();
         if taken {
             self.uncount(1);
         }
         taken
     }
 
-    /// The cancel path. Returns the task, if the caller won, for its
-    /// `cancelled` hook.
-    pub(crate) fn cancel(&self, entry: &Arc<Entry>) -> Option<Task> {
+    /// The cancel path, for a caller holding a reference to `key`. Returns
+    /// the task, if the caller won, for its `cancelled` hook.
+    pub(crate) fn cancel(&self, key: Key) -> Option<Task> {
+        let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
         if outcome == CancelOutcome::WasPending {
             self.uncount(1);
         }
         // Pairs with the worker's fence after it files an entry: either it
-        // sees CANCELLED and removes the entry at once, or we see its slot.
+        // sees CANCELLED and removes the entry at once, or we see it filed.
         fence(Ordering::SeqCst);
-        if entry.slot().is_some() {
-            self.cancelled.push(entry.clone());
+        if entry.in_wheel() {
+            self.slots.retain(key);
+            self.cancelled.push(key);
             // Pairs with the worker clearing the flag before it drains
             // `cancelled`: it sees our push, or we see the flag clear.
             fence(Ordering::SeqCst);
@@ -286,7 +314,7 @@ impl Shared {
         // Still queued or in a bucket: either way the worker frees it at its
         // next housekeeping.
         self.request_housekeeping();
-        Some(entry.take_task().unwrap_or_else(|| Task::Wake(None)))
+        Some(entry.take_task().unwrap_or(Task::Wake(None)))
     }
 
     fn request_housekeeping(&self) {

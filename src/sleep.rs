@@ -12,12 +12,12 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::clock::Nanos;
 use crate::entry::Entry;
+use crate::slots::Key;
 use crate::task::Task;
 use crate::{HashedWheelTimer, TimerError};
 
@@ -89,7 +89,8 @@ pub struct Sleep {
     deadline_nanos: Nanos,
     /// The entry holding our waker: due at or before `deadline`'s tick
     /// (earlier after a `reset` to a later deadline, see there), or spent.
-    entry: Option<Arc<Entry>>,
+    /// Holds one of its references.
+    entry: Option<Key>,
 }
 
 impl HashedWheelTimer {
@@ -134,6 +135,13 @@ impl Sleep {
         &self.timer
     }
 
+    /// Replaces the entry, giving up our reference to the old one.
+    fn set_entry(&mut self, entry: Option<Key>) {
+        if let Some(old) = std::mem::replace(&mut self.entry, entry) {
+            self.timer.shared().slots.release(old);
+        }
+    }
+
     /// The instant it completes at.
     pub fn deadline(&self) -> Instant {
         self.deadline
@@ -171,26 +179,28 @@ impl Sleep {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     pub fn reset(&mut self, deadline: Instant) {
-        let clock = &self.timer.shared().clock;
+        let shared = self.timer.shared().clone();
+        let clock = &shared.clock;
         self.deadline = deadline;
         self.deadline_nanos = clock.to_nanos(deadline);
-        let Some(entry) = self.entry.take() else {
+        let Some(key) = self.entry else {
             return;
         };
-        if clock.tick_of(self.deadline_nanos) >= clock.tick_of(entry.deadline()) {
-            self.entry = Some(entry); // in time; a poll re-arms it if early
-            return;
+        if clock.tick_of(self.deadline_nanos) >= clock.tick_of(shared.entry(key).deadline()) {
+            return; // in time; a poll re-arms it if early
         }
+        let cancelled = shared.cancel(key);
+        self.set_entry(None);
         // Lost to the worker or to `stop()`: the task was woken, and its
         // next poll files a new entry or completes.
-        let Some(Task::Wake(Some(waker))) = self.timer.shared().cancel(&entry) else {
+        let Some(Task::Wake(Some(waker))) = cancelled else {
             return;
         };
         match self
             .timer
             .schedule_waker(self.deadline_nanos, waker.clone())
         {
-            Ok(entry) => self.entry = Some(entry),
+            Ok(key) => self.entry = Some(key),
             // Let the task's next poll deal with it (complete or retry).
             Err(_) => waker.wake(),
         }
@@ -202,8 +212,8 @@ impl Sleep {
         if self.is_elapsed() {
             return Poll::Ready(Ok(()));
         }
-        if let Some(entry) = &self.entry {
-            if still_waiting(entry, cx.waker()) {
+        if let Some(key) = self.entry {
+            if still_waiting(self.timer.shared().entry(key), cx.waker()) {
                 return Poll::Pending;
             }
             // Spent: it fired (maybe just now, after the check above) or the
@@ -216,12 +226,12 @@ impl Sleep {
             .timer
             .schedule_waker(self.deadline_nanos, cx.waker().clone())
         {
-            Ok(entry) => {
-                self.entry = Some(entry);
+            Ok(key) => {
+                self.set_entry(Some(key));
                 Poll::Pending
             }
             Err(TimerError::Shutdown) => {
-                self.entry = None;
+                self.set_entry(None);
                 Poll::Ready(Err(TimerError::Shutdown))
             }
             Err(error) => {
@@ -242,13 +252,23 @@ fn still_waiting(entry: &Entry, waker: &Waker) -> bool {
     if !entry.is_pending() {
         return false; // spent: no need to lock
     }
-    {
-        let mut slot = entry.lock_task();
-        if let Some(Task::Wake(stored)) = &mut *slot {
-            if !stored.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                *stored = Some(waker.clone());
-            }
+    fn stored(slot: &mut Option<Task>) -> Option<&mut Option<Waker>> {
+        match slot {
+            Some(Task::Wake(stored)) => Some(stored),
+            _ => None,
         }
+    }
+    let same = entry.with_task(|slot| {
+        stored(slot).map_or(true, |w| w.as_ref().is_some_and(|w| w.will_wake(waker)))
+    });
+    if !same {
+        // Cloned and dropped outside the slot's lock: both run waker code.
+        let fresh = waker.clone();
+        let stale = entry.with_task(|slot| match stored(slot) {
+            Some(w) => w.replace(fresh),
+            None => Some(fresh), // fired meanwhile
+        });
+        drop(stale);
     }
     entry.is_pending()
 }
@@ -256,20 +276,20 @@ fn still_waiting(entry: &Entry, waker: &Waker) -> bool {
 /// On `stop()`: if a stopped entry belongs to a future, wakes it, so it is
 /// polled again and completes, and returns true.
 pub(crate) fn wake_if_future(entry: &Entry) -> bool {
-    let waker = {
-        let mut slot = entry.lock_task();
-        match slot.take() {
-            Some(Task::Wake(waker)) => waker,
-            other => {
-                *slot = other;
-                return false;
-            }
+    let waker = entry.with_task(|slot| match slot.take() {
+        Some(Task::Wake(waker)) => Ok(waker),
+        other => {
+            *slot = other;
+            Err(())
         }
-    };
-    if let Some(waker) = waker {
-        waker.wake();
+    });
+    match waker {
+        Ok(waker) => {
+            waker.into_iter().for_each(Waker::wake);
+            true
+        }
+        Err(()) => false,
     }
-    true
 }
 
 impl Future for Sleep {
@@ -282,8 +302,9 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some(entry) = self.entry.take() {
-            self.timer.shared().cancel(&entry);
+        if let Some(key) = self.entry {
+            self.timer.shared().cancel(key);
+            self.set_entry(None);
         }
     }
 }
@@ -326,12 +347,15 @@ mod tests {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let mut sleep = task::spawn(timer.sleep(MS * 10));
         assert_pending!(sleep.poll());
-        let first = sleep.entry.clone().unwrap();
+        let first = sleep.entry.unwrap();
+        let shared = timer.shared();
+        shared.slots.retain(first); // so that its slot is not reused
         sleep.reset(timer.now() + MS * 50);
-        assert!(Arc::ptr_eq(sleep.entry.as_ref().unwrap(), &first));
+        assert_eq!(sleep.entry, Some(first));
         sleep.reset(timer.now() + MS * 2);
-        assert!(!Arc::ptr_eq(sleep.entry.as_ref().unwrap(), &first));
-        assert!(first.is_cancelled());
+        assert_ne!(sleep.entry, Some(first));
+        assert!(shared.entry(first).is_cancelled());
         assert_eq!(timer.pending_timeouts(), 1);
+        shared.slots.release(first);
     }
 }

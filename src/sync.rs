@@ -23,3 +23,42 @@ pub(crate) use loom::sync::atomic::{
 pub(crate) use loom::sync::{Mutex, MutexGuard};
 #[cfg(loom)]
 pub(crate) use loom::thread::LocalKey;
+
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// `std`'s `UnsafeCell` with loom's closure API, so that loom can check
+/// every access to it.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> UnsafeCell<T> {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// Spins until `acquired()` returns true: briefly busy, then yielding the
+/// thread (under loom, yielding at once so the model makes progress).
+#[inline]
+pub(crate) fn spin(mut acquired: impl FnMut() -> bool) {
+    let mut spins = 0u32;
+    while !acquired() {
+        #[cfg(loom)]
+        loom::thread::yield_now();
+        #[cfg(not(loom))]
+        if spins < 32 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+        spins = spins.saturating_add(1);
+    }
+}

@@ -7,12 +7,14 @@ use std::time::Instant;
 
 use crate::entry::Entry;
 use crate::shared::Shared;
+use crate::slots::Key;
 
 /// A handle to a task scheduled on a [`HashedWheelTimer`](crate::HashedWheelTimer),
 /// as returned by `new_timeout`. Netty's `Timeout`.
 ///
-/// It is cheap to clone (two reference counts); every clone refers to the
-/// same timeout. Dropping handles does not cancel: call [`cancel`].
+/// It is cheap to clone (two reference counts) and two words in size; every
+/// clone refers to the same timeout. Dropping handles does not cancel: call
+/// [`cancel`].
 ///
 /// A one-shot timeout ends in exactly one of three ways: it *expires* (its
 /// task ran), it is *cancelled*, or it is returned by
@@ -51,19 +53,24 @@ use crate::shared::Shared;
 /// [`cancel`]: Timeout::cancel
 /// [`schedule_at_fixed_rate`]: crate::HashedWheelTimer::schedule_at_fixed_rate
 /// [`schedule_with_fixed_delay`]: crate::HashedWheelTimer::schedule_with_fixed_delay
-#[derive(Clone)]
 pub struct Timeout {
-    entry: Arc<Entry>,
     shared: Arc<Shared>,
+    /// Holds one of the entry's references.
+    key: Key,
 }
 
 impl Timeout {
-    pub(crate) fn from_parts(entry: Arc<Entry>, shared: Arc<Shared>) -> Timeout {
-        Timeout { entry, shared }
+    /// A handle that takes over one reference to `key` from the caller.
+    pub(crate) fn from_parts(key: Key, shared: Arc<Shared>) -> Timeout {
+        Timeout { shared, key }
     }
 
-    pub(crate) fn entry(&self) -> &Arc<Entry> {
-        &self.entry
+    pub(crate) fn key(&self) -> Key {
+        self.key
+    }
+
+    pub(crate) fn entry(&self) -> &Entry {
+        self.shared.entry(self.key)
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -83,7 +90,7 @@ impl Timeout {
     /// [`TimerTask::cancelled`](crate::TimerTask::cancelled) hears of it on
     /// this thread.
     pub fn cancel(&self) -> bool {
-        match self.shared.cancel(&self.entry) {
+        match self.shared.cancel(self.key) {
             Some(task) => {
                 task.on_cancel(self);
                 true
@@ -94,41 +101,41 @@ impl Timeout {
 
     /// True if [`cancel`](Timeout::cancel) won.
     pub fn is_cancelled(&self) -> bool {
-        self.entry.is_cancelled()
+        self.entry().is_cancelled()
     }
 
     /// True if the task ran for the last time: a one-shot task ran (or is
     /// running), or a run of a periodic task panicked.
     pub fn is_expired(&self) -> bool {
-        self.entry.is_expired()
+        self.entry().is_expired()
     }
 
     /// True if it was returned by `stop()` without running (and not
     /// cancelled since), or if it was a periodic task whose run was in
     /// progress when `stop()` was called.
     pub fn is_stopped(&self) -> bool {
-        self.entry.is_stopped()
+        self.entry().is_stopped()
     }
 
     /// True while it may still fire: neither expired, cancelled nor
     /// stopped. A periodic task stays pending during its runs, as it does
     /// in [`pending_timeouts`](crate::HashedWheelTimer::pending_timeouts).
     pub fn is_pending(&self) -> bool {
-        self.entry.is_pending()
+        self.entry().is_pending()
     }
 
     /// True if a run of the task panicked. The panic was caught and
     /// logged; for a periodic task it suppressed all later runs, as in
     /// Java's `ScheduledThreadPoolExecutor`. Other timeouts are unaffected.
     pub fn is_panicked(&self) -> bool {
-        self.entry.is_panicked()
+        self.entry().is_panicked()
     }
 
     /// True for a task from
     /// [`schedule_at_fixed_rate`](crate::HashedWheelTimer::schedule_at_fixed_rate)
     /// or [`schedule_with_fixed_delay`](crate::HashedWheelTimer::schedule_with_fixed_delay).
     pub fn is_periodic(&self) -> bool {
-        self.entry.is_periodic()
+        self.entry().is_periodic()
     }
 
     /// Takes the task of a timeout that [`stop`](crate::HashedWheelTimer::stop)
@@ -151,10 +158,10 @@ impl Timeout {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     pub fn take_task(&self) -> Option<Box<dyn crate::TimerTask>> {
-        if !self.entry.is_stopped() {
+        if !self.entry().is_stopped() {
             return None;
         }
-        self.entry.take_task()?.into_timer_task()
+        self.entry().take_task()?.into_timer_task()
     }
 
     /// The timer this timeout belongs to, Netty's `timeout.timer()`; `None`
@@ -185,7 +192,7 @@ impl Timeout {
     /// next run is due (during a run, when that run was due). A delay too
     /// large to represent saturates to a point centuries away.
     pub fn deadline(&self) -> Instant {
-        self.shared.clock.to_instant(self.entry.deadline())
+        self.shared.clock.to_instant(self.entry().deadline())
     }
 
     /// When the current run was due, as `java.util.TimerTask`'s
@@ -223,10 +230,25 @@ impl Timeout {
     }
 }
 
+impl Clone for Timeout {
+    fn clone(&self) -> Timeout {
+        self.shared.slots.retain(self.key);
+        Timeout::from_parts(self.key, self.shared.clone())
+    }
+}
+
+impl Drop for Timeout {
+    fn drop(&mut self) {
+        self.shared.slots.release(self.key);
+    }
+}
+
 impl PartialEq for Timeout {
-    /// Two handles are equal if they refer to the same timeout.
+    /// Two handles are equal if they refer to the same timeout. (A handle
+    /// keeps its entry's slot from being reused, so equal keys of one timer
+    /// are the same timeout.)
     fn eq(&self, other: &Timeout) -> bool {
-        Arc::ptr_eq(&self.entry, &other.entry)
+        self.key == other.key && Arc::ptr_eq(&self.shared, &other.shared)
     }
 }
 
@@ -234,14 +256,15 @@ impl Eq for Timeout {}
 
 impl Hash for Timeout {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        Arc::as_ptr(&self.entry).hash(state);
+        Arc::as_ptr(&self.shared).hash(state);
+        self.key.hash(state);
     }
 }
 
 impl fmt::Debug for Timeout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Timeout")
-            .field("state", &self.entry.state_name())
+            .field("state", &self.entry().state_name())
             .field("periodic", &self.is_periodic())
             .field("panicked", &self.is_panicked())
             .field("deadline", &self.deadline())

@@ -6,9 +6,9 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
-use crate::entry::Entry;
 use crate::registry::Registration;
 use crate::shared::{Config, Shared};
+use crate::slots::Key;
 use crate::task::{Task, TimerTask};
 use crate::{worker, Timeout, TimerError};
 
@@ -52,10 +52,11 @@ impl Drop for Owner {
         // From inside one of its own tasks the worker cannot join itself:
         // it sees the shutdown flag and exits after the task returns.
         let join = !self.shared.in_own_task() && !self.shared.is_worker_thread();
-        for entry in self.shared.shut_down(join) {
+        for key in self.shared.shut_down(join) {
             // Nobody can ask for these tasks any more: free them now, even
             // if a `Timeout` handle outlives the timer.
-            drop(entry.take_task());
+            drop(self.shared.entry(key).take_task());
+            self.shared.slots.release(key);
         }
     }
 }
@@ -153,16 +154,12 @@ impl HashedWheelTimer {
     pub(crate) fn schedule_entry(&self, deadline: u64, task: Task) -> Result<Timeout, TimerError> {
         let shared = self.shared();
         self.ensure_worker()?;
-        let entry = shared.schedule(deadline, task)?;
-        Ok(Timeout::from_parts(entry, shared.clone()))
+        let key = shared.schedule(deadline, task)?;
+        Ok(Timeout::from_parts(key, shared.clone()))
     }
 
     /// Schedules a future's waker, the payload of `Sleep`.
-    pub(crate) fn schedule_waker(
-        &self,
-        deadline: u64,
-        waker: Waker,
-    ) -> Result<Arc<Entry>, TimerError> {
+    pub(crate) fn schedule_waker(&self, deadline: u64, waker: Waker) -> Result<Key, TimerError> {
         self.ensure_worker()?;
         self.shared().schedule(deadline, Task::Wake(Some(waker)))
     }
@@ -231,7 +228,7 @@ impl HashedWheelTimer {
         let entries = shared.shut_down(true);
         Ok(entries
             .into_iter()
-            .map(|entry| Timeout::from_parts(entry, shared.clone()))
+            .map(|key| Timeout::from_parts(key, shared.clone()))
             .collect())
     }
 

@@ -15,6 +15,9 @@ use crate::TimerError;
 
 /// Starts the worker if this timer has none yet.
 pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), TimerError> {
+    if shared.has_worker_thread() {
+        return Ok(()); // the common case, without the lock
+    }
     let mut worker = shared.worker.lock().unwrap_or_else(|p| p.into_inner());
     if worker.is_some() || shared.is_shutdown() {
         return Ok(());

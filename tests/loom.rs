@@ -197,3 +197,57 @@ fn sleep_repoll_with_new_waker_against_fire() {
         assert_eq!(timer.pending_timeouts(), 0);
     });
 }
+
+/// A periodic run ends while another thread cancels it: the runner puts the
+/// task back as the canceller wins, and loom checks that the two never touch
+/// the entry's task slot at once. The task never runs again.
+#[test]
+fn cancel_during_a_periodic_run_against_its_rearm() {
+    loom::model(|| {
+        let timer = manual();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counter = runs.clone();
+        let t = timer
+            .schedule_at_fixed_rate(
+                move |_: &Timeout| {
+                    counter.fetch_add(1, SeqCst);
+                },
+                TICK,
+                TICK,
+            )
+            .unwrap();
+        let handle = t.clone();
+        let canceller = thread::spawn(move || handle.cancel());
+        timer.advance(TICK);
+        assert!(
+            canceller.join().unwrap(),
+            "a periodic task can always be cancelled"
+        );
+        let before = runs.load(SeqCst);
+        timer.advance(TICK * 2);
+        assert_eq!(runs.load(SeqCst), before, "no run after the cancel");
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+/// A cancelled timeout's slot is freed while another timeout is scheduled:
+/// the new one may reuse the slot, and must still fire exactly once while
+/// the old one never does.
+#[test]
+fn slot_reuse_against_cancel_and_release() {
+    loom::model(|| {
+        let timer = manual();
+        let (old, old_runs) = counted(&timer, TICK);
+        let canceller = thread::spawn(move || {
+            assert!(old.cancel());
+        });
+        timer.advance(Duration::ZERO); // frees the old slot if cancelled by now
+        let (new, new_runs) = counted(&timer, TICK);
+        canceller.join().unwrap();
+        timer.advance(TICK);
+        assert_eq!(old_runs.load(SeqCst), 0);
+        assert_eq!(new_runs.load(SeqCst), 1);
+        assert!(new.is_expired());
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}

@@ -20,37 +20,28 @@
 //!
 //! # Storage
 //!
-//! Entries live in a slab; buckets and overflow rounds are doubly-linked
-//! lists through it by index (see `list.rs`). Insert, cancel and expire are
-//! O(1) apart from the overflow map's O(log rounds). Lists keep insertion
-//! order, which keeps equal deadlines first-in, first-out.
+//! Entries live in the timer's arena (`slots.rs`); buckets and overflow
+//! rounds are doubly-linked lists through the entries' own links (see
+//! `list.rs`), so the wheel adds no memory per entry. Insert, cancel and
+//! expire are O(1) apart from the overflow map's O(log rounds). Lists keep
+//! insertion order, which keeps equal deadlines first-in, first-out.
+//!
+//! An entry's tick is not stored: it is its deadline's tick, except for an
+//! entry that arrived after that tick was processed, which goes to the next
+//! tick. Such a late entry stays in the wheel only until that next tick, so
+//! while it is there its tick is `current + 1` (at a cascade, the round's
+//! first tick).
 
 mod bitmap;
 mod list;
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
-use std::sync::Arc;
 
-use slab::Slab;
-
-use crate::entry::Entry;
+use crate::clock::tick_of;
+use crate::slots::{Key, Slots};
 use bitmap::Bitmap;
-use list::{Link, Linked, List, NONE};
-
-struct Node {
-    entry: Arc<Entry>,
-    /// The tick it fires at: its deadline's tick, or later if it arrived late.
-    tick: u64,
-    prev: Link,
-    next: Link,
-}
-
-impl Linked for Node {
-    fn links(&mut self) -> (&mut Link, &mut Link) {
-        (&mut self.prev, &mut self.next)
-    }
-}
+use list::List;
 
 /// Where an entry due at some tick is kept right now.
 #[derive(Clone, Copy)]
@@ -60,7 +51,6 @@ enum Place {
 }
 
 pub(crate) struct Wheel {
-    nodes: Slab<Node>,
     /// One packed `List` per bucket of the current round.
     buckets: Vec<Option<NonZeroU64>>,
     occupied: Bitmap,
@@ -68,63 +58,65 @@ pub(crate) struct Wheel {
     overflow: BTreeMap<u64, List>,
     shift: u32,
     mask: u64,
+    tick_nanos: u64,
     /// The last tick processed. Every entry's tick is later than this.
     current: u64,
+    len: usize,
 }
 
 impl Wheel {
     /// `ticks_per_wheel` must be a power of two.
-    pub(crate) fn new(ticks_per_wheel: usize) -> Wheel {
+    pub(crate) fn new(ticks_per_wheel: usize, tick_nanos: u64) -> Wheel {
         debug_assert!(ticks_per_wheel.is_power_of_two());
         Wheel {
-            nodes: Slab::new(),
             buckets: vec![None; ticks_per_wheel],
             occupied: Bitmap::new(ticks_per_wheel),
             overflow: BTreeMap::new(),
             shift: ticks_per_wheel.trailing_zeros(),
             mask: ticks_per_wheel as u64 - 1,
+            tick_nanos,
             current: 0,
+            len: 0,
         }
     }
 
     /// Entries in the wheel, cancelled-but-not-yet-removed ones included.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.nodes.len()
+        self.len
     }
 
     pub(crate) fn current_tick(&self) -> u64 {
         self.current
     }
 
-    /// Files `entry` under `tick`, or under the next tick if `tick` has
-    /// already been processed (it fires late, never early).
-    pub(crate) fn insert(&mut self, entry: Arc<Entry>, tick: u64) {
-        let tick = tick.max(self.current + 1);
-        let key = self.nodes.insert(Node {
-            entry,
-            tick,
-            prev: NONE,
-            next: NONE,
-        });
-        self.nodes[key].entry.set_slot(Some(key));
-        let place = self.place_of(tick);
-        self.with_list(place, |nodes, list| list::push_back(nodes, list, key));
+    /// Files `key` under its deadline's tick, or under the next tick if that
+    /// one has already been processed (it fires late, never early).
+    pub(crate) fn insert(&mut self, slots: &Slots, key: Key) {
+        let entry = slots.get(key);
+        entry.set_in_wheel(true);
+        let place = self.place_of(self.tick_in_wheel(slots, key));
+        self.with_list(place, |list| list.push_back(slots, key));
+        self.len += 1;
     }
 
-    /// Takes `entry` out of the wheel if it is there. Returns whether it was.
-    pub(crate) fn remove(&mut self, entry: &Entry) -> bool {
-        let Some(key) = entry.slot() else {
+    /// Takes `key` out of the wheel if it is there. Returns whether it was.
+    pub(crate) fn remove(&mut self, slots: &Slots, key: Key) -> bool {
+        let entry = slots.get(key);
+        if !entry.in_wheel() {
             return false;
-        };
-        match self.nodes.get(key) {
-            Some(node) if std::ptr::eq(Arc::as_ptr(&node.entry), entry) => {}
-            _ => return false,
         }
-        let place = self.place_of(self.nodes[key].tick);
-        self.with_list(place, |nodes, list| list::unlink(nodes, list, key));
-        self.nodes.remove(key).entry.set_slot(None);
+        let place = self.place_of(self.tick_in_wheel(slots, key));
+        self.with_list(place, |list| list.unlink(slots, key));
+        entry.set_in_wheel(false);
+        self.len -= 1;
         true
+    }
+
+    /// The tick of an entry in the wheel (or about to enter it).
+    fn tick_in_wheel(&self, slots: &Slots, key: Key) -> u64 {
+        let tick = tick_of(slots.get(key).deadline(), self.tick_nanos);
+        tick.max(self.current + 1)
     }
 
     /// The next tick that has an entry, or the start of the next round that
@@ -146,7 +138,12 @@ impl Wheel {
     /// Processes the next tick with work if it is at or before `upto`,
     /// appending what is due to `due` in bucket order. Returns that tick, or
     /// `None` after moving the wheel to `upto`.
-    pub(crate) fn expire_next(&mut self, upto: u64, due: &mut Vec<Arc<Entry>>) -> Option<u64> {
+    pub(crate) fn expire_next(
+        &mut self,
+        slots: &Slots,
+        upto: u64,
+        due: &mut Vec<Key>,
+    ) -> Option<u64> {
         let tick = match self.next_work_tick() {
             Some(tick) if tick <= upto => tick,
             _ => {
@@ -156,50 +153,47 @@ impl Wheel {
         };
         self.current = tick;
         if tick & self.mask == 0 {
-            self.cascade(tick >> self.shift);
+            self.cascade(slots, tick >> self.shift);
         }
         let bucket = (tick & self.mask) as usize;
         let list = List::unpack(std::mem::take(&mut self.buckets[bucket]));
         self.occupied.clear(bucket);
-        self.drain_list(list, due);
+        self.drain_list(slots, list, due);
         Some(tick)
     }
 
     /// Moves round `round` from `overflow` into the (empty) buckets.
-    fn cascade(&mut self, round: u64) {
+    fn cascade(&mut self, slots: &Slots, round: u64) {
         let Some(mut list) = self.overflow.remove(&round) else {
             return;
         };
-        while !list.is_empty() {
-            let key = list::key(list.head);
-            list::unlink(&mut self.nodes, &mut list, key);
-            let bucket = (self.nodes[key].tick & self.mask) as usize;
-            self.with_list(Place::Bucket(bucket), |nodes, list| {
-                list::push_back(nodes, list, key)
-            });
+        let round_start = round << self.shift;
+        while let Some(key) = list.pop_front(slots) {
+            // A late arrival filed into this round is due at its first tick.
+            let tick = tick_of(slots.get(key).deadline(), self.tick_nanos).max(round_start);
+            let bucket = (tick & self.mask) as usize;
+            self.with_list(Place::Bucket(bucket), |list| list.push_back(slots, key));
         }
     }
 
     /// Empties the whole wheel into `out`, for `stop()`.
-    pub(crate) fn drain_all(&mut self, out: &mut Vec<Arc<Entry>>) {
+    pub(crate) fn drain_all(&mut self, slots: &Slots, out: &mut Vec<Key>) {
         for bucket in 0..self.buckets.len() {
             if let Some(packed) = self.buckets[bucket].take() {
                 self.occupied.clear(bucket);
-                self.drain_list(List::unpack(Some(packed)), out);
+                self.drain_list(slots, List::unpack(Some(packed)), out);
             }
         }
         for (_, list) in std::mem::take(&mut self.overflow) {
-            self.drain_list(list, out);
+            self.drain_list(slots, list, out);
         }
     }
 
-    fn drain_list(&mut self, list: List, out: &mut Vec<Arc<Entry>>) {
-        let mut at = list.head;
-        while at != NONE {
-            let node = self.nodes.remove(list::key(at));
-            node.entry.set_slot(None);
-            at = node.next;
-            out.push(node.entry);
+    fn drain_list(&mut self, slots: &Slots, mut list: List, out: &mut Vec<Key>) {
+        while let Some(key) = list.pop_front(slots) {
+            slots.get(key).set_in_wheel(false);
+            self.len -= 1;
+            out.push(key);
         }
     }
 
@@ -213,11 +207,11 @@ impl Wheel {
 
     /// Runs `f` on the list at `place`, keeping the bitmap and the overflow
     /// map in step with whether it is empty.
-    fn with_list(&mut self, place: Place, f: impl FnOnce(&mut Slab<Node>, &mut List)) {
+    fn with_list(&mut self, place: Place, f: impl FnOnce(&mut List)) {
         match place {
             Place::Bucket(bucket) => {
                 let mut list = List::unpack(self.buckets[bucket]);
-                f(&mut self.nodes, &mut list);
+                f(&mut list);
                 self.buckets[bucket] = list.pack();
                 if list.is_empty() {
                     self.occupied.clear(bucket);
@@ -227,7 +221,7 @@ impl Wheel {
             }
             Place::Round(round) => {
                 let list = self.overflow.entry(round).or_default();
-                f(&mut self.nodes, list);
+                f(list);
                 if list.is_empty() {
                     self.overflow.remove(&round);
                 }
@@ -241,27 +235,38 @@ mod tests {
     use super::*;
     use crate::task::Task;
 
-    fn entry(deadline: u64) -> Arc<Entry> {
-        Arc::new(Entry::new(deadline, Task::Wake(None)))
+    /// Ticks of 1 ns, so a deadline is its own tick.
+    fn wheel(ticks_per_wheel: usize) -> (Wheel, Slots) {
+        (Wheel::new(ticks_per_wheel, 1), Slots::new())
     }
 
-    fn run_to(wheel: &mut Wheel, upto: u64) -> Vec<(u64, u64)> {
+    fn entry(slots: &Slots, deadline: u64) -> Key {
+        slots.insert(deadline, Task::Wake(None), 1).unwrap()
+    }
+
+    fn insert(wheel: &mut Wheel, slots: &Slots, deadline: u64) -> Key {
+        let key = entry(slots, deadline);
+        wheel.insert(slots, key);
+        key
+    }
+
+    fn run_to(wheel: &mut Wheel, slots: &Slots, upto: u64) -> Vec<(u64, u64)> {
         let mut fired = vec![];
         let mut due = vec![];
-        while let Some(tick) = wheel.expire_next(upto, &mut due) {
-            fired.extend(due.drain(..).map(|e| (tick, e.deadline())));
+        while let Some(tick) = wheel.expire_next(slots, upto, &mut due) {
+            fired.extend(due.drain(..).map(|k| (tick, slots.get(k).deadline())));
         }
         fired
     }
 
     #[test]
     fn fires_each_entry_at_its_tick_across_rounds() {
-        let mut wheel = Wheel::new(8);
+        let (mut wheel, slots) = wheel(8);
         let ticks = [1u64, 7, 8, 9, 15, 16, 17, 64, 65, 1000];
         for &t in &ticks {
-            wheel.insert(entry(t), t);
+            insert(&mut wheel, &slots, t);
         }
-        let fired = run_to(&mut wheel, 2000);
+        let fired = run_to(&mut wheel, &slots, 2000);
         let expected: Vec<(u64, u64)> = ticks.iter().map(|&t| (t, t)).collect();
         assert_eq!(fired, expected);
         assert_eq!(wheel.len(), 0);
@@ -270,55 +275,76 @@ mod tests {
 
     #[test]
     fn stops_at_upto_and_resumes() {
-        let mut wheel = Wheel::new(4);
-        wheel.insert(entry(10), 10);
-        assert!(run_to(&mut wheel, 9).is_empty());
+        let (mut wheel, slots) = wheel(4);
+        insert(&mut wheel, &slots, 10);
+        assert!(run_to(&mut wheel, &slots, 9).is_empty());
         assert_eq!(wheel.current_tick(), 9);
-        assert_eq!(run_to(&mut wheel, 10), vec![(10, 10)]);
+        assert_eq!(run_to(&mut wheel, &slots, 10), vec![(10, 10)]);
     }
 
     #[test]
     fn late_arrivals_fire_on_the_next_tick() {
-        let mut wheel = Wheel::new(4);
-        assert!(run_to(&mut wheel, 6).is_empty());
-        wheel.insert(entry(3), 3);
-        assert_eq!(run_to(&mut wheel, 7), vec![(7, 3)]);
+        let (mut wheel, slots) = wheel(4);
+        assert!(run_to(&mut wheel, &slots, 6).is_empty());
+        insert(&mut wheel, &slots, 3);
+        assert_eq!(run_to(&mut wheel, &slots, 7), vec![(7, 3)]);
+    }
+
+    #[test]
+    fn a_late_arrival_at_a_round_end_fires_at_the_next_round_start() {
+        let (mut wheel, slots) = wheel(4);
+        assert!(run_to(&mut wheel, &slots, 7).is_empty());
+        let late = insert(&mut wheel, &slots, 2); // due at 8, in round 2
+        insert(&mut wheel, &slots, 9);
+        assert!(wheel.remove(&slots, late), "found where it was filed");
+        insert(&mut wheel, &slots, 2);
+        assert_eq!(run_to(&mut wheel, &slots, 9), vec![(8, 2), (9, 9)]);
+    }
+
+    #[test]
+    fn a_late_arrival_can_be_removed_before_it_fires() {
+        let (mut wheel, slots) = wheel(4);
+        assert!(run_to(&mut wheel, &slots, 5).is_empty());
+        let late = insert(&mut wheel, &slots, 1);
+        assert!(wheel.remove(&slots, late));
+        assert!(run_to(&mut wheel, &slots, 10).is_empty());
     }
 
     #[test]
     fn remove_works_in_buckets_and_overflow() {
-        let mut wheel = Wheel::new(4);
-        let near = entry(2);
-        let far = entry(50);
-        wheel.insert(near.clone(), 2);
-        wheel.insert(far.clone(), 50);
-        wheel.insert(entry(51), 51);
-        assert!(wheel.remove(&near));
-        assert!(!wheel.remove(&near), "second remove finds nothing");
-        assert!(wheel.remove(&far));
-        assert_eq!(near.slot(), None);
+        let (mut wheel, slots) = wheel(4);
+        let near = insert(&mut wheel, &slots, 2);
+        let far = insert(&mut wheel, &slots, 50);
+        insert(&mut wheel, &slots, 51);
+        assert!(wheel.remove(&slots, near));
+        assert!(!wheel.remove(&slots, near), "second remove finds nothing");
+        assert!(wheel.remove(&slots, far));
+        assert!(!slots.get(near).in_wheel());
         assert_eq!(wheel.len(), 1);
-        assert_eq!(run_to(&mut wheel, 100), vec![(51, 51)]);
+        assert_eq!(run_to(&mut wheel, &slots, 100), vec![(51, 51)]);
     }
 
     #[test]
     fn equal_ticks_keep_insertion_order() {
-        let mut wheel = Wheel::new(4);
-        for deadline in [30u64, 20, 10] {
-            wheel.insert(entry(deadline), 9);
+        let (mut wheel, slots) = (Wheel::new(4, 10), Slots::new());
+        for deadline in [90u64, 85, 81] {
+            insert(&mut wheel, &slots, deadline);
         }
-        let fired: Vec<u64> = run_to(&mut wheel, 9).into_iter().map(|f| f.1).collect();
-        assert_eq!(fired, vec![30, 20, 10]);
+        let fired: Vec<u64> = run_to(&mut wheel, &slots, 9)
+            .into_iter()
+            .map(|f| f.1)
+            .collect();
+        assert_eq!(fired, vec![90, 85, 81]);
     }
 
     #[test]
     fn drain_all_returns_everything() {
-        let mut wheel = Wheel::new(4);
+        let (mut wheel, slots) = wheel(4);
         for t in [1u64, 3, 5, 100, u64::MAX] {
-            wheel.insert(entry(t), t);
+            insert(&mut wheel, &slots, t);
         }
         let mut out = vec![];
-        wheel.drain_all(&mut out);
+        wheel.drain_all(&slots, &mut out);
         assert_eq!(out.len(), 5);
         assert_eq!(wheel.len(), 0);
         assert_eq!(wheel.next_work_tick(), None);
@@ -326,15 +352,15 @@ mod tests {
 
     #[test]
     fn a_tick_touches_only_what_fires() {
-        let mut wheel = Wheel::new(512);
+        let (mut wheel, slots) = wheel(512);
         for i in 0..10_000u64 {
-            wheel.insert(entry(60_000 + i), 60_000 + i);
+            insert(&mut wheel, &slots, 60_000 + i);
         }
         // Nothing is due for ~117 rounds: the next work is at a round start,
         // and processing up to just before it touches no entry.
         assert_eq!(wheel.next_work_tick(), Some((60_000 >> 9) << 9));
         let mut due = vec![];
-        assert_eq!(wheel.expire_next(59_000, &mut due), None);
+        assert_eq!(wheel.expire_next(&slots, 59_000, &mut due), None);
         assert!(due.is_empty());
         assert_eq!(wheel.len(), 10_000);
     }

@@ -1,0 +1,323 @@
+//! The timer's entries, in an arena: no allocation per timeout, no
+//! allocator header, and the wheel's links live in the entry itself.
+//!
+//! # Keys and references
+//!
+//! An entry is named by its [`Key`], an index. Its `refs` count says who
+//! still names it: the timer (from `schedule` until the worker is done with
+//! it), each `Timeout` handle and `Sleep`, and a pending removal in the
+//! cancel queue. The last `release` takes what is left of the task, and
+//! puts the slot on the free list, from which the next `schedule` takes it.
+//! A key is never used after its holder released it, so a reused slot is
+//! never mistaken for its previous entry.
+//!
+//! # Layout
+//!
+//! Chunks of `CHUNK` entries, found through a two-level directory of
+//! lazily allocated tables. A chunk is allocated when the first key in it
+//! is handed out, so a timer's memory follows its peak number of live
+//! entries, not its capacity. Chunks are kept until the timer is dropped,
+//! like a `Vec`'s capacity: a freed slot is reused, not returned.
+//!
+//! # The free lists
+//!
+//! Two stacks threaded through the entries' `next` links. Whoever frees a
+//! slot pushes it onto `returned`; `schedule` pops from `free`, and when
+//! that is empty it takes all of `returned` at once and makes it `free`.
+//! So the producers and the worker, which frees most entries, do not fight
+//! over one cache line per timeout. `free`'s head packs the top key + 1
+//! with a tag that every change bumps, so a pop that read a stale `next`
+//! fails its compare-and-swap (no ABA). `returned` is only pushed to and
+//! emptied whole, which needs no tag.
+
+use std::sync::OnceLock;
+
+use crate::clock::Nanos;
+use crate::entry::Entry;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::task::Task;
+
+/// Entries per chunk (a few under loom, which tracks every atomic).
+const CHUNK_BITS: u32 = if cfg!(loom) { 2 } else { 10 };
+const CHUNK: usize = 1 << CHUNK_BITS;
+/// Chunks per table, and tables in the directory.
+const TABLE_BITS: u32 = 9;
+const TABLE: usize = 1 << TABLE_BITS;
+
+/// How many entries one timer can hold at once: live timeouts, and those
+/// still named by a handle. 2^28, about 15 GB of entries.
+pub(crate) const MAX_ENTRIES: usize = CHUNK * TABLE * TABLE;
+
+/// The name of an entry in its timer's [`Slots`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Key(u32);
+
+impl Key {
+    /// The key packed with `Key::pack`, or `None` for 0.
+    pub(crate) fn unpack(link: u32) -> Option<Key> {
+        link.checked_sub(1).map(Key)
+    }
+
+    /// The key + 1, so that 0 can mean "none" in a link.
+    pub(crate) fn pack(self) -> u32 {
+        self.0 + 1
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+type Chunk = Box<[Entry]>;
+type Table = Box<[OnceLock<Chunk>]>;
+
+pub(crate) struct Slots {
+    directory: Box<[OnceLock<Table>]>,
+    /// Top of the free stack: key + 1 in the low half, a tag in the high half.
+    free: AtomicU64,
+    /// Top of the stack of freed slots: key + 1, 0 for none.
+    returned: AtomicU32,
+    /// Keys below this have been handed out at least once.
+    fresh: AtomicU64,
+}
+
+impl Slots {
+    pub(crate) fn new() -> Slots {
+        Slots {
+            directory: (0..TABLE).map(|_| OnceLock::new()).collect(),
+            free: AtomicU64::new(0),
+            returned: AtomicU32::new(0),
+            fresh: AtomicU64::new(0),
+        }
+    }
+
+    /// The entry named by `key`, which the caller holds a reference to.
+    #[inline]
+    pub(crate) fn get(&self, key: Key) -> &Entry {
+        let i = key.index();
+        let table = self.directory[i >> (CHUNK_BITS + TABLE_BITS)]
+            .get()
+            .expect("a held key's table exists");
+        let chunk = table[(i >> CHUNK_BITS) & (TABLE - 1)]
+            .get()
+            .expect("a held key's chunk exists");
+        &chunk[i & (CHUNK - 1)]
+    }
+
+    /// A new pending entry holding `refs` references. `None` when the
+    /// timer already holds `MAX_ENTRIES` entries.
+    pub(crate) fn insert(&self, deadline: Nanos, task: Task, refs: u32) -> Option<Key> {
+        let key = match self.pop_free() {
+            Some(key) => key,
+            None => match self.refill() {
+                Some(key) => key,
+                None => self.fresh_key()?,
+            },
+        };
+        self.get(key).occupy(deadline, task, refs);
+        Some(key)
+    }
+
+    /// One more reference to `key`, for a caller that holds one already.
+    #[inline]
+    pub(crate) fn retain(&self, key: Key) {
+        self.get(key).retain();
+    }
+
+    /// Gives up one reference. The last one frees the slot, dropping the
+    /// task if nobody took it.
+    #[inline]
+    pub(crate) fn release(&self, key: Key) {
+        let entry = self.get(key);
+        if entry.release() {
+            drop(entry.vacate());
+            self.push_free(key);
+        }
+    }
+
+    /// Entries handed out and not yet freed; for tests and debugging.
+    #[cfg(test)]
+    pub(crate) fn live(&self) -> usize {
+        let mut free = 0;
+        for head in [
+            self.free.load(Ordering::Acquire) as u32,
+            self.returned.load(Ordering::Acquire),
+        ] {
+            let mut at = Key::unpack(head);
+            while let Some(key) = at {
+                free += 1;
+                at = self.get(key).next_link();
+            }
+        }
+        self.fresh.load(Ordering::Acquire) as usize - free
+    }
+
+    fn fresh_key(&self) -> Option<Key> {
+        let i = self
+            .fresh
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_ENTRIES as u64).then_some(n + 1)
+            })
+            .ok()? as usize;
+        let table = self.directory[i >> (CHUNK_BITS + TABLE_BITS)]
+            .get_or_init(|| (0..TABLE).map(|_| OnceLock::new()).collect());
+        table[(i >> CHUNK_BITS) & (TABLE - 1)]
+            .get_or_init(|| (0..CHUNK).map(|_| Entry::vacant()).collect());
+        Some(Key(i as u32))
+    }
+
+    fn pop_free(&self) -> Option<Key> {
+        let mut head = self.free.load(Ordering::Acquire);
+        loop {
+            let key = Key::unpack(head as u32)?;
+            let next = self.get(key).next_link().map_or(0, Key::pack);
+            let new = tagged(head, next);
+            match self
+                .free
+                .compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some(key),
+                Err(actual) => head = actual,
+            }
+        }
+    }
+
+    fn push_free(&self, key: Key) {
+        let entry = self.get(key);
+        let mut head = self.returned.load(Ordering::Acquire);
+        loop {
+            entry.set_next_link(Key::unpack(head));
+            match self.returned.compare_exchange_weak(
+                head,
+                key.pack(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => head = actual,
+            }
+        }
+    }
+
+    /// With `free` empty: takes every returned slot, keeps the first and
+    /// makes the rest the free stack.
+    fn refill(&self) -> Option<Key> {
+        let first = Key::unpack(self.returned.swap(0, Ordering::AcqRel))?;
+        let rest = self.get(first).next_link().map_or(0, Key::pack);
+        if rest != 0 {
+            self.install_free(rest);
+        }
+        Some(first)
+    }
+
+    /// Pushes the chain starting at `link`, which this thread owns, onto
+    /// `free`. Walking to its tail touches slots about to be reused anyway.
+    fn install_free(&self, link: u32) {
+        let mut tail = Key::unpack(link).expect("a non-empty chain");
+        while let Some(next) = self.get(tail).next_link() {
+            tail = next;
+        }
+        let mut head = self.free.load(Ordering::Acquire);
+        loop {
+            self.get(tail).set_next_link(Key::unpack(head as u32));
+            match self.free.compare_exchange_weak(
+                head,
+                tagged(head, link),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => head = actual,
+            }
+        }
+    }
+}
+
+/// A new free-list head: `link` with the old head's tag + 1.
+fn tagged(old: u64, link: u32) -> u64 {
+    let tag = (old >> 32).wrapping_add(1) << 32;
+    tag | u64::from(link)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task() -> Task {
+        Task::Wake(None)
+    }
+
+    #[test]
+    fn a_released_slot_is_reused_before_a_fresh_one() {
+        let slots = Slots::new();
+        let a = slots.insert(1, task(), 1).unwrap();
+        let b = slots.insert(2, task(), 2).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(slots.live(), 2);
+        slots.release(a);
+        assert_eq!(slots.live(), 1);
+        let c = slots.insert(3, task(), 1).unwrap();
+        assert_eq!(c, a, "the freed slot comes back");
+        assert_eq!(slots.get(c).deadline(), 3);
+        slots.release(b);
+        assert_eq!(slots.live(), 2, "b still has a reference");
+        slots.release(b);
+        slots.release(c);
+        assert_eq!(slots.live(), 0);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "half a million entries: too slow under Miri")]
+    fn keys_cross_chunks_and_tables() {
+        let slots = Slots::new();
+        let n = CHUNK * TABLE + 3 * CHUNK + 5;
+        let keys: Vec<Key> = (0..n)
+            .map(|i| slots.insert(i as u64, task(), 1).unwrap())
+            .collect();
+        for (i, &key) in keys.iter().enumerate() {
+            assert_eq!(slots.get(key).deadline(), i as u64);
+        }
+        keys.iter().for_each(|&k| slots.release(k));
+        assert_eq!(slots.live(), 0);
+    }
+
+    #[test]
+    fn the_last_release_drops_an_untaken_task() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let dropped = Arc::new(AtomicBool::new(false));
+        struct Flag(Arc<AtomicBool>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let flag = Flag(dropped.clone());
+        let slots = Slots::new();
+        let task = Task::Callback(Box::new(move |_: &crate::Timeout| drop(flag)));
+        let key = slots.insert(0, task, 2).unwrap();
+        slots.release(key);
+        assert!(!dropped.load(Ordering::SeqCst));
+        slots.release(key);
+        assert!(dropped.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn concurrent_insert_and_release_never_share_a_slot() {
+        let slots = Slots::new();
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let slots = &slots;
+                s.spawn(move || {
+                    for i in 0..if cfg!(miri) { 200 } else { 20_000u64 } {
+                        let mark = t << 32 | i;
+                        let key = slots.insert(mark, task(), 1).unwrap();
+                        assert_eq!(slots.get(key).deadline(), mark, "slot shared");
+                        slots.release(key);
+                    }
+                });
+            }
+        });
+        assert_eq!(slots.live(), 0);
+    }
+}
