@@ -235,7 +235,7 @@ impl Sleep {
                 Poll::Ready(Err(TimerError::Shutdown))
             }
             Err(error) => {
-                // No thread could be started, or 2^31 timeouts are pending:
+                // No thread could be started, or the timer holds 2^28 entries:
                 // yield and retry rather than end early or hang.
                 tracing::warn!(target: "hashed_wheel_timer", %error, "a Sleep could not be scheduled; retrying");
                 cx.waker().wake_by_ref();
