@@ -334,6 +334,36 @@ mod tests {
     }
 
     #[test]
+    fn every_finished_entry_gives_its_slot_back() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let live = || timer.shared().slots.live();
+        let mut ts: Vec<_> = (0..100)
+            .map(|i| timer.new_timeout(|_| {}, MS * (1000 + i)).unwrap())
+            .collect();
+        timer.advance(MS);
+        // Cancelled in a bucket, and cancelled while still queued.
+        ts.drain(..60).for_each(|t| assert!(t.cancel()));
+        for _ in 0..10 {
+            let t = timer.new_timeout(|_| {}, MS * 2000).unwrap();
+            assert!(t.cancel());
+        }
+        timer.advance(MS);
+        assert_eq!(live(), 40, "freed within a tick of the cancel");
+        timer.advance(MS * 2000);
+        assert!(ts.iter().all(Timeout::is_expired));
+        assert_eq!(live(), 40, "a fired entry is kept while a handle names it");
+        drop(ts);
+        assert_eq!(live(), 0);
+        // Stopped ones come back when their handles go.
+        let t = timer.new_timeout(|_| {}, MS).unwrap();
+        drop(t);
+        let stopped = timer.stop().unwrap();
+        assert_eq!((stopped.len(), live()), (1, 1));
+        drop(stopped);
+        assert_eq!(live(), 0);
+    }
+
+    #[test]
     fn a_cancel_racing_the_transfer_does_not_leave_the_entry_behind() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
