@@ -144,10 +144,7 @@ fn schedule_cancel(peer: &str, threads: usize) -> Option<f64> {
 
 /// Nanoseconds per `timeout` around a future that is ready at once.
 fn timeout_ready(peer: &str) -> f64 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     let _rt = rt.enter();
     let timer = HashedWheelTimer::new();
     let start = Instant::now();
@@ -196,6 +193,13 @@ fn sleep_lateness_p99_ms(peer: &str) -> f64 {
     late[late.len() * 99 / 100].as_secs_f64() * 1e3
 }
 
+fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
 fn memory_in_child(peer: &str) -> Option<f64> {
     let exe = std::env::current_exe().ok()?;
     let out = std::process::Command::new(exe)
@@ -218,10 +222,7 @@ fn polled_once<F: std::future::Future + Unpin>(make: impl Fn() -> F) -> Vec<F> {
 
 /// RSS growth per pending timeout, with what a user keeps to cancel it.
 fn bytes_per_pending(peer: &str) -> f64 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     let _rt = rt.enter();
     let timer = HashedWheelTimer::new();
     timer.new_timeout(|_| {}, Duration::ZERO).unwrap(); // start the worker

@@ -39,6 +39,7 @@ use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
 use crate::clock::tick_of;
+use crate::entry::Entry;
 use crate::slots::{Key, Slots};
 use bitmap::Bitmap;
 use list::List;
@@ -95,7 +96,7 @@ impl Wheel {
     pub(crate) fn insert(&mut self, slots: &Slots, key: Key) {
         let entry = slots.get(key);
         entry.set_in_wheel(true);
-        let place = self.place_of(self.tick_in_wheel(slots, key));
+        let place = self.place_of(self.tick_in_wheel(entry));
         self.with_list(place, |list| list.push_back(slots, key));
         self.len += 1;
     }
@@ -106,7 +107,7 @@ impl Wheel {
         if !entry.in_wheel() {
             return false;
         }
-        let place = self.place_of(self.tick_in_wheel(slots, key));
+        let place = self.place_of(self.tick_in_wheel(entry));
         self.with_list(place, |list| list.unlink(slots, key));
         entry.set_in_wheel(false);
         self.len -= 1;
@@ -114,8 +115,8 @@ impl Wheel {
     }
 
     /// The tick of an entry in the wheel (or about to enter it).
-    fn tick_in_wheel(&self, slots: &Slots, key: Key) -> u64 {
-        let tick = tick_of(slots.get(key).deadline(), self.tick_nanos);
+    fn tick_in_wheel(&self, entry: &Entry) -> u64 {
+        let tick = tick_of(entry.deadline(), self.tick_nanos);
         tick.max(self.current + 1)
     }
 
