@@ -48,23 +48,24 @@ impl Shared {
 
     /// Files up to `DRAIN_CAP` new entries. Returns true if more are waiting.
     pub(crate) fn drain_intake(&self, core: &mut Core) -> bool {
-        for _ in 0..DRAIN_CAP_PER_TICK {
-            let Some(key) = self.intake.pop() else {
-                return false;
-            };
-            if !self.entry(key).is_waiting() {
-                self.slots.release(key); // cancelled before it reached a bucket
-                continue;
-            }
-            core.wheel.insert(&self.slots, key);
-            // Pairs with the fence in `Shared::cancel`: a cancel that raced
-            // the insert either sees it filed or is seen here.
-            fence(Ordering::SeqCst);
-            if self.entry(key).is_cancelled() {
-                self.remove_from_wheel(core, key);
-            }
+        self.intake
+            .drain(DRAIN_CAP_PER_TICK, |key| self.file(core, key))
+    }
+
+    /// Puts a key taken from the intake into its bucket, unless it was
+    /// cancelled (or stopped) on the way.
+    fn file(&self, core: &mut Core, key: Key) {
+        if !self.entry(key).is_waiting() {
+            self.slots.release(key);
+            return;
         }
-        !self.intake.is_empty()
+        core.wheel.insert(&self.slots, key);
+        // Pairs with the fence in `Shared::cancel`: a cancel that raced
+        // the insert either sees it filed or is seen here.
+        fence(Ordering::SeqCst);
+        if self.entry(key).is_cancelled() {
+            self.remove_from_wheel(core, key);
+        }
     }
 
     /// One worker step: everything due up to `now_tick` lands in `due`.
@@ -175,9 +176,8 @@ impl Shared {
         {
             let mut core = self.lock_core();
             core.wheel.drain_all(&self.slots, &mut all);
-            while let Some(key) = self.intake.pop() {
-                all.push(key);
-            }
+            self.intake.close();
+            self.intake.drain(usize::MAX, |key| all.push(key));
             while let Some(key) = self.cancelled.pop() {
                 self.slots.release(key);
             }

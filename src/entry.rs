@@ -48,7 +48,9 @@
 //!   whether a cancelled entry must be queued for removal.
 //! - `prev` and `next` are the wheel's list links (see `wheel/list.rs`),
 //!   touched only by the thread driving the wheel; `next` also links the
-//!   free list of a vacant entry (see `slots.rs`).
+//!   free list of a vacant entry (see `slots.rs`), and `prev` says where a
+//!   queued entry waits in its lane (see `lane.rs`), set by its producer
+//!   before the worker can see it.
 //! - `refs` counts who may still name the entry (see `slots.rs`). Only the
 //!   holder of the last reference vacates it, and only the thread that took
 //!   it from the free list fills it.
@@ -157,6 +159,17 @@ impl Entry {
 
     pub(crate) fn set_next_link(&self, key: Option<Key>) {
         self.next.store(key.map_or(0, Key::pack), Ordering::Release);
+    }
+
+    /// Where the entry waits in a lane (see `lane.rs`), or 0. It shares
+    /// `prev`: an entry is in a lane or in a bucket, never both.
+    pub(crate) fn set_queue_mark(&self, mark: u32) {
+        self.prev.store(mark, Ordering::Relaxed);
+    }
+
+    /// The last `set_queue_mark`, or a wheel link written since.
+    pub(crate) fn queue_mark(&self) -> u32 {
+        self.prev.load(Ordering::Relaxed)
     }
 
     pub(crate) fn prev_link(&self) -> Option<Key> {

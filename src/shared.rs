@@ -29,6 +29,7 @@ use crossbeam_queue::SegQueue;
 use crate::clock::{Clock, Nanos};
 use crate::entry::{CancelOutcome, Entry};
 use crate::executor::SharedExecutor;
+use crate::intake::Intake;
 use crate::slots::{Key, Slots, MAX_ENTRIES};
 use crate::sync::{
     fence, AtomicBool, AtomicU64, AtomicUsize, LocalKey, Mutex, MutexGuard, Ordering,
@@ -104,7 +105,7 @@ pub(crate) struct Shared {
     pending: AtomicUsize,
     shutdown: AtomicBool,
     /// New and re-armed entries, each with the timer's reference.
-    pub(crate) intake: SegQueue<Key>,
+    pub(crate) intake: Intake,
     /// Cancelled entries to take out of the wheel, each with a reference.
     pub(crate) cancelled: SegQueue<Key>,
     pub(crate) housekeeping_requested: AtomicBool,
@@ -121,8 +122,9 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(config: Config, manual: bool) -> Shared {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         Shared {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             clock: Clock::new(config.tick_nanos, manual),
             core: Mutex::new(Core {
                 wheel: Wheel::new(config.ticks_per_wheel, config.tick_nanos),
@@ -132,7 +134,7 @@ impl Shared {
             config,
             pending: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
-            intake: SegQueue::new(),
+            intake: Intake::new(id),
             cancelled: SegQueue::new(),
             housekeeping_requested: AtomicBool::new(false),
             planned_wake: AtomicU64::new(BUSY),
@@ -245,15 +247,18 @@ impl Shared {
             return Err(TimerError::Shutdown);
         }
         let pending_before = self.reserve(&task)?;
-        let Some(key) = self.slots.insert(deadline, task, 2) else {
+        let free = self.intake.pop_free(&self.slots);
+        let taken = free.or_else(|| self.slots.take_key().map(|key| (key, self.entry(key))));
+        let Some((key, entry)) = taken else {
             self.uncount(1);
             return Err(TimerError::AtCapacity {
                 pending: pending_before,
                 max: MAX_ENTRIES,
             });
         };
-        if !self.enqueue(key) && self.take_back(key) {
-            self.slots.release(key);
+        entry.occupy(deadline, task, 2);
+        if !self.enqueue_entry(key, entry) && self.take_back(key) {
+            self.release(key);
             return Err(TimerError::Shutdown);
         }
         if pending_before % HOUSEKEEPING_EVERY == HOUSEKEEPING_EVERY - 1 {
@@ -268,13 +273,17 @@ impl Shared {
     /// False if the timer was shut down meanwhile: the caller then calls
     /// `take_back`.
     pub(crate) fn enqueue(&self, key: Key) -> bool {
-        let deadline = self.entry(key).deadline();
-        self.intake.push(key);
+        self.enqueue_entry(key, self.entry(key))
+    }
+
+    fn enqueue_entry(&self, key: Key, entry: &Entry) -> bool {
+        let deadline = entry.deadline();
+        let drain_lane = self.intake.push(key, entry);
         fence(Ordering::SeqCst);
         if self.is_shutdown() {
             return false;
         }
-        if self.clock.tick_of(deadline) < self.planned_wake.load(Ordering::SeqCst) {
+        if drain_lane || self.clock.tick_of(deadline) < self.planned_wake.load(Ordering::SeqCst) {
             self.unpark_worker();
         }
         true
@@ -301,6 +310,13 @@ impl Shared {
         if outcome == CancelOutcome::WasPending {
             self.uncount(1);
         }
+        if self.intake.withdraw(entry, key) {
+            // The worker never saw it. Not the last reference: the caller
+            // holds one.
+            let last = entry.release();
+            debug_assert!(!last, "the caller holds a reference");
+            return Some(entry.take_task().unwrap_or(Task::Wake(None)));
+        }
         // Pairs with the worker's fence after it files an entry: either it
         // sees CANCELLED and removes the entry at once, or we see it filed.
         fence(Ordering::SeqCst);
@@ -315,6 +331,24 @@ impl Shared {
         // next housekeeping.
         self.request_housekeeping();
         Some(entry.take_task().unwrap_or(Task::Wake(None)))
+    }
+
+    /// Gives up one reference to `key`. The last one vacates the slot and
+    /// keeps it for this thread's next schedule, if this thread has a lane.
+    pub(crate) fn release(&self, key: Key) {
+        let entry = self.entry(key);
+        if entry.release() {
+            drop(entry.vacate()); // may run user code: before the lane
+            if !self.intake.push_free(key, entry) {
+                self.slots.push_free(key, entry);
+            }
+        }
+    }
+
+    /// Entries handed out and not yet freed; for tests.
+    #[cfg(test)]
+    pub(crate) fn live(&self) -> usize {
+        self.slots.live() - self.intake.free_in_lanes()
     }
 
     fn request_housekeeping(&self) {

@@ -138,7 +138,7 @@ impl Sleep {
     /// Replaces the entry, giving up our reference to the old one.
     fn set_entry(&mut self, entry: Option<Key>) {
         if let Some(old) = std::mem::replace(&mut self.entry, entry) {
-            self.timer.shared().slots.release(old);
+            self.timer.shared().release(old);
         }
     }
 

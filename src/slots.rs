@@ -32,9 +32,11 @@
 
 use std::sync::OnceLock;
 
+#[cfg(test)]
 use crate::clock::Nanos;
 use crate::entry::Entry;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
+#[cfg(test)]
 use crate::task::Task;
 
 /// Entries per chunk (a few under loom, which tracks every atomic).
@@ -106,16 +108,23 @@ impl Slots {
 
     /// A new pending entry holding `refs` references. `None` when the
     /// timer already holds `MAX_ENTRIES` entries.
+    #[cfg(test)]
     pub(crate) fn insert(&self, deadline: Nanos, task: Task, refs: u32) -> Option<Key> {
-        let key = match self.pop_free() {
-            Some(key) => key,
-            None => match self.refill() {
-                Some(key) => key,
-                None => self.fresh_key()?,
-            },
-        };
+        let key = self.take_key()?;
         self.get(key).occupy(deadline, task, refs);
         Some(key)
+    }
+
+    /// A vacant slot, for the caller to fill. `None` when the timer already
+    /// holds `MAX_ENTRIES` entries.
+    pub(crate) fn take_key(&self) -> Option<Key> {
+        match self.pop_free() {
+            Some(key) => Some(key),
+            None => match self.refill() {
+                Some(key) => Some(key),
+                None => self.fresh_key(),
+            },
+        }
     }
 
     /// One more reference to `key`, for a caller that holds one already.
@@ -131,7 +140,7 @@ impl Slots {
         let entry = self.get(key);
         if entry.release() {
             drop(entry.vacate());
-            self.push_free(key);
+            self.push_free(key, entry);
         }
     }
 
@@ -182,8 +191,8 @@ impl Slots {
         }
     }
 
-    fn push_free(&self, key: Key) {
-        let entry = self.get(key);
+    /// Puts `key`'s vacated `entry` on the shared free list.
+    pub(crate) fn push_free(&self, key: Key, entry: &Entry) {
         let mut head = self.returned.load(Ordering::Acquire);
         loop {
             entry.set_next_link(Key::unpack(head));

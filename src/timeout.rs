@@ -239,7 +239,7 @@ impl Clone for Timeout {
 
 impl Drop for Timeout {
     fn drop(&mut self) {
-        self.shared.slots.release(self.key);
+        self.shared.release(self.key);
     }
 }
 

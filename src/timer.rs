@@ -336,7 +336,7 @@ mod tests {
     #[test]
     fn every_finished_entry_gives_its_slot_back() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let live = || timer.shared().slots.live();
+        let live = || timer.shared().live();
         let mut ts: Vec<_> = (0..100)
             .map(|i| timer.new_timeout(|_| {}, MS * (1000 + i)).unwrap())
             .collect();
@@ -417,18 +417,44 @@ mod tests {
         let timer = HashedWheelTimer::new();
         let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
         assert!(eventually(|| in_wheel(&timer) == 1));
-        // Later than the planned wake-up: no unpark for the schedules, but
-        // the cancels ask for housekeeping, which drains the queue.
+        // Later than the planned wake-up: no unpark for the schedules. A
+        // cancel withdraws its entry from this thread's lane, or, if the
+        // worker took it meanwhile, asks for housekeeping.
         for _ in 0..10_000 {
             let t = timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap();
             assert!(t.cancel());
         }
-        assert!(
-            eventually(|| timer.shared().intake.is_empty()),
-            "the queue was drained"
-        );
+        assert!(eventually(|| timer.shared().live() == 1), "all freed");
         assert_eq!(in_wheel(&timer), 1);
         assert!(keep.cancel());
+    }
+
+    #[test]
+    fn a_cancel_from_another_thread_withdraws_too() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(t.cancel()));
+        });
+        drop(t);
+        assert_eq!(timer.shared().live(), 0, "freed with no tick");
+        assert_eq!(timer.shared().intake.len(), 1, "a withdrawn cell");
+        timer.advance(MS);
+        assert_eq!(timer.shared().intake.len(), 0);
+        assert_eq!(in_wheel(&timer), 0);
+    }
+
+    #[test]
+    fn a_full_lane_spills_into_the_shared_queue() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let n = (1 << crate::lane::RING_BITS) + 10;
+        let ts: Vec<_> = (0..n)
+            .map(|i| timer.new_timeout(|_| {}, MS * (1 + i as u32 % 7)).unwrap())
+            .collect();
+        assert_eq!(timer.shared().intake.len(), n);
+        timer.advance(MS * 7);
+        assert!(ts.iter().all(Timeout::is_expired), "none lost");
+        assert_eq!(timer.pending_timeouts(), 0);
     }
 
     #[test]

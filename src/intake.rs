@@ -1,0 +1,168 @@
+//! The intake: how new and re-armed entries reach the worker.
+//!
+//! Each producer thread queues on its own lane (see `lane.rs`), which lets
+//! a cancel withdraw a timeout the worker has not seen yet and keeps free
+//! slots on the producer's core. A thread with no lane (the worker, an
+//! executor thread re-arming a periodic task, the 257th concurrent
+//! producer, or one whose ring is full) uses the shared MPSC queue. The
+//! worker drains the lanes, then the shared queue, so one thread's
+//! timeouts are filed in the order it queued them.
+
+use std::sync::{Arc, OnceLock};
+
+use crossbeam_queue::SegQueue;
+
+use crate::entry::Entry;
+use crate::lane::{unmark, Lane};
+use crate::local;
+use crate::slots::{Key, Slots};
+use crate::sync::{AtomicUsize, Mutex, Ordering};
+
+/// Lanes per timer: at most this many threads queue without contention.
+const MAX_LANES: usize = 256;
+
+pub(crate) struct Intake {
+    timer_id: u64,
+    lanes: Box<[OnceLock<Arc<Lane>>]>,
+    /// Lanes created; each one in `lanes` below this stays there.
+    lane_count: AtomicUsize,
+    /// Serialises the creation of lanes.
+    creating: Mutex<()>,
+    shared: SegQueue<Key>,
+}
+
+impl Intake {
+    pub(crate) fn new(timer_id: u64) -> Intake {
+        Intake {
+            timer_id,
+            lanes: (0..MAX_LANES).map(|_| OnceLock::new()).collect(),
+            lane_count: AtomicUsize::new(0),
+            creating: Mutex::new(()),
+            shared: SegQueue::new(),
+        }
+    }
+
+    fn lanes(&self) -> impl Iterator<Item = &Arc<Lane>> {
+        let count = self.lane_count.load(Ordering::Acquire);
+        self.lanes[..count].iter().filter_map(OnceLock::get)
+    }
+
+    /// Queues `key`, whose entry is filled, from this thread. Returns true
+    /// if the worker should be woken to drain this thread's lane.
+    pub(crate) fn push(&self, key: Key, entry: &Entry) -> bool {
+        let mut pushed = local::with_lane(self.timer_id, |lane| lane.push(key, entry));
+        if pushed.is_none() && self.adopt_lane() {
+            pushed = local::with_lane(self.timer_id, |lane| lane.push(key, entry));
+        }
+        match pushed.flatten() {
+            Some(wake) => wake,
+            None => {
+                entry.set_queue_mark(0);
+                self.shared.push(key);
+                false
+            }
+        }
+    }
+
+    /// Gives this thread a lane, if it has none: a lane whose thread has
+    /// exited, or a new one. False if it cannot.
+    #[cold]
+    fn adopt_lane(&self) -> bool {
+        if local::with_lane(self.timer_id, |_| ()).is_some() {
+            return false; // it has one, and it is full
+        }
+        local::hold(|| {
+            let orphan = self.lanes().find(|lane| {
+                !lane.owned.load(Ordering::Relaxed)
+                    && !lane.closed.load(Ordering::Relaxed)
+                    && lane
+                        .owned
+                        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+            });
+            if let Some(lane) = orphan {
+                return Some(lane.clone());
+            }
+            let _creating = self.creating.lock().unwrap_or_else(|p| p.into_inner());
+            let index = self.lane_count.load(Ordering::Acquire);
+            if index == MAX_LANES {
+                return None;
+            }
+            let lane = Arc::new(Lane::new(index as u32, self.timer_id));
+            let _ = self.lanes[index].set(lane.clone());
+            self.lane_count.store(index + 1, Ordering::Release);
+            Some(lane)
+        })
+    }
+
+    /// Takes `key` back if it still waits in a lane. True if it did: the
+    /// caller then holds the reference the queue held, and the worker
+    /// never sees the entry.
+    pub(crate) fn withdraw(&self, entry: &Entry, key: Key) -> bool {
+        let Some((lane, cell)) = unmark(entry.queue_mark()) else {
+            return false;
+        };
+        // The mark may be stale (the worker reuses the field once it took
+        // the key), but a cell holding this key is always its place.
+        self.lanes
+            .get(lane)
+            .and_then(OnceLock::get)
+            .is_some_and(|lane| lane.withdraw(cell, key))
+    }
+
+    /// Worker only: passes up to `limit` queued keys to `out`, the lanes'
+    /// first. Returns true if keys were left behind.
+    pub(crate) fn drain(&self, limit: usize, mut out: impl FnMut(Key)) -> bool {
+        let mut left = limit;
+        let mut more = false;
+        for lane in self.lanes() {
+            let (taken, lane_more) = lane.drain(left, &mut out);
+            left -= taken;
+            more |= lane_more;
+        }
+        while left > 0 {
+            let Some(key) = self.shared.pop() else {
+                return more;
+            };
+            out(key);
+            left -= 1;
+        }
+        more || !self.shared.is_empty()
+    }
+
+    /// True if nothing waits to be drained (withdrawn cells may count).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.shared.is_empty() && self.lanes().all(|lane| lane.is_empty())
+    }
+
+    /// Cells and queue places not yet drained, withdrawn cells included.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.shared.len() + self.lanes().map(|lane| lane.len()).sum::<usize>()
+    }
+
+    /// On shutdown: owners let go of the lanes when they next adopt one.
+    pub(crate) fn close(&self) {
+        self.lanes()
+            .for_each(|lane| lane.closed.store(true, Ordering::Release));
+    }
+
+    /// A free slot from this thread's lane.
+    #[inline]
+    pub(crate) fn pop_free<'s>(&self, slots: &'s Slots) -> Option<(Key, &'s Entry)> {
+        local::with_lane(self.timer_id, |lane| lane.pop_free(slots)).flatten()
+    }
+
+    /// Keeps a vacated slot on this thread's lane. False if it has none,
+    /// or it holds enough: free it to the arena.
+    #[inline]
+    pub(crate) fn push_free(&self, key: Key, entry: &Entry) -> bool {
+        local::with_lane(self.timer_id, |lane| lane.push_free(key, entry)).unwrap_or(false)
+    }
+
+    /// Free slots the lanes hold, for the arena's accounting in tests.
+    #[cfg(test)]
+    pub(crate) fn free_in_lanes(&self) -> usize {
+        self.lanes().map(|lane| lane.free_len()).sum()
+    }
+}
