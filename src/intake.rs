@@ -21,6 +21,15 @@ use crate::sync::{AtomicUsize, Mutex, Ordering};
 /// Lanes per timer: at most this many threads queue without contention.
 const MAX_LANES: usize = 256;
 
+/// What `Intake::push` did.
+pub(crate) struct Queued {
+    /// How many keys the lane (or the shared queue) holds or has held:
+    /// every so many, the worker is asked to look.
+    pub(crate) nth: u64,
+    /// The lane is filling up: wake the worker to drain it.
+    pub(crate) wake: bool,
+}
+
 pub(crate) struct Intake {
     timer_id: u64,
     lanes: Box<[OnceLock<Arc<Lane>>]>,
@@ -47,19 +56,21 @@ impl Intake {
         self.lanes[..count].iter().filter_map(OnceLock::get)
     }
 
-    /// Queues `key`, whose entry is filled, from this thread. Returns true
-    /// if the worker should be woken to drain this thread's lane.
-    pub(crate) fn push(&self, key: Key, entry: &Entry) -> bool {
+    /// Queues `key`, whose entry is filled, from this thread.
+    pub(crate) fn push(&self, key: Key, entry: &Entry) -> Queued {
         let mut pushed = local::with_lane(self.timer_id, |lane| lane.push(key, entry));
         if pushed.is_none() && self.adopt_lane() {
             pushed = local::with_lane(self.timer_id, |lane| lane.push(key, entry));
         }
         match pushed.flatten() {
-            Some(wake) => wake,
+            Some((nth, wake)) => Queued { nth, wake },
             None => {
                 entry.set_queue_mark(0);
                 self.shared.push(key);
-                false
+                Queued {
+                    nth: self.shared.len() as u64,
+                    wake: false,
+                }
             }
         }
     }
@@ -145,6 +156,19 @@ impl Intake {
     pub(crate) fn close(&self) {
         self.lanes()
             .for_each(|lane| lane.closed.store(true, Ordering::Release));
+    }
+
+    /// Counts `delta` (wrapping) on this thread's lane. False if it has
+    /// none.
+    #[inline]
+    pub(crate) fn count_here(&self, delta: u64) -> bool {
+        local::with_lane(self.timer_id, |lane| lane.count(delta)).is_some()
+    }
+
+    /// The lanes' share of the pending count, wrapping.
+    pub(crate) fn net_pending(&self) -> u64 {
+        self.lanes()
+            .fold(0u64, |sum, lane| sum.wrapping_add(lane.net_pending()))
     }
 
     /// A free slot from this thread's lane.

@@ -61,6 +61,9 @@ struct ProducerSide {
     /// Top of the owner's free stack, a packed key.
     free: AtomicU32,
     free_len: AtomicU32,
+    /// Timeouts this lane's owners counted as pending, less those they
+    /// uncounted; wrapping, as others uncount elsewhere.
+    net_pending: AtomicU64,
 }
 
 /// Where a queued entry sits, for a withdrawal: lane index + 1 and cell.
@@ -85,6 +88,7 @@ impl Lane {
                 head_seen: AtomicU64::new(0),
                 free: AtomicU32::new(0),
                 free_len: AtomicU32::new(0),
+                net_pending: AtomicU64::new(0),
             }),
             head: CachePadded::new(AtomicU64::new(0)),
             drain_asked: AtomicBool::new(false),
@@ -93,9 +97,21 @@ impl Lane {
         }
     }
 
+    /// Owner only: adds `delta` (wrapping) to the pending count.
+    pub(crate) fn count(&self, delta: u64) {
+        let net = &self.producer.net_pending;
+        net.store(net.load(Ordering::Relaxed).wrapping_add(delta), Ordering::Release);
+    }
+
+    /// This lane's share of the pending count, wrapping.
+    pub(crate) fn net_pending(&self) -> u64 {
+        self.producer.net_pending.load(Ordering::Acquire)
+    }
+
     /// Owner only: queues `key` in the next cell. `None` if the ring is
-    /// full; otherwise whether the worker should be woken to drain it.
-    pub(crate) fn push(&self, key: Key, entry: &Entry) -> Option<bool> {
+    /// full; otherwise how many keys the lane has queued, and whether the
+    /// worker should be woken to drain it.
+    pub(crate) fn push(&self, key: Key, entry: &Entry) -> Option<(u64, bool)> {
         let p = &self.producer;
         let tail = p.tail.load(Ordering::Relaxed);
         let mut head = p.head_seen.load(Ordering::Relaxed);
@@ -112,7 +128,10 @@ impl Lane {
         entry.set_queue_mark(mark);
         self.cells[cell as usize].store(key.pack(), Ordering::Release);
         p.tail.store(tail + 1, Ordering::Release);
-        Some(tail + 1 - head >= RING / 2 && self.ask_for_drain(tail + 1))
+        Some((
+            tail + 1,
+            tail + 1 - head >= RING / 2 && self.ask_for_drain(tail + 1),
+        ))
     }
 
     /// Owner only, with the ring half full by its last look at `head`:

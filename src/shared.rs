@@ -47,7 +47,7 @@ pub(crate) const HARD_MAX_PENDING: usize = MAX_ENTRIES;
 /// no deadline is earlier than its planned wake-up: it bounds the backlog
 /// the worker would otherwise find (and file, `DRAIN_CAP_PER_TICK` a tick)
 /// when it wakes.
-const HOUSEKEEPING_EVERY: usize = 1024;
+const HOUSEKEEPING_EVERY: u64 = 1024;
 
 /// `planned_wake` while the worker is awake: no producer needs to unpark it.
 pub(crate) const BUSY: u64 = 0;
@@ -154,12 +154,30 @@ impl Shared {
         self.owner.get()?.upgrade()
     }
 
+    /// Pending timeouts: the shared count plus the lanes' shares. Those
+    /// may be read a moment apart, so a racing reader can see a count off
+    /// by the timeouts in flight; never below 0.
     pub(crate) fn pending(&self) -> usize {
-        self.pending.load(Ordering::Acquire)
+        let shared = self.pending.load(Ordering::Acquire) as u64;
+        let total = shared.wrapping_add(self.intake.net_pending()) as i64;
+        total.max(0) as usize
     }
 
     pub(crate) fn uncount(&self, n: usize) {
         self.pending.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// Uncounts one, on this thread's lane if the count is kept there.
+    fn uncount_here(&self) {
+        if !(self.counts_on_lanes() && self.intake.count_here(1u64.wrapping_neg())) {
+            self.uncount(1);
+        }
+    }
+
+    /// Without a `max_pending_timeouts` to enforce, each producer counts on
+    /// its own lane, and only the sum is exact.
+    fn counts_on_lanes(&self) -> bool {
+        self.config.max_pending.is_none()
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
@@ -216,13 +234,19 @@ impl Shared {
         marked(&DRIVING, self.id, f)
     }
 
-    /// Counts one more pending timeout, or says why it cannot. Returns the
-    /// count before.
+    /// Counts one more pending timeout, or says why it cannot.
     ///
     /// A future's waker counts but is not refused by `max_pending_timeouts`:
     /// a `Sleep` has no error to report and must not end early, and futures
     /// are bounded by the tasks that hold them.
-    fn reserve(&self, task: &Task) -> Result<usize, TimerError> {
+    fn reserve(&self, task: &Task) -> Result<(), TimerError> {
+        if self.counts_on_lanes() {
+            // The arena enforces the hard limit.
+            if !self.intake.count_here(1) {
+                self.pending.fetch_add(1, Ordering::AcqRel);
+            }
+            return Ok(());
+        }
         let max = match task {
             Task::Wake(_) => HARD_MAX_PENDING,
             _ => self.config.max_pending.unwrap_or(HARD_MAX_PENDING),
@@ -231,6 +255,7 @@ impl Shared {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
                 (p < max).then_some(p + 1)
             })
+            .map(drop)
             .map_err(|pending| TimerError::AtCapacity { pending, max })
     }
 
@@ -246,13 +271,13 @@ impl Shared {
         if self.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
-        let pending_before = self.reserve(&task)?;
+        self.reserve(&task)?;
         let free = self.intake.pop_free(&self.slots);
         let taken = free.or_else(|| self.slots.take_key().map(|key| (key, self.entry(key))));
         let Some((key, entry)) = taken else {
-            self.uncount(1);
+            self.uncount_here();
             return Err(TimerError::AtCapacity {
-                pending: pending_before,
+                pending: self.pending(),
                 max: MAX_ENTRIES,
             });
         };
@@ -260,9 +285,6 @@ impl Shared {
         if !self.enqueue_entry(key, entry) && self.take_back(key) {
             self.release(key);
             return Err(TimerError::Shutdown);
-        }
-        if pending_before % HOUSEKEEPING_EVERY == HOUSEKEEPING_EVERY - 1 {
-            self.request_housekeeping();
         }
         Ok(key)
     }
@@ -278,12 +300,15 @@ impl Shared {
 
     fn enqueue_entry(&self, key: Key, entry: &Entry) -> bool {
         let deadline = entry.deadline();
-        let drain_lane = self.intake.push(key, entry);
+        let queued = self.intake.push(key, entry);
         fence(Ordering::SeqCst);
         if self.is_shutdown() {
             return false;
         }
-        if drain_lane || self.clock.tick_of(deadline) < self.planned_wake.load(Ordering::SeqCst) {
+        if queued.nth % HOUSEKEEPING_EVERY == 0 {
+            self.request_housekeeping();
+        }
+        if queued.wake || self.clock.tick_of(deadline) < self.planned_wake.load(Ordering::SeqCst) {
             self.unpark_worker();
         }
         true
@@ -308,7 +333,7 @@ impl Shared {
         let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
         if outcome == CancelOutcome::WasPending {
-            self.uncount(1);
+            self.uncount_here();
         }
         if self.intake.withdraw(entry, key) {
             // The worker never saw it. Not the last reference: the caller
