@@ -70,3 +70,4 @@ pub(crate) fn hold(adopt: impl FnOnce() -> Option<Arc<Lane>>) -> bool {
     })
     .unwrap_or(false)
 }
+

@@ -70,11 +70,12 @@ impl Key {
     }
 }
 
-type Chunk = Box<[Entry]>;
-type Table = Box<[OnceLock<Chunk>]>;
+// Fixed-size arrays: masked indices need no bounds checks.
+type Chunk = Box<[Entry; CHUNK]>;
+type Table = Box<[OnceLock<Chunk>; TABLE]>;
 
 pub(crate) struct Slots {
-    directory: Box<[OnceLock<Table>]>,
+    directory: Box<[OnceLock<Table>; TABLE]>,
     /// Top of the free stack: key + 1 in the low half, a tag in the high half.
     free: AtomicU64,
     /// Top of the stack of freed slots: key + 1, 0 for none.
@@ -86,7 +87,7 @@ pub(crate) struct Slots {
 impl Slots {
     pub(crate) fn new() -> Slots {
         Slots {
-            directory: (0..TABLE).map(|_| OnceLock::new()).collect(),
+            directory: boxed_array(OnceLock::new),
             free: AtomicU64::new(0),
             returned: AtomicU32::new(0),
             fresh: AtomicU64::new(0),
@@ -97,7 +98,7 @@ impl Slots {
     #[inline]
     pub(crate) fn get(&self, key: Key) -> &Entry {
         let i = key.index();
-        let table = self.directory[i >> (CHUNK_BITS + TABLE_BITS)]
+        let table = self.directory[(i >> (CHUNK_BITS + TABLE_BITS)) & (TABLE - 1)]
             .get()
             .expect("a held key's table exists");
         let chunk = table[(i >> CHUNK_BITS) & (TABLE - 1)]
@@ -168,10 +169,9 @@ impl Slots {
                 (n < MAX_ENTRIES as u64).then_some(n + 1)
             })
             .ok()? as usize;
-        let table = self.directory[i >> (CHUNK_BITS + TABLE_BITS)]
-            .get_or_init(|| (0..TABLE).map(|_| OnceLock::new()).collect());
-        table[(i >> CHUNK_BITS) & (TABLE - 1)]
-            .get_or_init(|| (0..CHUNK).map(|_| Entry::vacant()).collect());
+        let table = self.directory[(i >> (CHUNK_BITS + TABLE_BITS)) & (TABLE - 1)]
+            .get_or_init(|| boxed_array(OnceLock::new));
+        table[(i >> CHUNK_BITS) & (TABLE - 1)].get_or_init(|| boxed_array(Entry::vacant));
         Some(Key(i as u32))
     }
 
@@ -239,6 +239,15 @@ impl Slots {
                 Err(actual) => head = actual,
             }
         }
+    }
+}
+
+/// `[make(); N]` on the heap, without building it on the stack first.
+fn boxed_array<T, const N: usize>(make: impl FnMut() -> T) -> Box<[T; N]> {
+    let items: Box<[T]> = std::iter::repeat_with(make).take(N).collect();
+    match items.try_into() {
+        Ok(array) => array,
+        Err(_) => unreachable!("took exactly N items"),
     }
 }
 
