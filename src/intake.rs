@@ -190,3 +190,42 @@ impl Intake {
         self.lanes().map(|lane| lane.free_len()).sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::HashedWheelTimer;
+    use std::time::Duration;
+
+    #[test]
+    fn a_thread_that_exits_hands_its_lane_to_the_next() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let intake = &timer.shared().intake;
+        for _ in 0..3 {
+            // A native join: the thread's locals, its lane included, are
+            // dropped by the time it returns.
+            let timer = timer.clone();
+            std::thread::spawn(move || timer.new_timeout(|_| {}, Duration::from_secs(1)).unwrap())
+                .join()
+                .unwrap();
+        }
+        assert_eq!(intake.lanes().count(), 1, "one lane, adopted in turn");
+        assert_eq!(intake.len(), 3, "all three queued on it");
+        timer.advance(Duration::from_secs(1));
+        assert_eq!(timer.pending_timeouts(), 0);
+    }
+
+    #[test]
+    fn threads_at_once_get_lanes_of_their_own() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let barrier = std::sync::Barrier::new(3);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    timer.new_timeout(|_| {}, Duration::from_secs(1)).unwrap();
+                    barrier.wait(); // all three alive at once
+                });
+            }
+        });
+        assert_eq!(timer.shared().intake.lanes().count(), 3);
+    }
+}

@@ -100,7 +100,10 @@ impl Lane {
     /// Owner only: adds `delta` (wrapping) to the pending count.
     pub(crate) fn count(&self, delta: u64) {
         let net = &self.producer.net_pending;
-        net.store(net.load(Ordering::Relaxed).wrapping_add(delta), Ordering::Release);
+        net.store(
+            net.load(Ordering::Relaxed).wrapping_add(delta),
+            Ordering::Release,
+        );
     }
 
     /// This lane's share of the pending count, wrapping.

@@ -70,4 +70,3 @@ pub(crate) fn hold(adopt: impl FnOnce() -> Option<Arc<Lane>>) -> bool {
     })
     .unwrap_or(false)
 }
-

@@ -282,3 +282,36 @@ fn a_task_may_return_a_value_which_is_dropped() {
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3);
     assert!(periodic.cancel());
 }
+
+/// Producers count on their own lanes; the count is their sum, whichever
+/// thread cancels and whichever fires.
+#[test]
+fn the_count_is_exact_across_producer_and_cancelling_threads() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let handles: Vec<Vec<Timeout>> = std::thread::scope(|s| {
+        let spawned: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..1000)
+                        .map(|i| timer.new_timeout(|_| {}, MS * (1 + i % 50)).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        spawned.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(timer.pending_timeouts(), 4000);
+    // Each thread cancels another thread's timeouts, half of them.
+    std::thread::scope(|s| {
+        for i in 0..4 {
+            let theirs = &handles[(i + 1) % 4];
+            s.spawn(move || theirs.iter().step_by(2).for_each(|t| assert!(t.cancel())));
+        }
+    });
+    assert_eq!(timer.pending_timeouts(), 2000);
+    timer.advance(MS * 25);
+    let fired = handles.iter().flatten().filter(|t| t.is_expired()).count();
+    assert_eq!(timer.pending_timeouts(), 2000 - fired);
+    timer.advance(MS * 50);
+    assert_eq!(timer.pending_timeouts(), 0);
+}

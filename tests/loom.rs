@@ -251,3 +251,30 @@ fn slot_reuse_against_cancel_and_release() {
         assert_eq!(timer.pending_timeouts(), 0);
     });
 }
+
+/// A cancel withdraws a timeout from its lane while the driving thread
+/// drains that lane: exactly one of them takes the key, so the slot is
+/// freed once. A second free would hand the slot to the next timeout while
+/// the old handle still names it.
+#[test]
+fn withdraw_against_drain_frees_the_slot_once() {
+    loom::model(|| {
+        let timer = manual();
+        let (t, runs) = counted(&timer, TICK);
+        let handle = t.clone();
+        let canceller = thread::spawn(move || handle.cancel());
+        timer.advance(Duration::ZERO); // drains the lane, racing the withdrawal
+        assert!(canceller.join().unwrap(), "nothing else could win yet");
+        timer.advance(TICK); // frees it, if the drain took it first
+        let (new, new_runs) = counted(&timer, TICK);
+        timer.advance(TICK * 2);
+        assert_eq!(new_runs.load(SeqCst), 1);
+        assert!(new.is_expired());
+        assert!(
+            t.is_cancelled() && !t.is_expired(),
+            "the old handle's entry"
+        );
+        assert_eq!(runs.load(SeqCst), 0);
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
