@@ -12,13 +12,15 @@
 //! wake-up is lost and a later deadline costs no unpark.
 //!
 //! Housekeeping (filing the queue, removing cancelled entries) uses the same
-//! pattern with `housekeeping_requested`. Every cancel asks for it, and so
-//! does every `HOUSEKEEPING_EVERY`-th schedule; the first ask after the
-//! worker cleared the flag unparks it. The worker clears the flag at most
-//! once per tick, so a flood costs at most a wake-up or two per tick, a
-//! cancelled entry's memory comes back within a tick (even one cancelled
-//! while still queued), and the queue cannot grow unseen while the worker
-//! sleeps towards a far deadline.
+//! pattern with `housekeeping_requested`. A cancel that reached the entry
+//! after the worker took it from the intake asks for it (one that withdrew
+//! it from a lane needs nothing: see `intake.rs`), and so does every
+//! `HOUSEKEEPING_EVERY`-th key queued on a lane or the shared queue; the
+//! first ask after the worker cleared the flag unparks it. The worker
+//! clears the flag at most once per tick, so a flood costs at most a
+//! wake-up or two per tick, a cancelled entry's memory comes back within a
+//! tick, and the intake cannot grow unseen while the worker sleeps towards
+//! a far deadline. A lane half full also wakes the worker, once per drain.
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock, Weak};
