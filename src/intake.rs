@@ -94,6 +94,9 @@ impl Intake {
             if let Some(lane) = orphan {
                 return Some(lane.clone());
             }
+            if self.lane_count.load(Ordering::Acquire) == MAX_LANES {
+                return None; // without the lock: past 256 threads, every call
+            }
             let _creating = self.creating.lock().unwrap_or_else(|p| p.into_inner());
             let index = self.lane_count.load(Ordering::Acquire);
             if index == MAX_LANES {
@@ -227,5 +230,29 @@ mod tests {
             }
         });
         assert_eq!(timer.shared().intake.lanes().count(), 3);
+    }
+
+    #[test]
+    fn producers_past_the_last_lane_use_the_shared_queue() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let threads = super::MAX_LANES + 4;
+        let barrier = std::sync::Barrier::new(threads);
+        let ts: Vec<_> = std::thread::scope(|s| {
+            let spawned: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let t = timer.new_timeout(|_| {}, Duration::from_millis(1));
+                        barrier.wait(); // all alive at once
+                        t.unwrap()
+                    })
+                })
+                .collect();
+            spawned.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let intake = &timer.shared().intake;
+        assert_eq!(intake.lanes().count(), super::MAX_LANES);
+        assert_eq!(intake.len(), threads, "4 of them in the shared queue");
+        timer.advance(Duration::from_millis(1));
+        assert!(ts.iter().all(crate::Timeout::is_expired), "none lost");
     }
 }
