@@ -83,14 +83,7 @@ impl Intake {
             return false; // it has one, and it is full
         }
         local::hold(|| {
-            let orphan = self.lanes().find(|lane| {
-                !lane.owned.load(Ordering::Relaxed)
-                    && !lane.closed.load(Ordering::Relaxed)
-                    && lane
-                        .owned
-                        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-            });
+            let orphan = self.lanes().find(|lane| lane.try_adopt());
             if let Some(lane) = orphan {
                 return Some(lane.clone());
             }
@@ -157,8 +150,7 @@ impl Intake {
 
     /// On shutdown: owners let go of the lanes when they next adopt one.
     pub(crate) fn close(&self) {
-        self.lanes()
-            .for_each(|lane| lane.closed.store(true, Ordering::Release));
+        self.lanes().for_each(|lane| lane.close());
     }
 
     /// Counts `delta` (wrapping) on this thread's lane. False if it has
@@ -215,6 +207,18 @@ mod tests {
         assert_eq!(intake.len(), 3, "all three queued on it");
         timer.advance(Duration::from_secs(1));
         assert_eq!(timer.pending_timeouts(), 0);
+    }
+
+    #[test]
+    fn a_dropped_timers_lane_is_freed_at_this_threads_next_adoption() {
+        let old = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        drop(old.new_timeout(|_| {}, Duration::from_secs(1)).unwrap());
+        let lane = std::sync::Arc::downgrade(old.shared().intake.lanes().next().unwrap());
+        drop(old);
+        assert!(lane.upgrade().is_some(), "this thread still holds it");
+        let new = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        drop(new.new_timeout(|_| {}, Duration::from_secs(1)).unwrap());
+        assert!(lane.upgrade().is_none(), "let go when adopting another");
     }
 
     #[test]

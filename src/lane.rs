@@ -46,11 +46,11 @@ pub(crate) struct Lane {
     head: CachePadded<AtomicU64>,
     /// Set by the owner when the ring is half full, cleared by the worker
     /// once it has drained the lane: one wake-up per half ring.
-    pub(crate) drain_asked: AtomicBool,
+    drain_asked: AtomicBool,
     /// True while a thread owns the lane.
-    pub(crate) owned: AtomicBool,
+    owned: AtomicBool,
     /// Set when the timer shuts down: owners let go of the lane.
-    pub(crate) closed: AtomicBool,
+    closed: AtomicBool,
 }
 
 struct ProducerSide {
@@ -95,6 +95,31 @@ impl Lane {
             owned: AtomicBool::new(true),
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// Makes the caller the owner of a lane nobody owns, of a timer still
+    /// running. False if it cannot.
+    pub(crate) fn try_adopt(&self) -> bool {
+        !self.owned.load(Ordering::Relaxed)
+            && !self.is_closed()
+            && self
+                .owned
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Owner only: hands the lane back, for another thread to adopt.
+    pub(crate) fn let_go(&self) {
+        self.owned.store(false, Ordering::Release);
+    }
+
+    /// The timer shut down: owners let go of the lane when they next look.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     /// Owner only: adds `delta` (wrapping) to the pending count.

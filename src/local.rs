@@ -9,16 +9,13 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::lane::Lane;
-use crate::sync::Ordering;
 
 /// The lanes this thread owns. Letting go on drop hands each one back.
 struct Held(Vec<Arc<Lane>>);
 
 impl Drop for Held {
     fn drop(&mut self) {
-        for lane in &self.0 {
-            lane.owned.store(false, Ordering::Release);
-        }
+        self.0.iter().for_each(|lane| lane.let_go());
     }
 }
 
@@ -54,9 +51,9 @@ pub(crate) fn hold(adopt: impl FnOnce() -> Option<Arc<Lane>>) -> bool {
             return false;
         };
         held.0.retain(|lane| {
-            let closed = lane.closed.load(Ordering::Acquire);
+            let closed = lane.is_closed();
             if closed {
-                lane.owned.store(false, Ordering::Release);
+                lane.let_go();
             }
             !closed
         });

@@ -342,8 +342,15 @@ impl Shared {
             // holds one.
             let last = entry.release();
             debug_assert!(!last, "the caller holds a reference");
-            return Some(entry.take_task().unwrap_or(Task::Wake(None)));
+        } else {
+            self.leave_removal_to_worker(key, entry);
         }
+        Some(entry.take_task().unwrap_or(Task::Wake(None)))
+    }
+
+    /// A cancelled entry the worker took from the intake: it is filed, or
+    /// about to be, so the worker takes it out at its next housekeeping.
+    fn leave_removal_to_worker(&self, key: Key, entry: &Entry) {
         // Pairs with the worker's fence after it files an entry: either it
         // sees CANCELLED and removes the entry at once, or we see it filed.
         fence(Ordering::SeqCst);
@@ -354,10 +361,7 @@ impl Shared {
             // `cancelled`: it sees our push, or we see the flag clear.
             fence(Ordering::SeqCst);
         }
-        // Still queued or in a bucket: either way the worker frees it at its
-        // next housekeeping.
         self.request_housekeeping();
-        Some(entry.take_task().unwrap_or(Task::Wake(None)))
     }
 
     /// Gives up one reference to `key`. The last one vacates the slot and
