@@ -275,7 +275,12 @@ impl Shared {
         }
         self.reserve(&task)?;
         let free = self.intake.pop_free(&self.slots);
-        let taken = free.or_else(|| self.slots.take_key().map(|key| (key, self.entry(key))));
+        let taken = free.or_else(|| {
+            let key = self
+                .slots
+                .take_key(|key, entry| self.intake.push_free(key, entry))?;
+            Some((key, self.entry(key)))
+        });
         let Some((key, entry)) = taken else {
             self.uncount_here();
             return Err(TimerError::AtCapacity {

@@ -19,6 +19,11 @@
 //! entries, not its capacity. Chunks are kept until the timer is dropped,
 //! like a `Vec`'s capacity: a freed slot is reused, not returned.
 //!
+//! A chunk is made of cache-line-aligned *lines* of `LINE` entries, and
+//! fresh keys are handed out a line at a time: the taker keeps the spares
+//! (on its lane, see `lane.rs`), so two threads' hot entries never share a
+//! cache line.
+//!
 //! # The free lists
 //!
 //! Two stacks threaded through the entries' `next` links. Whoever frees a
@@ -70,8 +75,19 @@ impl Key {
     }
 }
 
+/// Entries per line: 4 × 48 bytes fill three cache lines exactly.
+const LINE: usize = 4;
+
+/// Entries that share cache lines with no other line's.
+#[repr(align(64))]
+struct Line([Entry; LINE]);
+
+// A line has no padding: `Entry` still packs into whole cache lines.
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Line>() == LINE * std::mem::size_of::<Entry>());
+
 // Fixed-size arrays: masked indices need no bounds checks.
-type Chunk = Box<[Entry; CHUNK]>;
+type Chunk = Box<[Line; CHUNK / LINE]>;
 type Table = Box<[OnceLock<Chunk>; TABLE]>;
 
 pub(crate) struct Slots {
@@ -104,28 +120,34 @@ impl Slots {
         let chunk = table[(i >> CHUNK_BITS) & (TABLE - 1)]
             .get()
             .expect("a held key's chunk exists");
-        &chunk[i & (CHUNK - 1)]
+        &chunk[(i & (CHUNK - 1)) / LINE].0[i % LINE]
     }
 
     /// A new pending entry holding `refs` references. `None` when the
     /// timer already holds `MAX_ENTRIES` entries.
     #[cfg(test)]
     pub(crate) fn insert(&self, deadline: Nanos, task: Task, refs: u32) -> Option<Key> {
-        let key = self.take_key()?;
+        let key = self.take_key(|_, _| false)?;
         self.get(key).occupy(deadline, task, refs);
         Some(key)
     }
 
-    /// A vacant slot, for the caller to fill. `None` when the timer already
-    /// holds `MAX_ENTRIES` entries.
-    pub(crate) fn take_key(&self) -> Option<Key> {
-        match self.pop_free() {
-            Some(key) => Some(key),
-            None => match self.refill() {
-                Some(key) => Some(key),
-                None => self.fresh_key(),
-            },
+    /// A vacant slot, for the caller to fill: a freed one, or the first of
+    /// a fresh line, whose other slots go to `keep` (or, if it declines
+    /// them, to the free list). `None` when the timer already holds
+    /// `MAX_ENTRIES` entries.
+    pub(crate) fn take_key(&self, mut keep: impl FnMut(Key, &Entry) -> bool) -> Option<Key> {
+        if let Some(key) = self.pop_free().or_else(|| self.refill()) {
+            return Some(key);
         }
+        let first = self.fresh_line()?;
+        for spare in (first.0 + 1..first.0 + LINE as u32).map(Key) {
+            let entry = self.get(spare);
+            if !keep(spare, entry) {
+                self.push_free(spare, entry);
+            }
+        }
+        Some(first)
     }
 
     /// One more reference to `key`, for a caller that holds one already.
@@ -162,16 +184,18 @@ impl Slots {
         self.fresh.load(Ordering::Acquire) as usize - free
     }
 
-    fn fresh_key(&self) -> Option<Key> {
+    /// The first key of a line never handed out, its chunk allocated.
+    fn fresh_line(&self) -> Option<Key> {
         let i = self
             .fresh
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < MAX_ENTRIES as u64).then_some(n + 1)
+                (n < MAX_ENTRIES as u64).then_some(n + LINE as u64)
             })
             .ok()? as usize;
         let table = self.directory[(i >> (CHUNK_BITS + TABLE_BITS)) & (TABLE - 1)]
             .get_or_init(|| boxed_array(OnceLock::new));
-        table[(i >> CHUNK_BITS) & (TABLE - 1)].get_or_init(|| boxed_array(Entry::vacant));
+        table[(i >> CHUNK_BITS) & (TABLE - 1)]
+            .get_or_init(|| boxed_array(|| Line(std::array::from_fn(|_| Entry::vacant()))));
         Some(Key(i as u32))
     }
 
@@ -268,20 +292,41 @@ mod tests {
     #[test]
     fn a_released_slot_is_reused_before_a_fresh_one() {
         let slots = Slots::new();
-        let a = slots.insert(1, task(), 1).unwrap();
-        let b = slots.insert(2, task(), 2).unwrap();
-        assert_ne!(a, b);
-        assert_eq!(slots.live(), 2);
+        let line: Vec<Key> = (0..LINE)
+            .map(|i| slots.insert(i as u64, task(), 2).unwrap())
+            .collect();
+        assert_eq!(slots.live(), LINE, "one line, all in use");
+        let a = line[1];
         slots.release(a);
-        assert_eq!(slots.live(), 1);
-        let c = slots.insert(3, task(), 1).unwrap();
+        assert_eq!(slots.live(), LINE, "a still has a reference");
+        slots.release(a);
+        assert_eq!(slots.live(), LINE - 1);
+        let c = slots.insert(9, task(), 1).unwrap();
         assert_eq!(c, a, "the freed slot comes back");
-        assert_eq!(slots.get(c).deadline(), 3);
-        slots.release(b);
-        assert_eq!(slots.live(), 2, "b still has a reference");
-        slots.release(b);
-        slots.release(c);
+        assert_eq!(slots.get(c).deadline(), 9);
+        line.iter().for_each(|&k| slots.release(k));
+        line.iter()
+            .filter(|&&k| k != a)
+            .for_each(|&k| slots.release(k));
         assert_eq!(slots.live(), 0);
+    }
+
+    #[test]
+    fn fresh_lines_start_on_a_cache_line_and_spares_go_to_the_taker() {
+        let slots = Slots::new();
+        let mut kept = Vec::new();
+        let first = slots.take_key(|key, _| {
+            kept.push(key);
+            true
+        });
+        let first = first.unwrap();
+        assert_eq!(kept.len(), LINE - 1, "the rest of the line");
+        let second = slots.take_key(|_, _| true).unwrap();
+        assert_eq!(second.index(), first.index() + LINE, "a new line");
+        for key in [first, second] {
+            let at = slots.get(key) as *const Entry as usize;
+            assert_eq!(at % 64, 0, "line {key:?} starts a cache line");
+        }
     }
 
     #[test]
