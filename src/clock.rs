@@ -9,12 +9,15 @@
 use std::time::{Duration, Instant};
 
 use crate::sync::{AtomicU64, Ordering};
+use crate::tsc;
 
 /// Nanoseconds since the timer's start.
 pub(crate) type Nanos = u64;
 
 pub(crate) struct Clock {
     start: Instant,
+    /// `start` on `tsc::now_upper`'s scale.
+    start_since_base: Nanos,
     manual: Option<Manual>,
     tick_nanos: u64,
 }
@@ -29,8 +32,11 @@ struct Manual {
 
 impl Clock {
     pub(crate) fn new(tick_nanos: u64, manual: bool) -> Clock {
+        tsc::base(); // first: a start before the base would be clamped to it
+        let start = Instant::now();
         Clock {
-            start: Instant::now(),
+            start,
+            start_since_base: tsc::since_base(start),
             manual: manual.then(|| Manual {
                 now: AtomicU64::new(0),
                 target: AtomicU64::new(0),
@@ -62,8 +68,14 @@ impl Clock {
         self.manual.as_ref().map(|manual| &manual.target)
     }
 
+    /// `delay` from now: never earlier, and on a real clock at most a few
+    /// microseconds later (see `tsc.rs`).
     pub(crate) fn deadline_after(&self, delay: Duration) -> Nanos {
-        self.now().saturating_add(saturating_nanos(delay))
+        let now = match &self.manual {
+            Some(manual) => manual.now.load(Ordering::Acquire),
+            None => tsc::now_upper().saturating_sub(self.start_since_base),
+        };
+        now.saturating_add(saturating_nanos(delay))
     }
 
     pub(crate) fn to_instant(&self, nanos: Nanos) -> Instant {
@@ -156,6 +168,16 @@ mod tests {
             clock.to_nanos(saturating_add(start, Duration::MAX)),
             FAR_FUTURE.as_nanos() as u64
         );
+    }
+
+    #[test]
+    fn a_real_deadline_is_never_before_now_plus_the_delay() {
+        // Holds however slowly this runs: a delay only moves the deadline on.
+        let clock = Clock::new(1_000_000, false);
+        for _ in 0..100_000 {
+            let now = clock.now();
+            assert!(clock.deadline_after(Duration::from_nanos(7)) >= now + 7);
+        }
     }
 
     #[test]

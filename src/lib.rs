@@ -132,6 +132,7 @@ mod task;
 mod timeout;
 mod timeout_future;
 mod timer;
+mod tsc;
 mod wheel;
 mod worker;
 
