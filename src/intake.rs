@@ -15,7 +15,7 @@ use crossbeam_queue::SegQueue;
 use crate::entry::Entry;
 use crate::lane::{unmark, Lane};
 use crate::local;
-use crate::slots::{Key, Slots};
+use crate::slots::Key;
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 /// Lanes per timer: at most this many threads queue without contention.
@@ -54,6 +54,22 @@ impl Intake {
     fn lanes(&self) -> impl Iterator<Item = &Arc<Lane>> {
         let count = self.lane_count.load(Ordering::Acquire);
         self.lanes[..count].iter().filter_map(OnceLock::get)
+    }
+
+    /// This thread's lane, if it owns one.
+    #[inline]
+    pub(crate) fn own_lane(&self) -> Option<&Lane> {
+        let index = local::lane_index(self.timer_id)? as usize;
+        self.lanes.get(index)?.get().map(|lane| &**lane)
+    }
+
+    /// `push`, for a caller that looked up this thread's `lane`.
+    #[inline]
+    pub(crate) fn push_on(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
+        match lane.and_then(|lane| lane.push(key, entry)) {
+            Some((nth, wake)) => Queued { nth, wake },
+            None => self.push(key, entry),
+        }
     }
 
     /// Queues `key`, whose entry is filled, from this thread.
@@ -157,7 +173,7 @@ impl Intake {
     /// none.
     #[inline]
     pub(crate) fn count_here(&self, delta: u64) -> bool {
-        local::with_lane(self.timer_id, |lane| lane.count(delta)).is_some()
+        self.own_lane().map(|lane| lane.count(delta)).is_some()
     }
 
     /// The lanes' share of the pending count, wrapping.
@@ -166,17 +182,12 @@ impl Intake {
             .fold(0u64, |sum, lane| sum.wrapping_add(lane.net_pending()))
     }
 
-    /// A free slot from this thread's lane.
-    #[inline]
-    pub(crate) fn pop_free<'s>(&self, slots: &'s Slots) -> Option<(Key, &'s Entry)> {
-        local::with_lane(self.timer_id, |lane| lane.pop_free(slots)).flatten()
-    }
-
     /// Keeps a vacated slot on this thread's lane. False if it has none,
     /// or it holds enough: free it to the arena.
     #[inline]
     pub(crate) fn push_free(&self, key: Key, entry: &Entry) -> bool {
-        local::with_lane(self.timer_id, |lane| lane.push_free(key, entry)).unwrap_or(false)
+        self.own_lane()
+            .is_some_and(|lane| lane.push_free(key, entry))
     }
 
     /// Free slots the lanes hold, for the arena's accounting in tests.
@@ -234,6 +245,51 @@ mod tests {
             }
         });
         assert_eq!(timer.shared().intake.lanes().count(), 3);
+    }
+
+    #[cfg(target_os = "linux")] // thread-locals are destroyed last to first
+    #[test]
+    fn a_schedule_after_the_thread_let_go_of_its_lane_takes_the_shared_queue() {
+        use std::cell::RefCell;
+        use std::sync::{Arc, Mutex};
+        type Out = Arc<Mutex<Option<crate::Timeout>>>;
+        struct Late(HashedWheelTimer, Out);
+        impl Drop for Late {
+            fn drop(&mut self) {
+                let t = self.0.new_timeout(|_| {}, Duration::from_secs(1));
+                *self.1.lock().unwrap() = t.ok();
+            }
+        }
+        thread_local! {
+            static LATE: RefCell<Option<Late>> = const { RefCell::new(None) };
+        }
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let out = Out::default();
+        let (t, o) = (timer.clone(), out.clone());
+        std::thread::spawn(move || {
+            // Set first, so destroyed after the thread's lanes are let go.
+            LATE.with(|late| *late.borrow_mut() = Some(Late(t.clone(), o)));
+            for _ in 0..2 {
+                // The first adopts a lane, the second finds it.
+                drop(t.new_timeout(|_| {}, Duration::from_secs(1)).unwrap());
+            }
+        })
+        .join()
+        .unwrap();
+        let intake = &timer.shared().intake;
+        let late = out
+            .lock()
+            .unwrap()
+            .take()
+            .expect("scheduled from the destructor");
+        assert_eq!(
+            intake.lanes().next().unwrap().len(),
+            2,
+            "not on the lane let go"
+        );
+        assert_eq!(intake.shared.len(), 1, "on the shared queue");
+        timer.advance(Duration::from_secs(1));
+        assert!(late.is_expired());
     }
 
     #[test]

@@ -4,8 +4,14 @@
 //! exits, so a pool's threads reuse lanes rather than piling them up. A
 //! lane of a timer that shut down is dropped the next time this thread
 //! adopts one.
+//!
+//! `LAST` caches the timer id and lane index of the last look-up: a plain
+//! `Cell`, so the common case (one timer per thread) costs no borrow and no
+//! search. It is cleared whenever this thread lets go of that lane, and it
+//! has no destructor, so it is readable even while other thread-locals are
+//! being destroyed.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use crate::lane::Lane;
@@ -15,18 +21,44 @@ struct Held(Vec<Arc<Lane>>);
 
 impl Drop for Held {
     fn drop(&mut self) {
+        forget_last();
         self.0.iter().for_each(|lane| lane.let_go());
     }
 }
 
+/// No timer has id 0.
+const NONE: (u64, u32) = (0, 0);
+
 #[cfg(not(loom))]
 thread_local! {
     static HELD: RefCell<Held> = const { RefCell::new(Held(Vec::new())) };
+    static LAST: Cell<(u64, u32)> = const { Cell::new(NONE) };
 }
 
 #[cfg(loom)]
 loom::thread_local! {
     static HELD: RefCell<Held> = RefCell::new(Held(Vec::new()));
+    static LAST: Cell<(u64, u32)> = Cell::new(NONE);
+}
+
+fn forget_last() {
+    let _ = LAST.try_with(|last| last.set(NONE));
+}
+
+/// The index of this thread's lane of timer `timer_id`, if it owns one.
+#[inline]
+pub(crate) fn lane_index(timer_id: u64) -> Option<u32> {
+    match LAST.try_with(Cell::get) {
+        Ok((id, index)) if id == timer_id => Some(index),
+        _ => lane_index_slow(timer_id),
+    }
+}
+
+#[cold]
+fn lane_index_slow(timer_id: u64) -> Option<u32> {
+    let index = with_lane(timer_id, |lane| lane.index)?;
+    let _ = LAST.try_with(|last| last.set((timer_id, index)));
+    Some(index)
 }
 
 /// Runs `f` on this thread's lane of timer `timer_id`, if it owns one.
@@ -53,6 +85,7 @@ pub(crate) fn hold(adopt: impl FnOnce() -> Option<Arc<Lane>>) -> bool {
         held.0.retain(|lane| {
             let closed = lane.is_closed();
             if closed {
+                forget_last();
                 lane.let_go();
             }
             !closed

@@ -31,7 +31,8 @@ use crossbeam_queue::SegQueue;
 use crate::clock::{Clock, Nanos};
 use crate::entry::{CancelOutcome, Entry};
 use crate::executor::SharedExecutor;
-use crate::intake::Intake;
+use crate::intake::{Intake, Queued};
+use crate::lane::Lane;
 use crate::slots::{Key, Slots, MAX_ENTRIES};
 use crate::sync::{
     fence, AtomicBool, AtomicU64, AtomicUsize, LocalKey, Mutex, MutexGuard, Ordering,
@@ -236,16 +237,18 @@ impl Shared {
         marked(&DRIVING, self.id, f)
     }
 
-    /// Counts one more pending timeout, or says why it cannot.
+    /// Counts one more pending timeout, on this thread's `lane` if it has
+    /// one and the count is kept there, or says why it cannot.
     ///
     /// A future's waker counts but is not refused by `max_pending_timeouts`:
     /// a `Sleep` has no error to report and must not end early, and futures
     /// are bounded by the tasks that hold them.
-    fn reserve(&self, task: &Task) -> Result<(), TimerError> {
+    fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), TimerError> {
         if self.counts_on_lanes() {
             // The arena enforces the hard limit.
-            if !self.intake.count_here(1) {
-                self.pending.fetch_add(1, Ordering::AcqRel);
+            match lane {
+                Some(lane) => lane.count(1),
+                None => drop(self.pending.fetch_add(1, Ordering::AcqRel)),
             }
             return Ok(());
         }
@@ -273,12 +276,13 @@ impl Shared {
         if self.is_shutdown() {
             return Err(TimerError::Shutdown);
         }
-        self.reserve(&task)?;
-        let free = self.intake.pop_free(&self.slots);
+        // One look-up of this thread's lane for the whole schedule.
+        let lane = self.intake.own_lane();
+        self.reserve(lane, &task)?;
+        let free = lane.and_then(|lane| lane.pop_free(&self.slots));
         let taken = free.or_else(|| {
-            let key = self
-                .slots
-                .take_key(|key, entry| self.intake.push_free(key, entry))?;
+            let keep = |key, entry: &Entry| lane.is_some_and(|lane| lane.push_free(key, entry));
+            let key = self.slots.take_key(keep)?;
             Some((key, self.entry(key)))
         });
         let Some((key, entry)) = taken else {
@@ -289,7 +293,8 @@ impl Shared {
             });
         };
         entry.occupy(deadline, task, 2);
-        if !self.enqueue_entry(key, entry) && self.take_back(key) {
+        let queued = self.intake.push_on(lane, key, entry);
+        if !self.after_push(queued, entry) && self.take_back(key) {
             self.release(key);
             return Err(TimerError::Shutdown);
         }
@@ -306,8 +311,12 @@ impl Shared {
     }
 
     fn enqueue_entry(&self, key: Key, entry: &Entry) -> bool {
+        self.after_push(self.intake.push(key, entry), entry)
+    }
+
+    /// The rest of `enqueue`, once the entry is queued.
+    fn after_push(&self, queued: Queued, entry: &Entry) -> bool {
         let deadline = entry.deadline();
-        let queued = self.intake.push(key, entry);
         fence(Ordering::SeqCst);
         if self.is_shutdown() {
             return false;
