@@ -37,7 +37,7 @@ impl Shared {
     /// over the timer's reference.
     #[inline]
     pub(crate) fn dispatch(self: &Arc<Self>, key: Key, task: Task) {
-        let timeout = Timeout::from_parts(key, self.clone());
+        let timeout = Timeout::from_parts(key, self);
         if let Some(executor) = &self.config.executor {
             if !matches!(task, Task::Wake(_)) {
                 let job = Dispatch {

@@ -110,6 +110,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod anchor;
 mod builder;
 mod clock;
 mod default_timer;

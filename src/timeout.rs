@@ -5,6 +5,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::anchor::{self, Anchor};
 use crate::entry::Entry;
 use crate::shared::Shared;
 use crate::slots::Key;
@@ -54,15 +55,26 @@ use crate::slots::Key;
 /// [`schedule_at_fixed_rate`]: crate::HashedWheelTimer::schedule_at_fixed_rate
 /// [`schedule_with_fixed_delay`]: crate::HashedWheelTimer::schedule_with_fixed_delay
 pub struct Timeout {
-    shared: Arc<Shared>,
+    /// Keeps the timer alive; see `anchor.rs`.
+    anchor: Arc<Anchor>,
     /// Holds one of the entry's references.
     key: Key,
 }
 
 impl Timeout {
     /// A handle that takes over one reference to `key` from the caller.
-    pub(crate) fn from_parts(key: Key, shared: Arc<Shared>) -> Timeout {
-        Timeout { shared, key }
+    pub(crate) fn from_parts(key: Key, shared: &Arc<Shared>) -> Timeout {
+        Timeout::on_anchor(key, anchor::here(shared))
+    }
+
+    /// `from_parts` on a given anchor: handles made in a batch share one.
+    pub(crate) fn on_anchor(key: Key, anchor: Arc<Anchor>) -> Timeout {
+        Timeout { anchor, key }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn anchor(&self) -> &Arc<Anchor> {
+        &self.anchor
     }
 
     pub(crate) fn key(&self) -> Key {
@@ -70,11 +82,11 @@ impl Timeout {
     }
 
     pub(crate) fn entry(&self) -> &Entry {
-        self.shared.entry(self.key)
+        self.shared().entry(self.key)
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+        &self.anchor.shared
     }
 
     /// Cancels the timeout. Returns true only for the call that wins, and
@@ -90,7 +102,7 @@ impl Timeout {
     /// [`TimerTask::cancelled`](crate::TimerTask::cancelled) hears of it on
     /// this thread.
     pub fn cancel(&self) -> bool {
-        match self.shared.cancel(self.key) {
+        match self.shared().cancel(self.key) {
             Some(task) => {
                 task.on_cancel(self);
                 true
@@ -185,14 +197,16 @@ impl Timeout {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     pub fn timer(&self) -> Option<crate::HashedWheelTimer> {
-        self.shared.owner().map(crate::HashedWheelTimer::from_owner)
+        self.shared()
+            .owner()
+            .map(crate::HashedWheelTimer::from_owner)
     }
 
     /// When it is due, on the timer's clock: for a periodic task, when its
     /// next run is due (during a run, when that run was due). A delay too
     /// large to represent saturates to a point centuries away.
     pub fn deadline(&self) -> Instant {
-        self.shared.clock.to_instant(self.entry().deadline())
+        self.shared().clock.to_instant(self.entry().deadline())
     }
 
     /// When the current run was due, as `java.util.TimerTask`'s
@@ -232,14 +246,14 @@ impl Timeout {
 
 impl Clone for Timeout {
     fn clone(&self) -> Timeout {
-        self.shared.slots.retain(self.key);
-        Timeout::from_parts(self.key, self.shared.clone())
+        self.shared().slots.retain(self.key);
+        Timeout::on_anchor(self.key, self.anchor.clone())
     }
 }
 
 impl Drop for Timeout {
     fn drop(&mut self) {
-        self.shared.release(self.key);
+        self.shared().release(self.key);
     }
 }
 
@@ -248,7 +262,7 @@ impl PartialEq for Timeout {
     /// keeps its entry's slot from being reused, so equal keys of one timer
     /// are the same timeout.)
     fn eq(&self, other: &Timeout) -> bool {
-        self.key == other.key && Arc::ptr_eq(&self.shared, &other.shared)
+        self.key == other.key && Arc::ptr_eq(self.shared(), other.shared())
     }
 }
 
@@ -256,7 +270,7 @@ impl Eq for Timeout {}
 
 impl Hash for Timeout {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        Arc::as_ptr(&self.shared).hash(state);
+        Arc::as_ptr(self.shared()).hash(state);
         self.key.hash(state);
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
+use crate::anchor::Anchor;
 use crate::builder::Builder;
 use crate::registry::Registration;
 use crate::shared::{Config, Shared};
@@ -155,7 +156,7 @@ impl HashedWheelTimer {
         let shared = self.shared();
         self.ensure_worker()?;
         let key = shared.schedule(deadline, task)?;
-        Ok(Timeout::from_parts(key, shared.clone()))
+        Ok(Timeout::from_parts(key, shared))
     }
 
     /// Schedules a future's waker, the payload of `Sleep`.
@@ -226,9 +227,14 @@ impl HashedWheelTimer {
             return Err(TimerError::StopFromTimerTask);
         }
         let entries = shared.shut_down(true);
+        // One anchor for them all, not this thread's: it would keep the
+        // stopped timer alive after its handles are gone.
+        let anchor = Arc::new(Anchor {
+            shared: shared.clone(),
+        });
         Ok(entries
             .into_iter()
-            .map(|key| Timeout::from_parts(key, shared.clone()))
+            .map(|key| Timeout::on_anchor(key, anchor.clone()))
             .collect())
     }
 

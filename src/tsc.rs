@@ -74,7 +74,11 @@ pub(crate) struct Reading {
 /// One thread's anchor and its bound on nanoseconds per count.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Extrapolator {
+    /// The latest reading: what bounds are extrapolated from.
     anchor: Option<Reading>,
+    /// The reading the next rate is measured from: kept until the counter
+    /// has moved `MIN_CALIBRATION` past it, however often it re-anchors.
+    base: Option<Reading>,
     /// Nanoseconds per count, 32.32 fixed point, rounded up; 0: unknown.
     rate: u64,
 }
@@ -82,6 +86,7 @@ pub(crate) struct Extrapolator {
 impl Extrapolator {
     pub(crate) const NEW: Extrapolator = Extrapolator {
         anchor: None,
+        base: None,
         rate: 0,
     };
 
@@ -96,36 +101,54 @@ impl Extrapolator {
             .then(|| anchor.high + ((counts * self.rate) >> 32) + SLACK)
     }
 
-    /// Makes `next` the anchor, and learns the rate from the last one.
-    /// False if the counter broke the last bound: it ran slower than the
-    /// rate allowed, or backwards.
-    pub(crate) fn reanchor(&mut self, next: Reading) -> bool {
-        let Some(last) = self.anchor.replace(next) else {
-            return true;
-        };
-        let Some(counts) = next.count.checked_sub(last.count) else {
+    /// The rate in use: 0 while unknown.
+    pub(crate) fn rate(&self) -> u64 {
+        self.rate
+    }
+
+    /// Makes `next` the anchor, and measures the rate once the counter has
+    /// moved far enough; until then it uses `known`, a rate another thread
+    /// measured (0 for none). False if the counter broke the last bound: it
+    /// ran slower than the rate allowed, or backwards.
+    pub(crate) fn reanchor(&mut self, next: Reading, known: u64) -> bool {
+        let sound = self.anchor.map_or(true, |last| self.held(last, next));
+        self.anchor = Some(next);
+        if !sound {
             self.rate = 0;
+            return false;
+        }
+        let base = *self.base.get_or_insert(next);
+        let counts = next.count - base.count; // no underflow: `held` checked
+        if counts >= MIN_CALIBRATION {
+            // The longest the interval can have been, per count.
+            let most = u128::from(next.high.saturating_sub(base.low));
+            let rate = (most << 32) / u128::from(counts);
+            let rate = rate + (rate >> 10) + 1;
+            self.rate = if rate < RATE_MAX { rate as u64 } else { 0 };
+            self.base = Some(next);
+        } else if self.rate == 0 && u128::from(known) < RATE_MAX {
+            self.rate = known;
+        }
+        true
+    }
+
+    /// True if the counter moved forward from `last` to `next`, and no
+    /// slower than the rate allowed.
+    fn held(&self, last: Reading, next: Reading) -> bool {
+        let Some(counts) = next.count.checked_sub(last.count) else {
             return false;
         };
         let bound = u128::from(last.high)
             + ((u128::from(counts) * u128::from(self.rate)) >> 32)
             + u128::from(SLACK);
-        let sound = self.rate == 0 || bound >= u128::from(next.low);
-        if counts >= MIN_CALIBRATION {
-            // The longest the interval can have been, per count.
-            let most = u128::from(next.high.saturating_sub(last.low));
-            let rate = (most << 32) / u128::from(counts);
-            let rate = rate + (rate >> 10) + 1;
-            self.rate = if rate < RATE_MAX { rate as u64 } else { 0 };
-        }
-        sound
+        self.rate == 0 || bound >= u128::from(next.low)
     }
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri), not(loom)))]
 mod counter {
     use std::cell::Cell;
-    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
     use std::time::Instant;
 
     use super::{since_base, Extrapolator, Reading, MAX_BRACKET};
@@ -137,6 +160,8 @@ mod counter {
 
     /// Whether this process uses the counter.
     static STATE: AtomicU8 = AtomicU8::new(UNTESTED);
+    /// The last rate any thread measured, for threads yet to measure one.
+    static RATE: AtomicU64 = AtomicU64::new(0);
 
     thread_local! {
         static ANCHOR: Cell<Extrapolator> = const { Cell::new(Extrapolator::NEW) };
@@ -166,7 +191,9 @@ mod counter {
             return since_base(Instant::now()); // interrupted thrice: no anchor
         };
         let mut next = anchor.get();
-        if !next.reanchor(reading) {
+        if next.reanchor(reading, RATE.load(Ordering::Relaxed)) {
+            RATE.store(next.rate(), Ordering::Relaxed);
+        } else {
             tracing::warn!("the CPU's timestamp counter broke its bound: timers read the clock");
             STATE.store(OFF, Ordering::Relaxed);
         }
@@ -235,9 +262,9 @@ mod tests {
     fn no_bound_before_a_rate_is_known_or_past_the_span() {
         let mut ex = Extrapolator::NEW;
         assert_eq!(ex.bound(5), None, "no anchor");
-        assert!(ex.reanchor(reading(0, 3.0, 50)));
+        assert!(ex.reanchor(reading(0, 3.0, 50), 0));
         assert_eq!(ex.bound(reading(10, 3.0, 0).count), None, "no rate yet");
-        assert!(ex.reanchor(reading(1_000_000, 3.0, 50)));
+        assert!(ex.reanchor(reading(1_000_000, 3.0, 50), 0));
         let near = reading(1_100_000, 3.0, 0);
         assert!(ex.bound(near.count).is_some());
         let far = reading(1_000_000 + SPAN, 3.0, 0);
@@ -245,23 +272,48 @@ mod tests {
     }
 
     #[test]
+    fn re_anchoring_often_still_measures_the_rate() {
+        // A busy thread re-anchors on every call until it knows the rate:
+        // the base it measures from must stay put meanwhile.
+        let mut ex = Extrapolator::NEW;
+        let mut at = 0;
+        while ex.rate() == 0 {
+            assert!(ex.reanchor(reading(at, 3.0, 50), 0));
+            at += 1_000; // 3,000 counts per call
+            assert!(at < 10 * MIN_CALIBRATION, "never learned the rate");
+        }
+        assert!(ex.bound(reading(at, 3.0, 0).count).is_some());
+    }
+
+    #[test]
+    fn a_new_thread_borrows_a_known_rate() {
+        let mut measured = Extrapolator::NEW;
+        measured.reanchor(reading(0, 3.0, 50), 0);
+        measured.reanchor(reading(1_000_000, 3.0, 50), 0);
+        let mut fresh = Extrapolator::NEW;
+        fresh.reanchor(reading(2_000_000, 3.0, 50), measured.rate());
+        assert_eq!(fresh.rate(), measured.rate());
+        assert!(fresh.bound(reading(2_000_100, 3.0, 0).count).is_some());
+    }
+
+    #[test]
     fn a_counter_that_slows_down_or_runs_back_blows_the_fuse() {
         let mut ex = Extrapolator::NEW;
-        ex.reanchor(reading(0, 3.0, 50));
-        assert!(ex.reanchor(reading(1_000_000, 3.0, 50)));
+        ex.reanchor(reading(0, 3.0, 50), 0);
+        assert!(ex.reanchor(reading(1_000_000, 3.0, 50), 0));
         let mut slowed = reading(2_000_000, 3.0, 50);
         slowed.count -= 1_000_000; // ran at a third of its rate
-        assert!(!ex.clone().reanchor(slowed));
+        assert!(!ex.clone().reanchor(slowed, 0));
         let mut back = reading(3_000_000, 3.0, 50);
         back.count = 0;
-        assert!(!ex.reanchor(back));
+        assert!(!ex.reanchor(back, 0));
     }
 
     #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
     #[test]
     fn the_bound_is_never_below_the_real_clock() {
         // Holds however slowly this runs: a delay only raises the bound.
-        for _ in 0..200_000 {
+        for _ in 0..if cfg!(miri) { 100 } else { 200_000 } {
             let before = since_base(Instant::now());
             assert!(now_upper() >= before);
         }
@@ -289,7 +341,7 @@ mod tests {
                 // The count lands anywhere inside its bracket.
                 let within = (width / 2) as f64;
                 let r = Reading { low, count: count + (within * per_ns) as u64, high: low + width };
-                prop_assert!(ex.reanchor(r), "a sound counter never blows the fuse");
+                prop_assert!(ex.reanchor(r, 0), "a sound counter never blows the fuse");
                 let ns_per_count = (1.0 + slews[step]) / per_ns;
                 for &p in &probes {
                     if let Some(bound) = ex.bound(r.count + p) {
