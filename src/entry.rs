@@ -53,7 +53,8 @@
 //!   before the worker can see it.
 //! - `refs` counts who may still name the entry (see `slots.rs`). Only the
 //!   holder of the last reference vacates it, and only the thread that took
-//!   it from the free list fills it.
+//!   it from the free list fills it: both touch `task` without its lock, as
+//!   nobody else can name the entry then.
 //! - `deadline` never changes for a one-shot entry. For a periodic one only
 //!   its runner writes it: after the run's code returned, while the entry
 //!   is still `RUNNING` and so in no queue and no bucket. During a run it is
@@ -134,14 +135,15 @@ impl Entry {
         self.prev.store(0, Ordering::Relaxed);
         self.next.store(0, Ordering::Relaxed);
         self.deadline.store(deadline, Ordering::Relaxed);
-        self.put_task(task);
+        let old = self.with_task_alone(|slot| slot.replace(task));
+        debug_assert!(old.is_none(), "a vacant slot holds no task");
         self.refs.store(refs, Ordering::Relaxed);
         self.state.store(PENDING, Ordering::Release);
     }
 
     /// Empties a slot whose last reference is gone; returns any task left.
     pub(crate) fn vacate(&self) -> Option<Task> {
-        self.take_task()
+        self.with_task_alone(Option::take)
     }
 
     pub(crate) fn retain(&self) {
@@ -340,6 +342,24 @@ impl Entry {
         // SAFETY: `task_lock` is held until `_unlock` drops, after `f`
         // returns or unwinds, and every access to `task` goes through this
         // function, so this is the only reference to the slot.
+        self.task.with_mut(|slot| f(unsafe { &mut *slot }))
+    }
+
+    /// `with_task` without the lock, for the one thread that may name the
+    /// entry: the one filling it (it took the slot from a free list) or
+    /// vacating it (it dropped the last reference). Saves two atomic
+    /// read-modify-writes per timeout.
+    fn with_task_alone<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
+        debug_assert!(
+            !self.task_lock.load(Ordering::Relaxed),
+            "nobody else holds it"
+        );
+        // SAFETY: only the filler of a slot taken from a free list, or the
+        // holder of its last reference, calls this (see `slots.rs`). No
+        // other thread holds a reference then, and `with_task` needs one,
+        // so nothing else touches `task` until this returns. The acquire
+        // that made this thread the one (the free-list pop, the last
+        // `release`) orders it after every earlier access.
         self.task.with_mut(|slot| f(unsafe { &mut *slot }))
     }
 

@@ -324,7 +324,11 @@ impl Shared {
         if queued.nth % HOUSEKEEPING_EVERY == 0 {
             self.request_housekeeping();
         }
-        if queued.wake || self.clock.tick_of(deadline) < self.planned_wake.load(Ordering::SeqCst) {
+        if queued.wake
+            || self
+                .clock
+                .due_before(deadline, self.planned_wake.load(Ordering::SeqCst))
+        {
             self.unpark_worker();
         }
         true
