@@ -68,12 +68,27 @@ impl Clock {
         self.manual.as_ref().map(|manual| &manual.target)
     }
 
+    /// `now() >= deadline`. On a real clock, a deadline beyond the cheap
+    /// upper bound of `tsc.rs` has surely not passed, and then the exact
+    /// clock is not read.
+    pub(crate) fn has_passed(&self, deadline: Nanos) -> bool {
+        if self.manual.is_none() && deadline > self.upper_now() {
+            return false;
+        }
+        self.now() >= deadline
+    }
+
+    /// At least `now()`, and at most a few microseconds more.
+    fn upper_now(&self) -> Nanos {
+        tsc::now_upper().saturating_sub(self.start_since_base)
+    }
+
     /// `delay` from now: never earlier, and on a real clock at most a few
     /// microseconds later (see `tsc.rs`).
     pub(crate) fn deadline_after(&self, delay: Duration) -> Nanos {
         let now = match &self.manual {
             Some(manual) => manual.now.load(Ordering::Acquire),
-            None => tsc::now_upper().saturating_sub(self.start_since_base),
+            None => self.upper_now(),
         };
         now.saturating_add(saturating_nanos(delay))
     }
@@ -204,6 +219,25 @@ mod tests {
             let now = clock.now();
             assert!(clock.deadline_after(Duration::from_nanos(7)) >= now + 7);
         }
+    }
+
+    #[test]
+    fn has_passed_agrees_with_now() {
+        let clock = Clock::new(1_000_000, false);
+        let soon = clock.now() + 2_000_000;
+        assert!(!clock.has_passed(u64::MAX), "the far future");
+        assert!(clock.has_passed(0), "the start");
+        // Never true early; holds however slowly this runs.
+        loop {
+            let passed = clock.has_passed(soon);
+            if passed {
+                assert!(clock.now() >= soon, "said passed before it had");
+                break;
+            }
+        }
+        let manual = Clock::new(10, true);
+        manual.set_manual(50);
+        assert!(manual.has_passed(50) && !manual.has_passed(51));
     }
 
     #[test]

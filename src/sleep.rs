@@ -151,7 +151,7 @@ impl Sleep {
     /// not the future has been polled since. It stays false when the
     /// future completes early because the timer stopped.
     pub fn is_elapsed(&self) -> bool {
-        self.timer.shared().clock.now() >= self.deadline_nanos
+        self.timer.shared().clock.has_passed(self.deadline_nanos)
     }
 
     /// Moves the deadline, earlier or later, even after completion: the
