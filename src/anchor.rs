@@ -8,8 +8,10 @@
 //! anchor: a cache line that, in the common case, only that thread writes.
 //!
 //! The price: a thread keeps the last timer it made a handle on (its
-//! memory, not its worker, which stops with the last `HashedWheelTimer`)
-//! until it makes one on another timer or exits.
+//! memory, not its tasks or its worker, which go with the last
+//! `HashedWheelTimer`) until it makes one on another timer or exits. The
+//! thread that drops the last `HashedWheelTimer` lets go of its anchor at
+//! once.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -43,6 +45,16 @@ pub(crate) fn here(shared: &Arc<Shared>) -> Arc<Anchor> {
         Ok(Some(anchor)) => anchor,
         _ => remember(shared),
     }
+}
+
+/// Lets go of this thread's anchor if it holds `shared`.
+pub(crate) fn forget(shared: &Arc<Shared>) {
+    let old = LAST.try_with(|last| {
+        let mut last = last.try_borrow_mut().ok()?;
+        let held = last.as_ref()?;
+        Arc::ptr_eq(&held.shared, shared).then(|| last.take())?
+    });
+    drop(old); // after the borrow, as in `remember`
 }
 
 /// A new anchor of `shared`, kept as this thread's last one if it can be.
@@ -82,14 +94,42 @@ mod tests {
     }
 
     #[test]
+    fn dropping_the_timer_frees_it_on_the_thread_that_used_it() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        drop(timer.new_timeout(|_| {}, Duration::from_secs(1)).unwrap());
+        let weak = std::sync::Arc::downgrade(timer.shared());
+        drop(timer);
+        assert!(weak.upgrade().is_none(), "nothing keeps it");
+    }
+
+    #[test]
     fn a_thread_lets_go_of_a_timer_when_it_moves_to_another() {
-        let old = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        drop(old.new_timeout(|_| {}, Duration::from_secs(1)).unwrap());
-        let weak = std::sync::Arc::downgrade(old.shared());
-        drop(old);
-        assert!(weak.upgrade().is_some(), "this thread's anchor holds it");
-        let new = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        drop(new.new_timeout(|_| {}, Duration::from_secs(1)).unwrap());
-        assert!(weak.upgrade().is_none(), "freed once the anchor moved on");
+        use std::sync::mpsc::channel;
+        let a = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let weak = std::sync::Arc::downgrade(a.shared());
+        let (go, wait) = channel::<()>();
+        let (done, finished) = channel::<()>();
+        let on_a = a.clone();
+        let other = std::thread::spawn(move || {
+            drop(on_a.new_timeout(|_| {}, Duration::from_secs(1)).unwrap());
+            drop(on_a);
+            done.send(()).unwrap();
+            wait.recv().unwrap(); // `a` is dropped meanwhile
+            let b = HashedWheelTimer::builder().manual_clock().build().unwrap();
+            drop(b.new_timeout(|_| {}, Duration::from_secs(1)).unwrap());
+            done.send(()).unwrap();
+            wait.recv().unwrap(); // alive until checked
+        });
+        finished.recv().unwrap();
+        drop(a); // the last handle, on a thread with no anchor of it
+        assert!(
+            weak.upgrade().is_some(),
+            "the other thread's anchor holds it"
+        );
+        go.send(()).unwrap();
+        finished.recv().unwrap();
+        assert!(weak.upgrade().is_none(), "freed once that anchor moved on");
+        go.send(()).unwrap();
+        other.join().unwrap();
     }
 }

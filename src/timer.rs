@@ -59,6 +59,8 @@ impl Drop for Owner {
             drop(self.shared.entry(key).take_task());
             self.shared.slots.release(key);
         }
+        // This thread's anchor would keep the timer's memory: let it go.
+        crate::anchor::forget(&self.shared);
     }
 }
 
