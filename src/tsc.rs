@@ -7,9 +7,11 @@
 //! do:
 //!
 //! - Each thread keeps an *anchor*: a counter reading bracketed by two
-//!   `Instant` readings, and an upper bound on the nanoseconds per count,
-//!   measured between its last two anchors and raised by 1/1024 to cover
-//!   the kernel slewing its clock (at most 500 ppm) and measurement error.
+//!   `Instant` readings, and an upper bound on the nanoseconds per count.
+//!   The bound is measured against an older reading at least
+//!   `MIN_CALIBRATION` counts back (a thread that has none yet borrows the
+//!   last bound any thread measured), and raised by 1/1024 to cover the
+//!   kernel slewing its clock (at most 500 ppm) and measurement error.
 //! - Within `SPAN` counts of the anchor (a millisecond or two), the time is
 //!   at most the anchor's later reading + counts × that bound + `SLACK`.
 //!   Past it, or while no bound is known, the thread reads `Instant::now()`
