@@ -79,12 +79,14 @@ impl Clock {
     }
 
     /// At least `now()`, and at most a few microseconds more.
+    #[inline(always)]
     fn upper_now(&self) -> Nanos {
         tsc::now_upper().saturating_sub(self.start_since_base)
     }
 
     /// `delay` from now: never earlier, and on a real clock at most a few
     /// microseconds later (see `tsc.rs`).
+    #[inline(always)]
     pub(crate) fn deadline_after(&self, delay: Duration) -> Nanos {
         let now = match &self.manual {
             Some(manual) => manual.now.load(Ordering::Acquire),

@@ -128,6 +128,7 @@ impl Entry {
     }
 
     /// Fills a vacant slot with a pending entry named by `refs` holders.
+    #[inline(always)]
     pub(crate) fn occupy(&self, deadline: Nanos, task: Task, refs: u32) {
         self.periodic
             .store(matches!(task, Task::Periodic(_)), Ordering::Relaxed);
@@ -142,6 +143,7 @@ impl Entry {
     }
 
     /// Empties a slot whose last reference is gone; returns any task left.
+    #[inline(always)]
     pub(crate) fn vacate(&self) -> Option<Task> {
         self.with_task_alone(Option::take)
     }
@@ -151,6 +153,7 @@ impl Entry {
     }
 
     /// Drops one reference; true for the last one.
+    #[inline(always)]
     pub(crate) fn release(&self) -> bool {
         self.refs.fetch_sub(1, Ordering::AcqRel) == 1
     }
@@ -165,11 +168,13 @@ impl Entry {
 
     /// Where the entry waits in a lane (see `lane.rs`), or 0. It shares
     /// `prev`: an entry is in a lane or in a bucket, never both.
+    #[inline(always)]
     pub(crate) fn set_queue_mark(&self, mark: u32) {
         self.prev.store(mark, Ordering::Relaxed);
     }
 
     /// The last `set_queue_mark`, or a wheel link written since.
+    #[inline(always)]
     pub(crate) fn queue_mark(&self) -> u32 {
         self.prev.load(Ordering::Relaxed)
     }
@@ -182,6 +187,7 @@ impl Entry {
         self.prev.store(key.map_or(0, Key::pack), Ordering::Relaxed);
     }
 
+    #[inline(always)]
     pub(crate) fn deadline(&self) -> Nanos {
         self.deadline.load(Ordering::Acquire)
     }
@@ -277,6 +283,7 @@ impl Entry {
 
     /// `PENDING | RUNNING | STOPPED -> CANCELLED`. `None` if it had already
     /// expired or been cancelled. One swap when it is pending.
+    #[inline(always)]
     pub(crate) fn try_cancel(&self) -> Option<CancelOutcome> {
         let Err(mut current) =
             self.state
@@ -311,6 +318,7 @@ impl Entry {
     }
 
     /// Takes the task; only the winner of a transition out of `PENDING` calls it.
+    #[inline(always)]
     pub(crate) fn take_task(&self) -> Option<Task> {
         self.with_task(Option::take)
     }
@@ -326,6 +334,7 @@ impl Entry {
     /// almost never contended (see the ground rules), and `f` only moves
     /// values in and out, so a short spin is all a waiter needs. `f` must
     /// not run user code: no drop, no waker call.
+    #[inline(always)]
     pub(crate) fn with_task<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
         spin(|| {
             self.task_lock
@@ -349,6 +358,7 @@ impl Entry {
     /// entry: the one filling it (it took the slot from a free list) or
     /// vacating it (it dropped the last reference). Saves two atomic
     /// read-modify-writes per timeout.
+    #[inline(always)]
     fn with_task_alone<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
         debug_assert!(
             !self.task_lock.load(Ordering::Relaxed),

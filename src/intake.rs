@@ -121,6 +121,7 @@ impl Intake {
     /// Takes `key` back if it still waits in a lane. True if it did: the
     /// caller then holds the reference the queue held, and the worker
     /// never sees the entry.
+    #[inline(always)]
     pub(crate) fn withdraw(&self, entry: &Entry, key: Key) -> bool {
         let Some((lane, cell)) = unmark(entry.queue_mark()) else {
             return false;

@@ -123,6 +123,7 @@ impl Lane {
     }
 
     /// Owner only: adds `delta` (wrapping) to the pending count.
+    #[inline(always)]
     pub(crate) fn count(&self, delta: u64) {
         let net = &self.producer.net_pending;
         net.store(
@@ -139,6 +140,7 @@ impl Lane {
     /// Owner only: queues `key` in the next cell. `None` if the ring is
     /// full; otherwise how many keys the lane has queued, and whether the
     /// worker should be woken to drain it.
+    #[inline(always)]
     pub(crate) fn push(&self, key: Key, entry: &Entry) -> Option<(u64, bool)> {
         let p = &self.producer;
         let tail = p.tail.load(Ordering::Relaxed);
@@ -176,6 +178,7 @@ impl Lane {
     /// Any thread: takes `key` back out of `cell` if the worker has not
     /// taken it yet. True if it did; the caller then holds the reference
     /// the queue held.
+    #[inline(always)]
     pub(crate) fn withdraw(&self, cell: usize, key: Key) -> bool {
         self.cells.get(cell).is_some_and(|c| {
             c.compare_exchange(key.pack(), 0, Ordering::AcqRel, Ordering::Relaxed)
@@ -221,6 +224,7 @@ impl Lane {
     }
 
     /// Owner only: a free slot from the owner's stack.
+    #[inline(always)]
     pub(crate) fn pop_free<'s>(&self, slots: &'s Slots) -> Option<(Key, &'s Entry)> {
         let p = &self.producer;
         let key = Key::unpack(p.free.load(Ordering::Relaxed))?;
@@ -234,6 +238,7 @@ impl Lane {
 
     /// Owner only: keeps a vacated slot for the owner's next schedule.
     /// False if the stack is full: the caller frees it to the shared list.
+    #[inline(always)]
     pub(crate) fn push_free(&self, key: Key, entry: &Entry) -> bool {
         let p = &self.producer;
         let len = p.free_len.load(Ordering::Relaxed);

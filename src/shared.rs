@@ -171,6 +171,7 @@ impl Shared {
     }
 
     /// Uncounts one, on this thread's lane if the count is kept there.
+    #[inline(always)]
     fn uncount_here(&self) {
         if !(self.counts_on_lanes() && self.intake.count_here(1u64.wrapping_neg())) {
             self.uncount(1);
@@ -179,10 +180,12 @@ impl Shared {
 
     /// Without a `max_pending_timeouts` to enforce, each producer counts on
     /// its own lane, and only the sum is exact.
+    #[inline(always)]
     fn counts_on_lanes(&self) -> bool {
         self.config.max_pending.is_none()
     }
 
+    #[inline(always)]
     pub(crate) fn is_shutdown(&self) -> bool {
         self.shutdown.load(Ordering::SeqCst)
     }
@@ -243,6 +246,7 @@ impl Shared {
     /// A future's waker counts but is not refused by `max_pending_timeouts`:
     /// a `Sleep` has no error to report and must not end early, and futures
     /// are bounded by the tasks that hold them.
+    #[inline(always)]
     fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), TimerError> {
         if self.counts_on_lanes() {
             // The arena enforces the hard limit.
@@ -272,6 +276,7 @@ impl Shared {
 
     /// The producer path: counts, queues and, if needed, wakes the worker.
     /// The new entry has two references: the timer's, and the caller's.
+    #[inline(always)]
     pub(crate) fn schedule(&self, deadline: Nanos, task: Task) -> Result<Key, TimerError> {
         if self.is_shutdown() {
             return Err(TimerError::Shutdown);
@@ -315,6 +320,7 @@ impl Shared {
     }
 
     /// The rest of `enqueue`, once the entry is queued.
+    #[inline(always)]
     fn after_push(&self, queued: Queued, entry: &Entry) -> bool {
         let deadline = entry.deadline();
         fence(Ordering::SeqCst);
@@ -349,6 +355,7 @@ impl Shared {
 
     /// The cancel path, for a caller holding a reference to `key`. Returns
     /// the task, if the caller won, for its `cancelled` hook.
+    #[inline(always)]
     pub(crate) fn cancel(&self, key: Key) -> Option<Task> {
         let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
@@ -384,6 +391,7 @@ impl Shared {
 
     /// Gives up one reference to `key`. The last one vacates the slot and
     /// keeps it for this thread's next schedule, if this thread has a lane.
+    #[inline(always)]
     pub(crate) fn release(&self, key: Key) {
         let entry = self.entry(key);
         if entry.release() {

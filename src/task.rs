@@ -79,6 +79,7 @@ pub(crate) enum Task {
 
 impl Task {
     /// Runs what a cancellation owes the task: the `cancelled` hook.
+    #[inline(always)]
     pub(crate) fn on_cancel(self, timeout: &Timeout) {
         if let Task::Callback(task) = self {
             task.cancelled(timeout);

@@ -63,11 +63,13 @@ pub struct Timeout {
 
 impl Timeout {
     /// A handle that takes over one reference to `key` from the caller.
+    #[inline(always)]
     pub(crate) fn from_parts(key: Key, shared: &Arc<Shared>) -> Timeout {
         Timeout::on_anchor(key, anchor::here(shared))
     }
 
     /// `from_parts` on a given anchor: handles made in a batch share one.
+    #[inline(always)]
     pub(crate) fn on_anchor(key: Key, anchor: Arc<Anchor>) -> Timeout {
         Timeout { anchor, key }
     }
@@ -101,6 +103,7 @@ impl Timeout {
     /// long before its deadline. A task implementing
     /// [`TimerTask::cancelled`](crate::TimerTask::cancelled) hears of it on
     /// this thread.
+    #[inline]
     pub fn cancel(&self) -> bool {
         match self.shared().cancel(self.key) {
             Some(task) => {
@@ -252,6 +255,7 @@ impl Clone for Timeout {
 }
 
 impl Drop for Timeout {
+    #[inline]
     fn drop(&mut self) {
         self.shared().release(self.key);
     }

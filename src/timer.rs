@@ -99,6 +99,7 @@ impl HashedWheelTimer {
         HashedWheelTimer { owner }
     }
 
+    #[inline(always)]
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.owner.shared
     }
@@ -144,6 +145,7 @@ impl HashedWheelTimer {
 
     /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`], such as one
     /// that also wants to hear of its cancellation.
+    #[inline]
     pub fn new_timeout_task<T: TimerTask>(
         &self,
         task: T,
@@ -154,6 +156,7 @@ impl HashedWheelTimer {
         self.schedule_entry(deadline, Task::Callback(Box::new(task)))
     }
 
+    #[inline]
     pub(crate) fn schedule_entry(&self, deadline: u64, task: Task) -> Result<Timeout, TimerError> {
         let shared = self.shared();
         self.ensure_worker()?;
@@ -167,6 +170,7 @@ impl HashedWheelTimer {
         self.shared().schedule(deadline, Task::Wake(Some(waker)))
     }
 
+    #[inline(always)]
     fn ensure_worker(&self) -> Result<(), TimerError> {
         let shared = self.shared();
         if shared.clock.is_manual() {

@@ -210,6 +210,7 @@ mod counter {
         reading.high
     }
 
+    #[inline(always)]
     fn in_use() -> bool {
         match STATE.load(Ordering::Relaxed) {
             ON => true,

@@ -14,10 +14,16 @@ use crate::sync::{fence, Ordering};
 use crate::TimerError;
 
 /// Starts the worker if this timer has none yet.
+#[inline(always)]
 pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), TimerError> {
     if shared.has_worker_thread() {
         return Ok(()); // the common case, without the lock
     }
+    start(shared)
+}
+
+#[cold]
+fn start(shared: &Arc<Shared>) -> Result<(), TimerError> {
     let mut worker = shared.worker.lock().unwrap_or_else(|p| p.into_inner());
     if worker.is_some() || shared.is_shutdown() {
         return Ok(());
