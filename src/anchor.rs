@@ -23,6 +23,15 @@ pub(crate) struct Anchor {
     pub(crate) shared: Arc<Shared>,
 }
 
+impl Anchor {
+    /// A new anchor of `shared`, not this thread's.
+    pub(crate) fn new(shared: &Arc<Shared>) -> Arc<Anchor> {
+        Arc::new(Anchor {
+            shared: shared.clone(),
+        })
+    }
+}
+
 #[cfg(not(loom))]
 thread_local! {
     static LAST: RefCell<Option<Arc<Anchor>>> = const { RefCell::new(None) };
@@ -60,9 +69,7 @@ pub(crate) fn forget(shared: &Arc<Shared>) {
 /// A new anchor of `shared`, kept as this thread's last one if it can be.
 #[cold]
 fn remember(shared: &Arc<Shared>) -> Arc<Anchor> {
-    let anchor = Arc::new(Anchor {
-        shared: shared.clone(),
-    });
+    let anchor = Anchor::new(shared);
     let old = LAST.try_with(|last| {
         let mut last = last.try_borrow_mut().ok()?;
         last.replace(anchor.clone())

@@ -63,41 +63,41 @@ impl Intake {
         self.lanes.get(index)?.get().map(|lane| &**lane)
     }
 
+    /// Queues `key`, whose entry is filled, from this thread.
+    pub(crate) fn push(&self, key: Key, entry: &Entry) -> Queued {
+        self.push_on(self.own_lane(), key, entry)
+    }
+
     /// `push`, for a caller that looked up this thread's `lane`.
     #[inline]
     pub(crate) fn push_on(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
         match lane.and_then(|lane| lane.push(key, entry)) {
             Some((nth, wake)) => Queued { nth, wake },
-            None => self.push(key, entry),
+            None => self.push_elsewhere(lane.is_none(), key, entry),
         }
     }
 
-    /// Queues `key`, whose entry is filled, from this thread.
-    pub(crate) fn push(&self, key: Key, entry: &Entry) -> Queued {
-        let mut pushed = local::with_lane(self.timer_id, |lane| lane.push(key, entry));
-        if pushed.is_none() && self.adopt_lane() {
-            pushed = local::with_lane(self.timer_id, |lane| lane.push(key, entry));
-        }
-        match pushed.flatten() {
-            Some((nth, wake)) => Queued { nth, wake },
-            None => {
-                entry.set_queue_mark(0);
-                self.shared.push(key);
-                Queued {
-                    nth: self.shared.len() as u64,
-                    wake: false,
-                }
-            }
-        }
-    }
-
-    /// Gives this thread a lane, if it has none: a lane whose thread has
-    /// exited, or a new one. False if it cannot.
+    /// No lane took `key`: this thread has none yet (`adopt`), or its ring
+    /// is full. On a lane adopted now, or else on the shared queue.
     #[cold]
-    fn adopt_lane(&self) -> bool {
-        if local::with_lane(self.timer_id, |_| ()).is_some() {
-            return false; // it has one, and it is full
+    fn push_elsewhere(&self, adopt: bool, key: Key, entry: &Entry) -> Queued {
+        let adopted = (adopt && self.adopt_lane())
+            .then(|| self.own_lane())
+            .flatten();
+        if let Some((nth, wake)) = adopted.and_then(|lane| lane.push(key, entry)) {
+            return Queued { nth, wake };
         }
+        entry.set_queue_mark(0);
+        self.shared.push(key);
+        Queued {
+            nth: self.shared.len() as u64,
+            wake: false,
+        }
+    }
+
+    /// Gives this thread, which has no lane, one: a lane whose thread has
+    /// exited, or a new one. False if it cannot.
+    fn adopt_lane(&self) -> bool {
         local::hold(|| {
             let orphan = self.lanes().find(|lane| lane.try_adopt());
             if let Some(lane) = orphan {

@@ -179,7 +179,7 @@ impl Sleep {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     pub fn reset(&mut self, deadline: Instant) {
-        let shared = self.timer.shared().clone();
+        let shared = self.timer.shared();
         let clock = &shared.clock;
         self.deadline = deadline;
         self.deadline_nanos = clock.to_nanos(deadline);

@@ -235,9 +235,7 @@ impl HashedWheelTimer {
         let entries = shared.shut_down(true);
         // One anchor for them all, not this thread's: it would keep the
         // stopped timer alive after its handles are gone.
-        let anchor = Arc::new(Anchor {
-            shared: shared.clone(),
-        });
+        let anchor = Anchor::new(shared);
         Ok(entries
             .into_iter()
             .map(|key| Timeout::on_anchor(key, anchor.clone()))
