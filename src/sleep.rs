@@ -329,6 +329,88 @@ mod tests {
         timer.shared().lock_core().wheel.len()
     }
 
+    /// Invariant 5 for futures. A timeout kept pending throughout makes a
+    /// second uncount show: the count is never below 0, so without it an
+    /// extra uncount would read as the 0 expected.
+    #[test]
+    fn futures_leave_the_pending_count_exactly_once() {
+        use tokio_test::assert_ready;
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let _marker = timer.new_timeout(|_| {}, MS * 100_000).unwrap();
+        let counted = || timer.pending_timeouts();
+        // Fired, polled to completion, dropped.
+        let mut fired = task::spawn(timer.sleep(MS));
+        assert_pending!(fired.poll());
+        timer.advance(MS);
+        assert_ready!(fired.poll());
+        drop(fired);
+        assert_eq!(counted(), 1, "fired then dropped");
+        // Fired, dropped without another poll.
+        let mut unpolled = task::spawn(timer.sleep(MS));
+        assert_pending!(unpolled.poll());
+        timer.advance(MS);
+        drop(unpolled);
+        assert_eq!(counted(), 1, "fired, dropped unpolled");
+        // Cancelled by its drop, after a reset that swapped its entry.
+        let mut swapped = task::spawn(timer.sleep(MS * 10));
+        assert_pending!(swapped.poll());
+        swapped.reset(timer.now() + MS * 5);
+        assert_eq!(counted(), 2, "one entry for it, before and after");
+        drop(swapped);
+        assert_eq!(counted(), 1, "reset then dropped");
+        // An interval over many ticks.
+        let mut interval = timer.interval(MS * 2);
+        let mut ticks = task::spawn(());
+        for _ in 0..50 {
+            while ticks.enter(|cx, _| interval.poll_tick(cx)).is_ready() {}
+            timer.advance(MS * 2);
+        }
+        while ticks.enter(|cx, _| interval.poll_tick(cx)).is_ready() {}
+        assert_eq!(counted(), 2, "one entry for it, tick after tick");
+        drop(interval);
+        assert_eq!(counted(), 1, "an interval, dropped");
+        // Stopped: woken, not returned, and uncounted once.
+        let mut stopped = task::spawn(timer.sleep(MS * 10));
+        assert_pending!(stopped.poll());
+        let returned = timer.stop().unwrap();
+        assert_eq!(returned.len(), 1, "only the marker is returned");
+        assert_ready!(stopped.poll());
+        drop(stopped);
+        assert_eq!(counted(), 0, "the marker, by stop; the sleep, once");
+    }
+
+    /// Invariant 6 for futures: a `Sleep` that re-files (every interval
+    /// tick, every reset) gives the old entry's slot back.
+    #[test]
+    fn refiled_sleeps_give_their_slots_back() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let live = || timer.shared().live();
+        let mut interval = timer.interval(MS * 2);
+        let mut ticks = task::spawn(());
+        for _ in 0..500 {
+            // Take the due tick, then wait for the next: the wait files.
+            while ticks.enter(|cx, _| interval.poll_tick(cx)).is_ready() {}
+            timer.advance(MS * 2);
+        }
+        assert!(live() <= 1, "{} entries live for one interval", live());
+        let mut sleep = task::spawn(timer.sleep(MS * 1000));
+        for i in 0..500u32 {
+            assert_pending!(sleep.poll());
+            // Alternately earlier (a new entry) and later (re-filed on poll).
+            let by = if i % 2 == 0 { MS * 500 } else { MS * 1000 };
+            sleep.reset(timer.now() + by);
+            timer.advance(MS);
+        }
+        assert!(
+            live() <= 3,
+            "{} entries live for an interval and a sleep",
+            live()
+        );
+        drop((interval, sleep));
+        timer.advance(MS);
+        assert_eq!(live(), 0, "all back once the futures are gone");
+    }
+
     #[test]
     fn a_dropped_sleep_leaves_the_wheel_within_a_tick() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();

@@ -281,6 +281,16 @@ fn a_task_may_return_a_value_which_is_dropped() {
     assert_eq!(rx.try_recv(), Ok(7));
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3);
     assert!(periodic.cancel());
+    // The value a task returns is dropped once it ran, not kept.
+    let token = std::sync::Arc::new(());
+    let returned = token.clone();
+    timer.new_timeout(move |_| returned, MS).unwrap();
+    timer.advance(MS);
+    assert_eq!(
+        std::sync::Arc::strong_count(&token),
+        1,
+        "the returned value was dropped"
+    );
 }
 
 /// Producers count on their own lanes; the count is their sum, whichever

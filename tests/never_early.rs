@@ -1,10 +1,12 @@
 //! Invariants 1 and 4: a timeout fires at the first tick whose end is at or
-//! after its deadline: never sooner, never later (manual clock).
+//! after its deadline: never sooner, never later (manual clock); and, on
+//! the real clock, within a second.
 
 mod common;
 
 use common::{manual, Fired};
-use std::time::Duration;
+use hashed_wheel_timer::{HashedWheelTimer, Timeout};
+use std::time::{Duration, Instant};
 
 fn first_tick_at_or_after(deadline: Duration, tick: Duration) -> u128 {
     deadline.as_nanos().div_ceil(tick.as_nanos())
@@ -146,4 +148,24 @@ fn timeouts_scheduled_by_callbacks_respect_the_tick_clock() {
         Duration::from_millis(15),
         "5 ms + 10 ms on the timer's clock"
     );
+}
+
+/// Invariant 4 on the real clock, where the worker sleeps and wakes: each
+/// timeout fires within a second of its deadline (DESIGN asks real-clock
+/// tests for nothing tighter). 700 ms is past one 512-tick round.
+#[test]
+fn the_real_worker_fires_within_a_second_of_the_deadline() {
+    let timer = HashedWheelTimer::new();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let delays = [0u64, 5, 50, 300, 700];
+    for ms in delays {
+        let tx = tx.clone();
+        let late =
+            move |t: &Timeout| tx.send(Instant::now().saturating_duration_since(t.deadline()));
+        timer.new_timeout(late, Duration::from_millis(ms)).unwrap();
+    }
+    for _ in delays {
+        let late = rx.recv_timeout(Duration::from_secs(60)).expect("it fired");
+        assert!(late < Duration::from_secs(1), "fired {late:?} late");
+    }
 }
