@@ -9,7 +9,7 @@ use std::time::Duration;
 
 const PERIOD: Duration = Duration::from_millis(100);
 
-async fn show(behavior: MissedTickBehavior) -> Result<(), hashed_wheel_timer::TimerError> {
+async fn show(behavior: MissedTickBehavior) {
     let mut interval = hashed_wheel_timer::interval(PERIOD);
     interval.set_missed_tick_behavior(behavior);
     let start = interval.tick().await; // the first tick is immediate
@@ -25,18 +25,17 @@ async fn show(behavior: MissedTickBehavior) -> Result<(), hashed_wheel_timer::Ti
         }
     }
     println!("{line}");
-    Ok(())
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), hashed_wheel_timer::TimerError> {
+async fn main() {
     println!("period {PERIOD:?}; * = work took 250 ms after that tick");
     for behavior in [
         MissedTickBehavior::Burst,
         MissedTickBehavior::Delay,
         MissedTickBehavior::Skip,
     ] {
-        show(behavior).await?;
+        show(behavior).await;
     }
 
     let start = hashed_wheel_timer::default_timer().now();
@@ -51,5 +50,4 @@ async fn main() -> Result<(), hashed_wheel_timer::TimerError> {
         Ok(_) => unreachable!(),
         Err(e) => println!("a zero period is an error: {e}"),
     }
-    Ok(())
 }
