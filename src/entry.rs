@@ -62,6 +62,7 @@
 //! - `periodic` never changes after the entry is built.
 
 use crate::clock::Nanos;
+use crate::packed_task::{Kind, PackedTask};
 use crate::slots::Key;
 use crate::sync::{spin, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
 use crate::task::Task;
@@ -73,6 +74,8 @@ const STOPPED: u8 = 3;
 const RUNNING: u8 = 4;
 /// Flag bit: a run of the task panicked.
 const PANICKED: u8 = 0x80;
+/// Flag bit of `task_word`: `with_task` holds the task.
+const LOCKED: u8 = 0x80;
 
 /// What a successful `cancel` found the entry in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,17 +94,23 @@ pub(crate) struct Entry {
     /// Wheel and free-list links: a key + 1, 0 for none.
     prev: AtomicU32,
     next: AtomicU32,
-    /// Held while `task` is read or written; see `with_task`.
-    task_lock: AtomicBool,
+    /// The [`Kind`] of what `task` holds, with `LOCKED` set while
+    /// `with_task` reads or writes it.
+    task_word: AtomicU8,
     /// Nanoseconds since the timer's start, saturated.
     deadline: AtomicU64,
-    task: UnsafeCell<Option<Task>>,
+    task: UnsafeCell<PackedTask>,
 }
 
-// SAFETY: `task` is the one field that is not `Sync` by itself, and it is
-// only touched inside `with_task`, under `task_lock`, so no two threads
-// ever access it at once. `Task` is `Send`.
+// SAFETY: `task` is the one field that is not `Sync` by itself. It is only
+// touched by `with_task`, under the `LOCKED` bit, or by `with_task_alone`,
+// when no other thread can name the entry, so no two threads ever access
+// it at once. `Task` is `Send`.
 unsafe impl Sync for Entry {}
+
+// The task's tag shares the lock's byte: 40 bytes, not 48.
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Entry>() == 40);
 
 impl Entry {
     /// An unused slot of the arena.
@@ -110,12 +119,12 @@ impl Entry {
             state: AtomicU8::new(STOPPED),
             periodic: AtomicBool::new(false),
             in_wheel: AtomicBool::new(false),
-            task_lock: AtomicBool::new(false),
+            task_word: AtomicU8::new(Kind::Empty as u8),
             refs: AtomicU32::new(0),
             prev: AtomicU32::new(0),
             next: AtomicU32::new(0),
             deadline: AtomicU64::new(0),
-            task: UnsafeCell::new(None),
+            task: UnsafeCell::new(PackedTask::EMPTY),
         }
     }
 
@@ -329,29 +338,32 @@ impl Entry {
         drop(old); // outside the lock: dropping a task runs user code
     }
 
-    /// Runs `f` on the task slot, holding the slot's lock: one byte, in
-    /// what would be padding, instead of a 16-byte `Mutex`. The lock is
-    /// almost never contended (see the ground rules), and `f` only moves
-    /// values in and out, so a short spin is all a waiter needs. `f` must
-    /// not run user code: no drop, no waker call.
+    /// Runs `f` on the task slot, holding the slot's lock: a bit of the
+    /// byte that keeps the task's kind, instead of a 16-byte `Mutex`. The
+    /// lock is almost never contended (see the ground rules), and `f` only
+    /// moves values in and out, so a short spin is all a waiter needs. `f`
+    /// must not run user code: no drop, no waker call.
     #[inline(always)]
     pub(crate) fn with_task<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
+        let mut kind = Kind::Empty;
         spin(|| {
-            self.task_lock
-                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+            let word = self.task_word.load(Ordering::Relaxed);
+            kind = Kind::from_bits(word);
+            word & LOCKED == 0
+                && self
+                    .task_word
+                    .compare_exchange_weak(
+                        word,
+                        word | LOCKED,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
         });
-        struct Unlock<'a>(&'a AtomicBool);
-        impl Drop for Unlock<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
-            }
-        }
-        let _unlock = Unlock(&self.task_lock);
-        // SAFETY: `task_lock` is held until `_unlock` drops, after `f`
-        // returns or unwinds, and every access to `task` goes through this
-        // function, so this is the only reference to the slot.
-        self.task.with_mut(|slot| f(unsafe { &mut *slot }))
+        // SAFETY: this thread set `LOCKED`, and `Unpacked` clears it only
+        // after putting the task back, so nobody else touches the slot
+        // meanwhile; `kind` is what the last holder stored.
+        unsafe { self.unpacked(kind) }.with(f)
     }
 
     /// `with_task` without the lock, for the one thread that may name the
@@ -360,17 +372,29 @@ impl Entry {
     /// read-modify-writes per timeout.
     #[inline(always)]
     fn with_task_alone<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
-        debug_assert!(
-            !self.task_lock.load(Ordering::Relaxed),
-            "nobody else holds it"
-        );
+        let word = self.task_word.load(Ordering::Relaxed);
+        debug_assert!(word & LOCKED == 0, "nobody else holds it");
         // SAFETY: only the filler of a slot taken from a free list, or the
         // holder of its last reference, calls this (see `slots.rs`). No
         // other thread holds a reference then, and `with_task` needs one,
         // so nothing else touches `task` until this returns. The acquire
         // that made this thread the one (the free-list pop, the last
         // `release`) orders it after every earlier access.
-        self.task.with_mut(|slot| f(unsafe { &mut *slot }))
+        unsafe { self.unpacked(Kind::from_bits(word)) }.with(f)
+    }
+
+    /// Moves the task out of its slot until the returned guard drops.
+    ///
+    /// # Safety
+    ///
+    /// The caller has the slot to itself until the guard drops, and `kind`
+    /// is the kind stored with what the slot holds.
+    #[inline(always)]
+    unsafe fn unpacked(&self, kind: Kind) -> Unpacked<'_> {
+        // SAFETY: the caller's contract: the slot is ours, and `kind` is
+        // what the last `put` into it returned.
+        let task = self.task.with_mut(|slot| unsafe { (*slot).take(kind) });
+        Unpacked { entry: self, task }
     }
 
     /// True while the entry sits in the wheel.
@@ -391,6 +415,35 @@ impl Entry {
             CANCELLED => "cancelled",
             _ => "stopped",
         }
+    }
+}
+
+/// A task moved out of its entry's slot; dropping it, even while
+/// unwinding, puts the task back and stores its kind, which also clears
+/// `LOCKED`.
+struct Unpacked<'a> {
+    entry: &'a Entry,
+    task: Option<Task>,
+}
+
+impl Unpacked<'_> {
+    #[inline(always)]
+    fn with<R>(mut self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
+        f(&mut self.task)
+    }
+}
+
+impl Drop for Unpacked<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let task = self.task.take();
+        // SAFETY: `unpacked`'s caller has the slot to itself until now, and
+        // `take` left it empty.
+        let kind = self
+            .entry
+            .task
+            .with_mut(|slot| unsafe { (*slot).put(task) });
+        self.entry.task_word.store(kind as u8, Ordering::Release);
     }
 }
 
@@ -543,9 +596,38 @@ mod tests {
     fn an_entry_is_no_bigger_than_it_must_be() {
         // state, flags, refs, links, deadline and the task slot.
         assert!(
-            std::mem::size_of::<Entry>() <= 48,
+            std::mem::size_of::<Entry>() <= 40,
             "{}",
             std::mem::size_of::<Entry>()
         );
+    }
+
+    #[test]
+    fn a_panic_while_the_slot_is_held_leaves_the_task_and_the_lock_free() {
+        let e = entry();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            e.with_task(|slot| {
+                assert!(slot.is_some());
+                panic!("inside the lock")
+            })
+        }));
+        assert!(caught.is_err());
+        assert!(
+            matches!(e.take_task(), Some(Task::Callback(_))),
+            "the task is back, and the lock was released"
+        );
+        assert!(e.take_task().is_none());
+    }
+
+    #[test]
+    fn the_task_slot_holds_each_kind_through_put_and_take() {
+        let e = Entry::new(0, Task::Wake(None));
+        assert!(matches!(e.take_task(), Some(Task::Wake(None))));
+        e.put_task(Task::Callback(Box::new(|_: &crate::Timeout| {})));
+        assert!(matches!(e.take_task(), Some(Task::Callback(_))));
+        let task = Periodic::new(|_: &crate::Timeout| {}, Every::Rate(10));
+        e.put_task(Task::Periodic(Box::new(task)));
+        assert!(matches!(e.vacate(), Some(Task::Periodic(_))));
+        assert!(e.vacate().is_none());
     }
 }

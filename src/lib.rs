@@ -123,6 +123,7 @@ mod intake;
 mod interval;
 mod lane;
 mod local;
+mod packed_task;
 mod periodic;
 mod registry;
 mod shared;
