@@ -68,6 +68,28 @@ impl Shared {
         }
     }
 
+    /// The worker, after publishing that it sleeps until tick `next`:
+    /// files what producers queued while it was busy (they saw it busy and
+    /// did not wake it). True if it must go round again instead of
+    /// sleeping: more is queued than one drain takes, or something filed is
+    /// due before `next`.
+    ///
+    /// Going round again whenever the intake was not empty would keep the
+    /// worker spinning beside a busy producer, filing each timeout just
+    /// before its producer cancels it.
+    pub(crate) fn file_late_arrivals(&self, next: Option<u64>) -> bool {
+        if self.intake.is_empty() {
+            return false;
+        }
+        let mut core = self.lock_core();
+        let more = self.drain_intake(&mut core);
+        let sooner = match (core.wheel.next_work_tick(), next) {
+            (Some(filed), Some(next)) => filed < next,
+            (filed, next) => filed.is_some() && next.is_none(),
+        };
+        more || sooner
+    }
+
     /// One worker step: everything due up to `now_tick` lands in `due`.
     /// Returns true if the intake still holds entries (the cap was hit).
     pub(crate) fn step(&self, now_tick: u64, due: &mut Vec<Key>) -> bool {

@@ -21,13 +21,19 @@ use crate::sync::{AtomicUsize, Mutex, Ordering};
 /// Lanes per timer: at most this many threads queue without contention.
 const MAX_LANES: usize = 256;
 
+/// Every this many keys on the shared queue the worker is asked to look,
+/// even if no deadline is earlier than its planned wake-up: nothing else
+/// bounds the backlog it would find (and file, `DRAIN_CAP_PER_TICK` a
+/// tick) when it wakes. A lane's ring bounds its own.
+const SHARED_LOOK_EVERY: usize = 1024;
+
 /// What `Intake::push` did.
 pub(crate) struct Queued {
-    /// How many keys the lane (or the shared queue) holds or has held:
-    /// every so many, the worker is asked to look.
-    pub(crate) nth: u64,
     /// The lane is filling up: wake the worker to drain it.
     pub(crate) wake: bool,
+    /// The shared queue has grown by `SHARED_LOOK_EVERY`: ask the worker
+    /// to look when it can.
+    pub(crate) look: bool,
 }
 
 pub(crate) struct Intake {
@@ -72,7 +78,7 @@ impl Intake {
     #[inline]
     pub(crate) fn push_on(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
         match lane.and_then(|lane| lane.push(key, entry)) {
-            Some((nth, wake)) => Queued { nth, wake },
+            Some(wake) => Queued { wake, look: false },
             None => self.push_elsewhere(lane.is_none(), key, entry),
         }
     }
@@ -84,14 +90,14 @@ impl Intake {
         let adopted = (adopt && self.adopt_lane())
             .then(|| self.own_lane())
             .flatten();
-        if let Some((nth, wake)) = adopted.and_then(|lane| lane.push(key, entry)) {
-            return Queued { nth, wake };
+        if let Some(wake) = adopted.and_then(|lane| lane.push(key, entry)) {
+            return Queued { wake, look: false };
         }
         entry.set_queue_mark(0);
         self.shared.push(key);
         Queued {
-            nth: self.shared.len() as u64,
             wake: false,
+            look: self.shared.len() % SHARED_LOOK_EVERY == 0,
         }
     }
 
@@ -202,6 +208,25 @@ impl Intake {
 mod tests {
     use crate::HashedWheelTimer;
     use std::time::Duration;
+
+    #[test]
+    fn every_so_many_keys_on_the_shared_queue_ask_the_worker_to_look() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let looks = (0..3 * super::SHARED_LOOK_EVERY)
+            .filter(|_| {
+                let task = crate::task::Task::Wake(None);
+                let key = shared.slots.insert(1_000, task, 1).unwrap();
+                // As a thread with no lane queues it.
+                shared
+                    .intake
+                    .push_elsewhere(false, key, shared.entry(key))
+                    .look
+            })
+            .count();
+        assert_eq!(looks, 3, "once per SHARED_LOOK_EVERY keys");
+        assert_eq!(shared.intake.len(), 3 * super::SHARED_LOOK_EVERY);
+    }
 
     #[test]
     fn a_thread_that_exits_hands_its_lane_to_the_next() {

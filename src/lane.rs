@@ -13,7 +13,9 @@
 //! the cell's key for 0, and the worker never touches the entry. The owner
 //! then reuses the slot at once, warm in its cache. Cells are claimed by one
 //! compare-and-swap on each side, so a key is withdrawn or taken, never
-//! both.
+//! both. Before a ring fills, its owner moves the ring's head past the
+//! withdrawn cells itself: a producer whose timeouts are all cancelled
+//! young never needs the worker at all.
 //!
 //! # Owner-only fields
 //!
@@ -42,7 +44,9 @@ pub(crate) struct Lane {
     /// Packed keys; 0 for an empty or withdrawn cell.
     cells: Box<[AtomicU32]>,
     producer: CachePadded<ProducerSide>,
-    /// The next cell the worker reads. Written only by the worker.
+    /// The oldest cell that may still hold a key. The worker moves it on
+    /// as it drains; the owner moves it past empty cells (`reclaim`). Only
+    /// ever forwards.
     head: CachePadded<AtomicU64>,
     /// Set by the owner when the ring is half full, cleared by the worker
     /// once it has drained the lane: one wake-up per half ring.
@@ -138,16 +142,14 @@ impl Lane {
     }
 
     /// Owner only: queues `key` in the next cell. `None` if the ring is
-    /// full; otherwise how many keys the lane has queued, and whether the
-    /// worker should be woken to drain it.
+    /// full; otherwise whether the worker should be woken to drain it.
     #[inline(always)]
-    pub(crate) fn push(&self, key: Key, entry: &Entry) -> Option<(u64, bool)> {
+    pub(crate) fn push(&self, key: Key, entry: &Entry) -> Option<bool> {
         let p = &self.producer;
         let tail = p.tail.load(Ordering::Relaxed);
         let mut head = p.head_seen.load(Ordering::Relaxed);
         if tail - head >= RING {
-            head = self.head.load(Ordering::Acquire);
-            p.head_seen.store(head, Ordering::Relaxed);
+            head = self.reclaim(tail);
             if tail - head >= RING {
                 return None;
             }
@@ -158,21 +160,40 @@ impl Lane {
         entry.set_queue_mark(mark);
         self.cells[cell as usize].store(key.pack(), Ordering::Release);
         p.tail.store(tail + 1, Ordering::Release);
-        Some((
-            tail + 1,
-            tail + 1 - head >= RING / 2 && self.ask_for_drain(tail + 1),
-        ))
+        Some(tail + 1 - head >= RING / 2 && self.ask_for_drain(tail + 1))
     }
 
     /// Owner only, with the ring half full by its last look at `head`:
     /// true if the worker should be woken to drain it. Once per drain.
     #[cold]
     fn ask_for_drain(&self, tail: u64) -> bool {
-        let head = self.head.load(Ordering::Acquire);
-        self.producer.head_seen.store(head, Ordering::Relaxed);
+        let head = self.reclaim(tail);
         tail - head >= RING / 2
             && !self.drain_asked.load(Ordering::Relaxed)
             && !self.drain_asked.swap(true, Ordering::AcqRel)
+    }
+
+    /// Owner only: moves `head` past the oldest cells that hold no key,
+    /// withdrawn or already drained, so that a producer whose timeouts are
+    /// cancelled before the worker sees them never needs the worker to
+    /// make room. Returns `head` as it leaves it, also kept in `head_seen`.
+    ///
+    /// Only the owner writes cells, and only at `tail`, so a cell between
+    /// `head` and `tail` that reads 0 was emptied for good: it is written
+    /// again only after `head` has passed it and the ring wrapped round.
+    #[cold]
+    fn reclaim(&self, tail: u64) -> u64 {
+        let start = self.head.load(Ordering::Acquire);
+        let mut head = start;
+        while head < tail && self.cells[(head & (RING - 1)) as usize].load(Ordering::Relaxed) == 0 {
+            head += 1;
+        }
+        if head > start {
+            // The worker may have moved it on meanwhile: never back.
+            head = head.max(self.head.fetch_max(head, Ordering::AcqRel));
+        }
+        self.producer.head_seen.store(head, Ordering::Relaxed);
+        head
     }
 
     /// Any thread: takes `key` back out of `cell` if the worker has not
@@ -188,14 +209,18 @@ impl Lane {
 
     /// Worker only: takes up to `limit` keys, oldest first, into `out`.
     /// Returns true if keys were left behind.
+    ///
+    /// The owner may move `head` on meanwhile (see `reclaim`), past cells
+    /// this drain has yet to read, and even write one of them again after
+    /// wrapping round. Such a key is taken early, which is harmless: every
+    /// key is claimed by one swap, by the worker or by a withdrawal.
     pub(crate) fn drain(&self, limit: usize, out: &mut impl FnMut(Key)) -> (usize, bool) {
         let tail = self.producer.tail.load(Ordering::Acquire);
-        let mut head = self.head.load(Ordering::Relaxed);
+        let mut head = self.head.load(Ordering::Acquire);
         let mut taken = 0;
         while head < tail && taken < limit {
             let cell = &self.cells[(head & (RING - 1)) as usize];
-            // A withdrawn cell stays 0 until `head` passes it: skip it
-            // without a read-modify-write.
+            // Skip a withdrawn cell without a read-modify-write.
             if cell.load(Ordering::Relaxed) != 0 {
                 if let Some(key) = Key::unpack(cell.swap(0, Ordering::AcqRel)) {
                     out(key);
@@ -204,7 +229,7 @@ impl Lane {
             }
             head += 1;
         }
-        self.head.store(head, Ordering::Release);
+        let head = head.max(self.head.fetch_max(head, Ordering::AcqRel));
         if head == tail {
             self.drain_asked.store(false, Ordering::Release);
         }

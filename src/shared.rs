@@ -15,12 +15,13 @@
 //! pattern with `housekeeping_requested`. A cancel that reached the entry
 //! after the worker took it from the intake asks for it (one that withdrew
 //! it from a lane needs nothing: see `intake.rs`), and so does every
-//! `HOUSEKEEPING_EVERY`-th key queued on a lane or the shared queue; the
-//! first ask after the worker cleared the flag unparks it. The worker
-//! clears the flag at most once per tick, so a flood costs at most a
-//! wake-up or two per tick, a cancelled entry's memory comes back within a
-//! tick, and the intake cannot grow unseen while the worker sleeps towards
-//! a far deadline. A lane half full also wakes the worker, once per drain.
+//! `SHARED_LOOK_EVERY`-th key on the shared queue; the first ask after the
+//! worker cleared the flag unparks it. The worker clears the flag at most
+//! once per tick, so a flood costs at most a wake-up or two per tick, a
+//! cancelled entry's memory comes back within a tick, and the shared queue
+//! cannot grow unseen while the worker sleeps towards a far deadline. A
+//! lane whose ring is half full of keys not withdrawn wakes the worker,
+//! once per drain.
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock, Weak};
@@ -45,12 +46,6 @@ use crate::TimerError;
 /// Hard limit on pending timeouts even with no `max_pending_timeouts`: what
 /// the arena can hold.
 pub(crate) const HARD_MAX_PENDING: usize = MAX_ENTRIES;
-
-/// Every this many schedules the worker is asked to file the queue even if
-/// no deadline is earlier than its planned wake-up: it bounds the backlog
-/// the worker would otherwise find (and file, `DRAIN_CAP_PER_TICK` a tick)
-/// when it wakes.
-const HOUSEKEEPING_EVERY: u64 = 1024;
 
 /// `planned_wake` while the worker is awake: no producer needs to unpark it.
 pub(crate) const BUSY: u64 = 0;
@@ -113,6 +108,9 @@ pub(crate) struct Shared {
     pub(crate) cancelled: SegQueue<Key>,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
+    /// Times round the worker's loop, one per wake-up at most; for tests.
+    #[cfg(test)]
+    pub(crate) worker_rounds: AtomicUsize,
     core: Mutex<Core>,
     /// Serialises manual `advance` calls.
     pub(crate) driver: Mutex<()>,
@@ -141,6 +139,8 @@ impl Shared {
             cancelled: SegQueue::new(),
             housekeeping_requested: AtomicBool::new(false),
             planned_wake: AtomicU64::new(BUSY),
+            #[cfg(test)]
+            worker_rounds: AtomicUsize::new(0),
             driver: Mutex::new(()),
             worker: Mutex::new(None),
             worker_thread: OnceLock::new(),
@@ -327,7 +327,7 @@ impl Shared {
         if self.is_shutdown() {
             return false;
         }
-        if queued.nth % HOUSEKEEPING_EVERY == 0 {
+        if queued.look {
             self.request_housekeeping();
         }
         if queued.wake

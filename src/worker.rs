@@ -4,6 +4,14 @@
 //! Each loop: step the wheel up to the current tick, fire what is due, then
 //! sleep until the next tick with work. With nothing pending it parks with
 //! no timeout, so an idle timer costs no wake-ups at all.
+//!
+//! Except while timeouts keep arriving: a wheel emptied by cancels, with a
+//! producer still queueing, sleeps one round instead, and parks for good
+//! only after a round with no arrivals. Parked for good, the worker must be
+//! woken by every new timeout, however far its deadline; a producer that
+//! cancels each timeout soon after queueing it would then wake the worker
+//! thousands of times a second, only for it to file a timeout about to be
+//! cancelled.
 
 use std::sync::Arc;
 use std::thread;
@@ -49,11 +57,20 @@ fn run(shared: Arc<Shared>) {
         if shared.is_shutdown() {
             return;
         }
+        #[cfg(test)]
+        shared.worker_rounds.fetch_add(1, Ordering::Relaxed);
+        let arrivals = !shared.intake.is_empty();
         let now_tick = clock.ticks_at(clock.now());
         let more = shared.step(now_tick, &mut due);
         shared.fire(&mut due);
 
-        let mut next = shared.lock_core().wheel.next_work_tick();
+        let mut next = {
+            let core = shared.lock_core();
+            let linger = || now_tick.saturating_add(core.wheel.ticks_per_round());
+            core.wheel
+                .next_work_tick()
+                .or_else(|| arrivals.then(linger))
+        };
         if more {
             next = Some(now_tick.saturating_add(1));
         }
@@ -66,7 +83,7 @@ fn run(shared: Arc<Shared>) {
             .store(next.unwrap_or(IDLE), Ordering::SeqCst);
         // Pairs with the producer's push; fence; load of `planned_wake`.
         fence(Ordering::SeqCst);
-        if !shared.intake.is_empty() || shared.is_shutdown() {
+        if shared.is_shutdown() || shared.file_late_arrivals(next) {
             continue;
         }
         match next {

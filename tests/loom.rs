@@ -278,3 +278,30 @@ fn withdraw_against_drain_frees_the_slot_once() {
         assert_eq!(timer.pending_timeouts(), 0);
     });
 }
+
+/// A lane's owner, making room in its ring, moves the ring's head past the
+/// cells it finds empty while the worker drains the same ring. Every key
+/// still queued is filed exactly once, the withdrawn one never, and the
+/// ring keeps working after it wraps round.
+#[test]
+fn reclaim_against_drain_files_every_key_once() {
+    loom::model(|| {
+        let timer = manual();
+        let (a, a_runs) = counted(&timer, TICK);
+        assert!(a.cancel(), "withdrawn: its cell is empty");
+        let worker = timer.clone();
+        let drainer = thread::spawn(move || worker.advance(Duration::ZERO));
+        // Half the ring: the owner reclaims the withdrawn cell.
+        let (b, b_runs) = counted(&timer, TICK);
+        let (c, c_runs) = counted(&timer, TICK);
+        drainer.join().unwrap();
+        let wrapped: Vec<_> = (0..3).map(|_| counted(&timer, TICK)).collect();
+        timer.advance(TICK * 2);
+        assert_eq!(a_runs.load(SeqCst), 0);
+        for (t, runs) in [(b, b_runs), (c, c_runs)].into_iter().chain(wrapped) {
+            assert_eq!(runs.load(SeqCst), 1);
+            assert!(t.is_expired());
+        }
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}

@@ -87,6 +87,11 @@ impl Wheel {
         self.len
     }
 
+    /// Ticks in one turn of the wheel.
+    pub(crate) fn ticks_per_round(&self) -> u64 {
+        self.mask + 1
+    }
+
     pub(crate) fn current_tick(&self) -> u64 {
         self.current
     }
