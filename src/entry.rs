@@ -74,16 +74,25 @@ const STOPPED: u8 = 3;
 const RUNNING: u8 = 4;
 /// Flag bit: a run of the task panicked.
 const PANICKED: u8 = 0x80;
+/// Flag bit: the cancel that won the entry also withdrew it from its lane,
+/// and left the queue's reference counted rather than release it (see
+/// `keep_withdrawn_reference`).
+const WITHDRAWN: u8 = 0x40;
+const FLAGS: u8 = PANICKED | WITHDRAWN;
 /// Flag bit of `task_word`: `with_task` holds the task.
 const LOCKED: u8 = 0x80;
 
 /// What a successful `cancel` found the entry in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CancelOutcome {
-    /// It was pending or running: the caller must decrement the pending count.
-    WasPending,
+    /// It was waiting to fire: the caller must decrement the pending
+    /// count, and it alone may touch the task (see `take_task_won`).
+    Waiting,
+    /// A periodic run was in progress: the caller must decrement the
+    /// pending count; the runner may still be putting the task back.
+    Running,
     /// It had been returned by `stop()`: already uncounted.
-    WasStopped,
+    Stopped,
 }
 
 pub(crate) struct Entry {
@@ -161,10 +170,30 @@ impl Entry {
         self.refs.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops one reference; true for the last one.
+    /// Drops one reference; true for the last one. With `WITHDRAWN` set,
+    /// the last but one: the one left is the queue's, which nobody holds.
     #[inline(always)]
     pub(crate) fn release(&self) -> bool {
-        self.refs.fetch_sub(1, Ordering::AcqRel) == 1
+        match self.refs.fetch_sub(1, Ordering::AcqRel) {
+            1 => true,
+            2 => self.state.load(Ordering::Relaxed) & WITHDRAWN != 0,
+            _ => false,
+        }
+    }
+
+    /// The cancel that won the entry withdrew it from its lane, taking over
+    /// the queue's reference: instead of releasing it, which is an atomic
+    /// read-modify-write, it leaves it counted and says so, and `release`
+    /// frees the slot one reference early.
+    ///
+    /// A plain store will do: the entry is `CANCELLED`, which no transition
+    /// leaves, and a withdrawn entry never ran, so nothing sets
+    /// `PANICKED`. Whoever releases the next-to-last reference acquired
+    /// this store through the chain of `release`s after it.
+    #[inline(always)]
+    pub(crate) fn keep_withdrawn_reference(&self) {
+        debug_assert_eq!(self.state.load(Ordering::Relaxed), CANCELLED);
+        self.state.store(CANCELLED | WITHDRAWN, Ordering::Relaxed);
     }
 
     pub(crate) fn next_link(&self) -> Option<Key> {
@@ -212,7 +241,7 @@ impl Entry {
     }
 
     fn state(&self) -> u8 {
-        self.state.load(Ordering::Acquire) & !PANICKED
+        self.state.load(Ordering::Acquire) & !FLAGS
     }
 
     /// Waiting to fire, or (periodic) running and due to fire again.
@@ -298,14 +327,15 @@ impl Entry {
             self.state
                 .compare_exchange(PENDING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
         else {
-            return Some(CancelOutcome::WasPending);
+            return Some(CancelOutcome::Waiting);
         };
         // Not waiting: running, stopped, or over. A periodic entry can move
         // between PENDING and RUNNING meanwhile, so retry on what we saw.
         loop {
             let outcome = match current {
-                PENDING | RUNNING => CancelOutcome::WasPending,
-                STOPPED => CancelOutcome::WasStopped,
+                PENDING => CancelOutcome::Waiting,
+                RUNNING => CancelOutcome::Running,
+                STOPPED => CancelOutcome::Stopped,
                 _ => return None,
             };
             match self.state.compare_exchange(
@@ -330,6 +360,21 @@ impl Entry {
     #[inline(always)]
     pub(crate) fn take_task(&self) -> Option<Task> {
         self.with_task(Option::take)
+    }
+
+    /// Takes the task without the slot's lock, for the thread whose cancel
+    /// moved the entry out of `PENDING` (`CancelOutcome::Waiting`).
+    ///
+    /// Nobody else touches the slot then. The fire, `stop()` and a
+    /// periodic runner each take or put the task only after their own
+    /// transition, which that cancel excluded; a periodic runner put the
+    /// task back before its `RUNNING -> PENDING`, which the cancel's swap
+    /// read. A `Sleep` swaps its waker only while polled, and its cancel
+    /// comes from its own drop or reset, never at the same time.
+    /// `Timeout::take_task` needs `STOPPED`, which the entry never was.
+    #[inline(always)]
+    pub(crate) fn take_task_won(&self) -> Option<Task> {
+        self.with_task_alone(Option::take)
     }
 
     /// Puts a periodic task back before its entry is re-armed.
@@ -366,20 +411,21 @@ impl Entry {
         unsafe { self.unpacked(kind) }.with(f)
     }
 
-    /// `with_task` without the lock, for the one thread that may name the
-    /// entry: the one filling it (it took the slot from a free list) or
-    /// vacating it (it dropped the last reference). Saves two atomic
-    /// read-modify-writes per timeout.
+    /// `with_task` without the lock, for the one thread that may touch the
+    /// slot: the one filling it (it took the slot from a free list),
+    /// vacating it (it dropped the last reference), or the cancel that won
+    /// it from `PENDING` (see `take_task_won`). Saves an atomic
+    /// read-modify-write each.
     #[inline(always)]
     fn with_task_alone<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
         let word = self.task_word.load(Ordering::Relaxed);
         debug_assert!(word & LOCKED == 0, "nobody else holds it");
-        // SAFETY: only the filler of a slot taken from a free list, or the
-        // holder of its last reference, calls this (see `slots.rs`). No
-        // other thread holds a reference then, and `with_task` needs one,
-        // so nothing else touches `task` until this returns. The acquire
-        // that made this thread the one (the free-list pop, the last
-        // `release`) orders it after every earlier access.
+        // SAFETY: only the filler of a slot taken from a free list, the
+        // holder of its last reference (see `slots.rs`), or the cancel that
+        // won the entry from `PENDING` (see `take_task_won`) calls this.
+        // Nothing else touches `task` until this returns. The acquire that
+        // made this thread the one (the free-list pop, the last `release`,
+        // the winning swap) orders it after every earlier access.
         unsafe { self.unpacked(Kind::from_bits(word)) }.with(f)
     }
 
@@ -488,7 +534,7 @@ mod tests {
         assert!(!e.try_fire());
 
         let e = entry();
-        assert_eq!(e.try_cancel(), Some(CancelOutcome::WasPending));
+        assert_eq!(e.try_cancel(), Some(CancelOutcome::Waiting));
         assert!(!e.try_fire());
         assert_eq!(e.try_cancel(), None);
     }
@@ -498,7 +544,7 @@ mod tests {
         let e = entry();
         assert!(e.try_stop());
         assert!(!e.try_fire());
-        assert_eq!(e.try_cancel(), Some(CancelOutcome::WasStopped));
+        assert_eq!(e.try_cancel(), Some(CancelOutcome::Stopped));
         assert_eq!(e.try_cancel(), None);
     }
 
@@ -520,7 +566,7 @@ mod tests {
     #[test]
     fn cancel_during_a_run_wins_once_and_blocks_the_rearm() {
         let e = running();
-        assert_eq!(e.try_cancel(), Some(CancelOutcome::WasPending));
+        assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
         assert_eq!(e.try_cancel(), None);
         assert!(!e.try_rearm());
         assert!(e.is_cancelled() && !e.is_pending());
@@ -537,7 +583,7 @@ mod tests {
 
         // Cancelled during the run that then panicked: stays cancelled.
         let e = running();
-        assert_eq!(e.try_cancel(), Some(CancelOutcome::WasPending));
+        assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
         assert!(!e.try_end_panicked());
         assert!(e.is_cancelled() && e.is_panicked());
 
@@ -575,7 +621,7 @@ mod tests {
         let e = running();
         assert!(e.try_rearm());
         assert!(e.try_fire());
-        assert_eq!(e.try_cancel(), Some(CancelOutcome::WasPending));
+        assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
     }
 
     #[test]

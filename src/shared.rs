@@ -359,18 +359,21 @@ impl Shared {
     pub(crate) fn cancel(&self, key: Key) -> Option<Task> {
         let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
-        if outcome == CancelOutcome::WasPending {
+        if outcome != CancelOutcome::Stopped {
             self.uncount_here();
         }
         if self.intake.withdraw(entry, key) {
-            // The worker never saw it. Not the last reference: the caller
-            // holds one.
-            let last = entry.release();
-            debug_assert!(!last, "the caller holds a reference");
+            // The worker never saw it. We hold its reference now, and the
+            // caller holds one too, so this is not the last.
+            entry.keep_withdrawn_reference();
         } else {
             self.leave_removal_to_worker(key, entry);
         }
-        Some(entry.take_task().unwrap_or(Task::Wake(None)))
+        let task = match outcome {
+            CancelOutcome::Waiting => entry.take_task_won(),
+            _ => entry.take_task(),
+        };
+        Some(task.unwrap_or(Task::Wake(None)))
     }
 
     /// A cancelled entry the worker took from the intake: it is filed, or

@@ -455,6 +455,26 @@ mod tests {
     }
 
     #[test]
+    fn a_withdrawn_timeout_is_freed_by_its_last_handle_whichever_that_is() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        for canceller_drops_first in [true, false] {
+            let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
+            let other = t.clone();
+            assert!(t.cancel(), "withdrawn from the lane");
+            let (first, second) = if canceller_drops_first {
+                (t, other)
+            } else {
+                (other, t)
+            };
+            drop(first);
+            assert_eq!(timer.shared().live(), 1, "a handle still names it");
+            assert!(second.is_cancelled() && !second.is_expired());
+            drop(second);
+            assert_eq!(timer.shared().live(), 0, "the last handle freed it");
+        }
+    }
+
+    #[test]
     fn a_full_lane_spills_into_the_shared_queue() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let n = (1 << crate::lane::RING_BITS) + 10;
