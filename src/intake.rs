@@ -16,7 +16,7 @@ use crate::entry::Entry;
 use crate::lane::{unmark, Lane};
 use crate::local;
 use crate::slots::Key;
-use crate::sync::{AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
 
 /// Lanes per timer: at most this many threads queue without contention.
 const MAX_LANES: usize = 256;
@@ -44,6 +44,8 @@ pub(crate) struct Intake {
     /// Serialises the creation of lanes.
     creating: Mutex<()>,
     shared: SegQueue<Key>,
+    /// A drain found withdrawn cells since `take_saw_withdrawn`.
+    saw_withdrawn: AtomicBool,
 }
 
 impl Intake {
@@ -54,6 +56,7 @@ impl Intake {
             lane_count: AtomicUsize::new(0),
             creating: Mutex::new(()),
             shared: SegQueue::new(),
+            saw_withdrawn: AtomicBool::new(false),
         }
     }
 
@@ -146,9 +149,12 @@ impl Intake {
         let mut left = limit;
         let mut more = false;
         for lane in self.lanes() {
-            let (taken, lane_more) = lane.drain(left, &mut out);
-            left -= taken;
-            more |= lane_more;
+            let drained = lane.drain(left, &mut out);
+            left -= drained.taken;
+            more |= drained.more;
+            if drained.skipped {
+                self.saw_withdrawn.store(true, Ordering::Relaxed);
+            }
         }
         while left > 0 {
             let Some(key) = self.shared.pop() else {
@@ -158,6 +164,12 @@ impl Intake {
             left -= 1;
         }
         more || !self.shared.is_empty()
+    }
+
+    /// Worker only: true if a drain since the last call found cells
+    /// withdrawn by cancels, the sign of producers cancelling young.
+    pub(crate) fn take_saw_withdrawn(&self) -> bool {
+        self.saw_withdrawn.swap(false, Ordering::Relaxed)
     }
 
     /// True if nothing waits to be drained (withdrawn cells may count).

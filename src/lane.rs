@@ -70,6 +70,16 @@ struct ProducerSide {
     net_pending: AtomicU64,
 }
 
+/// What `Lane::drain` did.
+pub(crate) struct Drained {
+    /// Keys passed to `out`.
+    pub(crate) taken: usize,
+    /// Some cells passed were empty: withdrawn by a cancel.
+    pub(crate) skipped: bool,
+    /// Keys were left behind.
+    pub(crate) more: bool,
+}
+
 /// Where a queued entry sits, for a withdrawal: lane index + 1 and cell.
 pub(crate) fn cell_mark(lane: u32, cell: u64) -> u32 {
     (lane + 1) << RING_BITS | cell as u32
@@ -208,15 +218,15 @@ impl Lane {
     }
 
     /// Worker only: takes up to `limit` keys, oldest first, into `out`.
-    /// Returns true if keys were left behind.
     ///
     /// The owner may move `head` on meanwhile (see `reclaim`), past cells
     /// this drain has yet to read, and even write one of them again after
     /// wrapping round. Such a key is taken early, which is harmless: every
     /// key is claimed by one swap, by the worker or by a withdrawal.
-    pub(crate) fn drain(&self, limit: usize, out: &mut impl FnMut(Key)) -> (usize, bool) {
+    pub(crate) fn drain(&self, limit: usize, out: &mut impl FnMut(Key)) -> Drained {
         let tail = self.producer.tail.load(Ordering::Acquire);
-        let mut head = self.head.load(Ordering::Acquire);
+        let start = self.head.load(Ordering::Acquire);
+        let mut head = start;
         let mut taken = 0;
         while head < tail && taken < limit {
             let cell = &self.cells[(head & (RING - 1)) as usize];
@@ -229,11 +239,16 @@ impl Lane {
             }
             head += 1;
         }
+        let passed = head - start;
         let head = head.max(self.head.fetch_max(head, Ordering::AcqRel));
         if head == tail {
             self.drain_asked.store(false, Ordering::Release);
         }
-        (taken, head < tail)
+        Drained {
+            taken,
+            skipped: passed > taken as u64,
+            more: head < tail,
+        }
     }
 
     /// True if the ring may hold keys the worker has not looked at.

@@ -79,16 +79,18 @@ impl Key {
 /// chunks hold only 4).
 const LINE: usize = if cfg!(loom) { 4 } else { 8 };
 
-/// Entries that share cache lines with no other line's.
+/// A chunk's entries, starting on a cache line. A line is `LINE` entries
+/// from a multiple of `LINE`: it fills whole cache lines, so it shares
+/// none with another line. (A flat array, not an array of lines, so that
+/// finding an entry is one multiplication.)
 #[repr(align(64))]
-struct Line([Entry; LINE]);
+struct Entries([Entry; CHUNK]);
 
-// A line has no padding: `Entry` still packs into whole cache lines.
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Line>() == LINE * std::mem::size_of::<Entry>());
+const _: () = assert!((LINE * std::mem::size_of::<Entry>()) % 64 == 0);
 
 // Fixed-size arrays: masked indices need no bounds checks.
-type Chunk = Box<[Line; CHUNK / LINE]>;
+type Chunk = Box<Entries>;
 type Table = Box<[OnceLock<Chunk>; TABLE]>;
 
 pub(crate) struct Slots {
@@ -121,7 +123,7 @@ impl Slots {
         let chunk = table[(i >> CHUNK_BITS) & (TABLE - 1)]
             .get()
             .expect("a held key's chunk exists");
-        &chunk[(i & (CHUNK - 1)) / LINE].0[i % LINE]
+        &chunk.0[i & (CHUNK - 1)]
     }
 
     /// A new pending entry holding `refs` references. `None` when the
@@ -196,7 +198,7 @@ impl Slots {
         let table = self.directory[(i >> (CHUNK_BITS + TABLE_BITS)) & (TABLE - 1)]
             .get_or_init(|| boxed_array(OnceLock::new));
         table[(i >> CHUNK_BITS) & (TABLE - 1)]
-            .get_or_init(|| boxed_array(|| Line(std::array::from_fn(|_| Entry::vacant()))));
+            .get_or_init(|| Box::new(Entries(std::array::from_fn(|_| Entry::vacant()))));
         Some(Key(i as u32))
     }
 

@@ -5,13 +5,13 @@
 //! sleep until the next tick with work. With nothing pending it parks with
 //! no timeout, so an idle timer costs no wake-ups at all.
 //!
-//! Except while timeouts keep arriving: a wheel emptied by cancels, with a
-//! producer still queueing, sleeps one round instead, and parks for good
-//! only after a round with no arrivals. Parked for good, the worker must be
-//! woken by every new timeout, however far its deadline; a producer that
-//! cancels each timeout soon after queueing it would then wake the worker
-//! thousands of times a second, only for it to file a timeout about to be
-//! cancelled.
+//! Except while producers cancel timeouts young: when the worker finds
+//! cells withdrawn from the lanes and an empty wheel, it sleeps one round
+//! instead, and parks for good only after a round without them. Parked for
+//! good, the worker must be woken by every new timeout, however far its
+//! deadline; a producer that cancels each timeout soon after queueing it
+//! would then wake the worker thousands of times a second, only for it to
+//! file a timeout about to be cancelled.
 
 use std::sync::Arc;
 use std::thread;
@@ -59,17 +59,17 @@ fn run(shared: Arc<Shared>) {
         }
         #[cfg(test)]
         shared.worker_rounds.fetch_add(1, Ordering::Relaxed);
-        let arrivals = !shared.intake.is_empty();
         let now_tick = clock.ticks_at(clock.now());
         let more = shared.step(now_tick, &mut due);
         shared.fire(&mut due);
 
+        let cancelling_young = shared.intake.take_saw_withdrawn();
         let mut next = {
             let core = shared.lock_core();
             let linger = || now_tick.saturating_add(core.wheel.ticks_per_round());
             core.wheel
                 .next_work_tick()
-                .or_else(|| arrivals.then(linger))
+                .or_else(|| cancelling_young.then(linger))
         };
         if more {
             next = Some(now_tick.saturating_add(1));
