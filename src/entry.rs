@@ -464,6 +464,13 @@ impl Entry {
     }
 }
 
+impl Drop for Entry {
+    /// Drops a task still in the slot: the union would not.
+    fn drop(&mut self) {
+        drop(self.vacate());
+    }
+}
+
 /// A task moved out of its entry's slot; dropping it, even while
 /// unwinding, puts the task back and stores its kind, which also clears
 /// `LOCKED`.
@@ -646,6 +653,19 @@ mod tests {
             "{}",
             std::mem::size_of::<Entry>()
         );
+    }
+
+    #[test]
+    fn an_entry_dropped_with_its_task_drops_the_task() {
+        let alive = std::sync::Arc::new(());
+        let held = alive.clone();
+        let e = Entry::new(
+            0,
+            Task::Callback(Box::new(move |_: &crate::Timeout| drop(held))),
+        );
+        assert_eq!(std::sync::Arc::strong_count(&alive), 2);
+        drop(e);
+        assert_eq!(std::sync::Arc::strong_count(&alive), 1, "not leaked");
     }
 
     #[test]

@@ -222,6 +222,7 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    #[cfg_attr(miri, ignore = "3072 entries: too slow under Miri")]
     fn every_so_many_keys_on_the_shared_queue_ask_the_worker_to_look() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let shared = timer.shared();
