@@ -5,7 +5,10 @@
 //!
 //! A peer's sleep counts as scheduled once it has been created and polled
 //! once, since tokio and async-io register on first poll. Each scenario is
-//! run five times and the best run is kept, to damp a noisy machine.
+//! run five times and the best run is kept, to damp a noisy machine (the
+//! median for the sleeps' lateness, which varies more between runs than
+//! between timers); the peers take turns within each round, so a slow
+//! spell hits them alike.
 //! Memory is measured in a child process per peer, so one peer's freed
 //! memory does not flatter the next.
 
@@ -35,16 +38,12 @@ fn main() {
     let mut table = Table::default();
 
     let one = "schedule+cancel, 1 thread (ns/op)";
-    for peer in PEERS {
-        if let Some(ns) = best_of(|| schedule_cancel(peer, 1)) {
-            table.add(one, peer, ns);
-        }
+    for (peer, ns) in best_interleaved(&PEERS, |peer| schedule_cancel(peer, 1)) {
+        table.add(one, peer, ns);
     }
     let two = "schedule+cancel, 2 threads (ns/op, wall)";
-    for peer in PEERS {
-        if let Some(ns) = best_of(|| schedule_cancel(peer, 2)) {
-            table.add(two, peer, ns);
-        }
+    for (peer, ns) in best_interleaved(&PEERS, |peer| schedule_cancel(peer, 2)) {
+        table.add(two, peer, ns);
     }
     let mem = "bytes per pending timeout (1M pending, handles kept)";
     for peer in PEERS {
@@ -53,20 +52,17 @@ fn main() {
         }
     }
     let ready = "timeout around a ready future (ns/op)";
-    for peer in ["tokio::time", "hashed-wheel-timer"] {
-        if let Some(ns) = best_of(|| Some(timeout_ready(peer))) {
-            table.add(ready, peer, ns);
-        }
+    let both = ["tokio::time", "hashed-wheel-timer"];
+    for (peer, ns) in best_interleaved(&both, |peer| Some(timeout_ready(peer))) {
+        table.add(ready, peer, ns);
     }
     let burst = "100k callbacks due within 50 ms: p99 lateness (ms)";
     if let Some(ms) = best_of(|| Some(callback_burst_p99_ms())) {
         table.add(burst, "hashed-wheel-timer", ms);
     }
-    let sleeps = "100k tasks sleep 50 ms, 2-worker runtime: p99 lateness (ms)";
-    for peer in ["tokio::time", "hashed-wheel-timer"] {
-        if let Some(ms) = best_of(|| Some(sleep_lateness_p99_ms(peer))) {
-            table.add(sleeps, peer, ms);
-        }
+    let sleeps = "100k tasks sleep 50 ms, 2-worker runtime: p99 lateness (ms, median of 5)";
+    for (peer, ms) in median_interleaved(&both, |peer| Some(sleep_lateness_p99_ms(peer))) {
+        table.add(sleeps, peer, ms);
     }
 
     table.print();
@@ -83,6 +79,50 @@ const PEERS: [&str; 6] = [
 
 fn best_of(mut f: impl FnMut() -> Option<f64>) -> Option<f64> {
     (0..RUNS).filter_map(|_| f()).reduce(f64::min)
+}
+
+/// The best of `RUNS` runs per peer, the peers taking turns within each
+/// round, so that a slow spell of the machine falls on all of them alike
+/// rather than on whichever peer it happened to catch.
+fn best_interleaved(
+    peers: &[&'static str],
+    f: impl FnMut(&str) -> Option<f64>,
+) -> Vec<(&'static str, f64)> {
+    let runs = interleaved(peers, f);
+    let best = |values: Vec<f64>| values.into_iter().reduce(f64::min);
+    runs.into_iter()
+        .filter_map(|(peer, values)| Some((peer, best(values)?)))
+        .collect()
+}
+
+/// As `best_interleaved`, keeping the median run: for a lateness that
+/// varies from run to run far more than between the peers.
+fn median_interleaved(
+    peers: &[&'static str],
+    f: impl FnMut(&str) -> Option<f64>,
+) -> Vec<(&'static str, f64)> {
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied()
+    };
+    let runs = interleaved(peers, f);
+    runs.into_iter()
+        .filter_map(|(peer, values)| Some((peer, median(values)?)))
+        .collect()
+}
+
+/// `RUNS` rounds, each running every peer once, in turn.
+fn interleaved(
+    peers: &[&'static str],
+    mut f: impl FnMut(&str) -> Option<f64>,
+) -> Vec<(&'static str, Vec<f64>)> {
+    let mut runs: Vec<(&'static str, Vec<f64>)> = peers.iter().map(|&p| (p, Vec::new())).collect();
+    for _ in 0..RUNS {
+        for (peer, values) in &mut runs {
+            values.extend(f(peer));
+        }
+    }
+    runs
 }
 
 /// Wall-clock nanoseconds per schedule+cancel, `threads` producers.
