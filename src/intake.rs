@@ -6,7 +6,9 @@
 //! executor thread re-arming a periodic task, the 257th concurrent
 //! producer, or one whose ring is full) uses the shared MPSC queue. The
 //! worker drains the lanes, then the shared queue, so one thread's
-//! timeouts are filed in the order it queued them.
+//! timeouts are filed in the order it queued them (but for a drain stalled
+//! while its ring wrapped round, which takes a key early: see
+//! `Lane::drain`).
 
 use std::sync::{Arc, OnceLock};
 
