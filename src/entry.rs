@@ -163,6 +163,9 @@ impl Entry {
     /// Empties a slot whose last reference is gone; returns any task left.
     #[inline(always)]
     pub(crate) fn vacate(&self) -> Option<Task> {
+        if Kind::from_bits(self.task_word.load(Ordering::Relaxed)) == Kind::Empty {
+            return None; // the common case: fired or cancelled, task taken
+        }
         self.with_task_alone(Option::take)
     }
 
@@ -196,10 +199,12 @@ impl Entry {
         self.state.store(CANCELLED | WITHDRAWN, Ordering::Relaxed);
     }
 
+    #[inline]
     pub(crate) fn next_link(&self) -> Option<Key> {
         Key::unpack(self.next.load(Ordering::Acquire))
     }
 
+    #[inline]
     pub(crate) fn set_next_link(&self, key: Option<Key>) {
         self.next.store(key.map_or(0, Key::pack), Ordering::Release);
     }

@@ -204,6 +204,7 @@ impl Shared {
         let _ = self.worker_thread.set(thread);
     }
 
+    #[inline]
     pub(crate) fn has_worker_thread(&self) -> bool {
         self.worker_thread.get().is_some()
     }
@@ -373,7 +374,8 @@ impl Shared {
             CancelOutcome::Waiting => entry.take_task_won(),
             _ => entry.take_task(),
         };
-        Some(task.unwrap_or(Task::Wake(None)))
+        // Not `unwrap_or`: it would drop the unused default, a call per cancel.
+        Some(task.unwrap_or_else(|| Task::Wake(None)))
     }
 
     /// A cancelled entry the worker took from the intake: it is filed, or
