@@ -162,7 +162,8 @@ impl Sleep {
     /// deadline ahead, and files a new entry. So a deadline pushed back
     /// again and again (an idle timeout) costs nothing per push. Only an
     /// earlier deadline in another tick swaps the entry, at once and with
-    /// the stored waker, so the task needs no poll to be woken in time.
+    /// the stored waker, so the task needs no poll to be woken in time; a
+    /// deadline already past wakes the task at once, with no entry.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -189,6 +190,7 @@ impl Sleep {
         if clock.tick_of(self.deadline_nanos) >= clock.tick_of(shared.entry(key).deadline()) {
             return; // in time; a poll re-arms it if early
         }
+        let already_due = clock.has_passed(self.deadline_nanos);
         let cancelled = shared.cancel(key);
         self.set_entry(None);
         // Lost to the worker or to `stop()`: the task was woken, and its
@@ -196,6 +198,11 @@ impl Sleep {
         let Some(Task::Wake(Some(waker))) = cancelled else {
             return;
         };
+        if already_due {
+            // No entry to file, and no tick to wait for.
+            waker.wake();
+            return;
+        }
         match self
             .timer
             .schedule_waker(self.deadline_nanos, waker.clone())
@@ -439,5 +446,21 @@ mod tests {
         assert!(shared.entry(first).is_cancelled());
         assert_eq!(timer.pending_timeouts(), 1);
         shared.slots.release(first);
+    }
+
+    #[test]
+    fn reset_to_a_past_deadline_wakes_at_once_and_files_nothing() {
+        use tokio_test::assert_ready;
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let mut sleep = task::spawn(timer.sleep(MS * 10));
+        assert_pending!(sleep.poll());
+        timer.advance(MS * 3);
+        sleep.reset(timer.now() - MS);
+        assert!(sleep.is_woken(), "woken with no tick");
+        assert_eq!(sleep.entry, None, "nothing filed");
+        assert_eq!(timer.pending_timeouts(), 0);
+        timer.advance(Duration::ZERO); // takes the old entry out of its bucket
+        assert_eq!(timer.shared().live(), 0);
+        assert_ready!(sleep.poll());
     }
 }
