@@ -83,10 +83,10 @@ impl Shared {
         }
         let mut core = self.lock_core();
         let more = self.drain_intake(&mut core);
-        let sooner = match (core.wheel.next_work_tick(), next) {
-            (Some(filed), Some(next)) => filed < next,
-            (filed, next) => filed.is_some() && next.is_none(),
-        };
+        let sooner = core
+            .wheel
+            .next_work_tick()
+            .is_some_and(|filed| next.map_or(true, |next| filed < next));
         more || sooner
     }
 

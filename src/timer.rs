@@ -522,6 +522,41 @@ mod tests {
         assert!(after.is_expired(), "a key after the reclaimed cells fires");
     }
 
+    /// Invariant 4 while the worker sleeps towards a far tick, as it does
+    /// lingering a round (5.12 s at 10 ms ticks) or waiting on a timeout
+    /// 60 s away: an earlier timeout must still wake it.
+    #[test]
+    fn a_worker_sleeping_far_ahead_still_fires_an_earlier_timeout_in_time() {
+        use crate::shared::{BUSY, IDLE};
+        let timer = HashedWheelTimer::builder()
+            .tick_duration(MS * 10)
+            .build()
+            .unwrap();
+        let sleeping_far = || {
+            let planned = timer
+                .shared()
+                .planned_wake
+                .load(std::sync::atomic::Ordering::SeqCst);
+            planned != BUSY && planned != IDLE && planned > 100
+        };
+        let cancelled_young = eventually(|| {
+            for _ in 0..100 {
+                let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
+                t.cancel();
+            }
+            sleeping_far()
+        });
+        assert!(cancelled_young, "the worker sleeps far ahead");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let start = std::time::Instant::now();
+        timer
+            .new_timeout(move |_| tx.send(()).unwrap(), MS * 20)
+            .unwrap();
+        rx.recv_timeout(Duration::from_secs(60)).expect("it fired");
+        let took = start.elapsed();
+        assert!(took < Duration::from_secs(2), "fired after {took:?}");
+    }
+
     #[test]
     fn a_producer_cancelling_young_timeouts_rarely_wakes_the_worker() {
         let timer = HashedWheelTimer::new();
