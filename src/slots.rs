@@ -79,18 +79,22 @@ impl Key {
 /// chunks hold only 4).
 const LINE: usize = if cfg!(loom) { 4 } else { 8 };
 
-/// A chunk's entries, starting on a cache line. A line is `LINE` entries
-/// from a multiple of `LINE`: it fills whole cache lines, so it shares
-/// none with another line. (A flat array, not an array of lines, so that
-/// finding an entry is one multiplication.)
+/// `LINE` entries starting on a cache line. They fill whole cache lines,
+/// so two lines share none, and a chunk of lines is as dense as a flat
+/// array of entries.
 #[repr(align(64))]
-struct Entries([Entry; CHUNK]);
+struct Line([Entry; LINE]);
 
 #[cfg(not(loom))]
-const _: () = assert!((LINE * std::mem::size_of::<Entry>()) % 64 == 0);
+const _: () = assert!(std::mem::size_of::<Line>() == LINE * std::mem::size_of::<Entry>());
 
-// Fixed-size arrays: masked indices need no bounds checks.
-type Chunk = Box<Entries>;
+/// Lines per chunk.
+const LINES: usize = CHUNK / LINE;
+
+// Fixed-size arrays: masked indices need no bounds checks. A chunk is
+// built on the heap line by line: built whole on the stack first (40 KiB),
+// it overflowed small thread stacks in debug builds.
+type Chunk = Box<[Line; LINES]>;
 type Table = Box<[OnceLock<Chunk>; TABLE]>;
 
 pub(crate) struct Slots {
@@ -123,7 +127,7 @@ impl Slots {
         let chunk = table[(i >> CHUNK_BITS) & (TABLE - 1)]
             .get()
             .expect("a held key's chunk exists");
-        &chunk.0[i & (CHUNK - 1)]
+        &chunk[(i & (CHUNK - 1)) / LINE].0[i % LINE]
     }
 
     /// A new pending entry holding `refs` references. `None` when the
@@ -198,7 +202,7 @@ impl Slots {
         let table = self.directory[(i >> (CHUNK_BITS + TABLE_BITS)) & (TABLE - 1)]
             .get_or_init(|| boxed_array(OnceLock::new));
         table[(i >> CHUNK_BITS) & (TABLE - 1)]
-            .get_or_init(|| Box::new(Entries(std::array::from_fn(|_| Entry::vacant()))));
+            .get_or_init(|| boxed_array(|| Line(std::array::from_fn(|_| Entry::vacant()))));
         Some(Key(i as u32))
     }
 

@@ -182,3 +182,53 @@ fn advance_on_a_real_clock_does_nothing() {
     timer.advance(Duration::from_secs(3600));
     assert!(timer.now() - before < Duration::from_secs(3600));
 }
+
+/// Defect 5 of the outside review: with 1 ns ticks the wheel can reach the
+/// last tick there is, where `current + 1` overflowed (a panic in debug
+/// builds; in release the entry was filed where nothing looks).
+#[test]
+fn the_last_tick_there_is_neither_overflows_nor_fires() {
+    let timer = manual(Duration::from_nanos(1));
+    let early = timer.new_timeout(|_| {}, MS).unwrap();
+    timer.advance(Duration::MAX);
+    assert!(early.is_expired());
+    let never = || |_: &hashed_wheel_timer::Timeout| panic!("saturated: must never fire");
+    let t = timer.new_timeout(never(), Duration::ZERO).unwrap();
+    let u = timer.new_timeout(never(), Duration::MAX).unwrap();
+    let p = timer
+        .schedule_at_fixed_rate(|_| panic!("never"), MS, MS)
+        .unwrap();
+    timer.advance(Duration::MAX);
+    timer.advance(MS);
+    assert!(t.is_pending() && u.is_pending() && p.is_pending());
+    assert_eq!(timer.pending_timeouts(), 3);
+    assert!(t.cancel(), "found where it was filed");
+    timer.advance(MS);
+    assert_eq!(timer.stop().unwrap(), vec![u, p], "stop finds the rest");
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+/// Defect 6 of the outside review: the arena built each 40 KiB chunk on
+/// the stack before boxing it, which overflowed small thread stacks in
+/// debug builds.
+#[test]
+fn scheduling_works_from_a_thread_with_a_64_kib_stack() {
+    let spawned = std::thread::Builder::new()
+        .stack_size(64 * 1024)
+        .spawn(|| {
+            let timer = manual(MS);
+            for _ in 0..3 {
+                // A fresh timer: its first schedule opens the first chunk.
+                let fresh = manual(MS);
+                fresh.new_timeout(|_| {}, MS).unwrap();
+                fresh.advance(MS);
+            }
+            let ts: Vec<_> = (0..5_000)
+                .map(|i| timer.new_timeout(|_| {}, MS * (i % 7)).unwrap())
+                .collect();
+            timer.advance(MS * 7);
+            ts.iter().all(|t| t.is_expired())
+        })
+        .unwrap();
+    assert!(spawned.join().expect("no stack overflow"));
+}
