@@ -20,6 +20,9 @@ pub(crate) struct Clock {
     start_since_base: Nanos,
     manual: Option<Manual>,
     tick_nanos: u64,
+    /// The last tick the clock can reach: the one before a saturated
+    /// deadline's, so that a saturated deadline never fires.
+    last_tick: u64,
 }
 
 /// A clock that only `advance` moves.
@@ -42,6 +45,7 @@ impl Clock {
                 target: AtomicU64::new(0),
             }),
             tick_nanos,
+            last_tick: tick_of(u64::MAX, tick_nanos) - 1,
         }
     }
 
@@ -85,11 +89,14 @@ impl Clock {
     }
 
     /// `delay` from now: never earlier, and on a real clock at most a few
-    /// microseconds later (see `tsc.rs`).
+    /// microseconds later (see `tsc.rs`). A zero delay reads the exact
+    /// clock: "now" must have passed by the first look, as tokio's
+    /// `sleep(ZERO)` has, not a microsecond later.
     #[inline(always)]
     pub(crate) fn deadline_after(&self, delay: Duration) -> Nanos {
         let now = match &self.manual {
             Some(manual) => manual.now.load(Ordering::Acquire),
+            None if delay.is_zero() => self.now(),
             None => self.upper_now(),
         };
         now.saturating_add(saturating_nanos(delay))
@@ -117,9 +124,10 @@ impl Clock {
         tick != 0 && deadline <= (tick - 1).saturating_mul(self.tick_nanos)
     }
 
-    /// The last tick that has fully ended at `now`.
+    /// The last tick that has fully ended at `now`, but never the tick of
+    /// a saturated deadline (`u64::MAX`): that one means never.
     pub(crate) fn ticks_at(&self, now: Nanos) -> u64 {
-        now / self.tick_nanos
+        (now / self.tick_nanos).min(self.last_tick)
     }
 
     /// When tick `tick` ends.
@@ -191,6 +199,21 @@ mod tests {
     }
 
     #[test]
+    fn a_saturated_deadline_is_beyond_every_reachable_tick() {
+        // Ticks that divide u64::MAX exactly, and ticks that do not.
+        for tick_nanos in [1, 3, 5, 17, 1_000, 1_000_000, u64::MAX] {
+            let clock = Clock::new(tick_nanos, true);
+            let last = clock.ticks_at(u64::MAX);
+            assert!(last < clock.tick_of(u64::MAX), "{tick_nanos}");
+            assert!(last < u64::MAX, "{tick_nanos}: a next tick exists");
+            assert_eq!(
+                clock.ticks_at(u64::MAX - 1),
+                last.min((u64::MAX - 1) / tick_nanos)
+            );
+        }
+    }
+
+    #[test]
     fn huge_values_saturate() {
         let clock = Clock::new(1_000_000, true);
         assert_eq!(clock.deadline_after(Duration::MAX), u64::MAX);
@@ -220,6 +243,14 @@ mod tests {
         for _ in 0..if cfg!(miri) { 100 } else { 100_000 } {
             let now = clock.now();
             assert!(clock.deadline_after(Duration::from_nanos(7)) >= now + 7);
+        }
+    }
+
+    #[test]
+    fn a_zero_delay_has_passed_at_once() {
+        let clock = Clock::new(1_000_000, false);
+        for _ in 0..if cfg!(miri) { 10 } else { 10_000 } {
+            assert!(clock.has_passed(clock.deadline_after(Duration::ZERO)));
         }
     }
 

@@ -291,3 +291,28 @@ fn dropping_the_last_timer_handle_wakes_nothing_it_does_not_own() {
     assert_eq!(counter.wakes(), 0);
     drop(sleep);
 }
+
+/// Defect 4 of the outside review: with the timestamp-counter clock, a zero
+/// delay was built from an upper bound on now, a microsecond or so ahead,
+/// so the first poll was pending and completed a whole tick later.
+#[test]
+fn a_zero_delay_is_ready_at_the_first_poll_on_every_clock() {
+    let clocks = [HashedWheelTimer::new(), manual(MS)];
+    for timer in &clocks {
+        for _ in 0..1_000 {
+            let mut zero = task::spawn(timer.sleep(Duration::ZERO));
+            assert_ready!(zero.poll(), "sleep(ZERO) on {timer:?}");
+            let mut call = task::spawn(timer.timeout(Duration::ZERO, std::future::pending::<()>()));
+            assert!(
+                assert_ready!(call.poll()).is_err(),
+                "timeout(ZERO, pending) elapses at its first poll"
+            );
+            let mut iv = timer.interval(MS);
+            let mut first = task::spawn(iv.tick());
+            assert_ready!(first.poll(), "an interval's first tick is at once");
+        }
+        assert_eq!(timer.pending_timeouts(), 0, "no entry was filed");
+    }
+    let mut free = task::spawn(hashed_wheel_timer::sleep(Duration::ZERO));
+    assert_ready!(free.poll(), "the default timer too");
+}

@@ -122,7 +122,7 @@ impl Wheel {
     /// The tick of an entry in the wheel (or about to enter it).
     fn tick_in_wheel(&self, entry: &Entry) -> u64 {
         let tick = tick_of(entry.deadline(), self.tick_nanos);
-        tick.max(self.current + 1)
+        tick.max(self.current.saturating_add(1))
     }
 
     /// The next tick that has an entry, or the start of the next round that
