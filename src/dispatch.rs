@@ -21,7 +21,7 @@ use crate::executor::SharedExecutor;
 use crate::periodic::Periodic;
 use crate::shared::Shared;
 use crate::slots::Key;
-use crate::task::Task;
+use crate::task::{panic_message, Task, UserBox};
 use crate::Timeout;
 
 /// A fired task handed to the executor. If the executor drops it unrun
@@ -92,7 +92,7 @@ fn run(timeout: &Timeout, task: Task) {
     let (entry, shared) = (timeout.entry(), timeout.shared());
     let result = match task {
         Task::Wake(wakers) => shared.catch_task(|| wakers.into_iter().for_each(|w| w.wake())),
-        Task::Callback(task) => shared.catch_task(|| task.run(timeout)),
+        Task::Callback(task) => shared.catch_task(|| task.into_inner().run(timeout)),
         Task::Periodic(task) => return run_periodic(timeout, task),
     };
     if let Err(panic) = result {
@@ -103,7 +103,7 @@ fn run(timeout: &Timeout, task: Task) {
 
 /// Runs one run of a periodic task, then re-arms it or, if it panicked,
 /// ends it.
-fn run_periodic(timeout: &Timeout, mut task: Box<Periodic>) {
+fn run_periodic(timeout: &Timeout, mut task: UserBox<Periodic>) {
     let (entry, shared) = (timeout.entry(), timeout.shared());
     if !entry.is_running() {
         return; // cancelled before this run began
@@ -142,15 +142,5 @@ impl Drop for Dispatch {
         self.timeout
             .shared()
             .end_stopped(self.timeout.entry(), task);
-    }
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s
-    } else {
-        "<non-string panic payload>"
     }
 }

@@ -522,12 +522,12 @@ mod tests {
     use crate::periodic::{Every, Periodic};
 
     fn entry() -> Entry {
-        Entry::new(0, Task::Callback(Box::new(|_: &crate::Timeout| {})))
+        Entry::new(0, Task::callback(Box::new(|_: &crate::Timeout| {})))
     }
 
     fn periodic() -> Entry {
         let task = Periodic::new(|_: &crate::Timeout| {}, Every::Rate(10));
-        Entry::new(0, Task::Periodic(Box::new(task)))
+        Entry::new(0, Task::periodic(task))
     }
 
     /// A periodic entry in the middle of a run.
@@ -666,7 +666,7 @@ mod tests {
         let held = alive.clone();
         let e = Entry::new(
             0,
-            Task::Callback(Box::new(move |_: &crate::Timeout| drop(held))),
+            Task::callback(Box::new(move |_: &crate::Timeout| drop(held))),
         );
         assert_eq!(std::sync::Arc::strong_count(&alive), 2);
         drop(e);
@@ -694,10 +694,10 @@ mod tests {
     fn the_task_slot_holds_each_kind_through_put_and_take() {
         let e = Entry::new(0, Task::Wake(None));
         assert!(matches!(e.take_task(), Some(Task::Wake(None))));
-        e.put_task(Task::Callback(Box::new(|_: &crate::Timeout| {})));
+        e.put_task(Task::callback(Box::new(|_: &crate::Timeout| {})));
         assert!(matches!(e.take_task(), Some(Task::Callback(_))));
         let task = Periodic::new(|_: &crate::Timeout| {}, Every::Rate(10));
-        e.put_task(Task::Periodic(Box::new(task)));
+        e.put_task(Task::periodic(task));
         assert!(matches!(e.vacate(), Some(Task::Periodic(_))));
         assert!(e.vacate().is_none());
     }

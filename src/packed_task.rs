@@ -7,7 +7,7 @@ use std::mem::ManuallyDrop;
 use std::task::Waker;
 
 use crate::periodic::Periodic;
-use crate::task::{Task, TimerTask};
+use crate::task::{Task, TimerTask, UserBox};
 
 /// Which field of a [`PackedTask`] holds a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,8 +39,8 @@ impl Kind {
 /// nothing, so whoever owns it takes the task out first.
 pub(crate) union PackedTask {
     empty: (),
-    callback: ManuallyDrop<Box<dyn TimerTask>>,
-    periodic: ManuallyDrop<Box<Periodic>>,
+    callback: ManuallyDrop<UserBox<dyn TimerTask>>,
+    periodic: ManuallyDrop<UserBox<Periodic>>,
     wake: ManuallyDrop<Option<Waker>>,
 }
 
@@ -123,13 +123,13 @@ mod tests {
         let ran_by_callback = ran.clone();
         let tasks = [
             None,
-            Some(Task::Callback(Box::new(move |_: &crate::Timeout| {
+            Some(Task::callback(Box::new(move |_: &crate::Timeout| {
                 ran_by_callback.fetch_add(1, Ordering::SeqCst);
             }))),
-            Some(Task::Periodic(Box::new(Periodic::new(
+            Some(Task::periodic(Periodic::new(
                 |_: &crate::Timeout| {},
                 Every::Rate(10),
-            )))),
+            ))),
             Some(Task::Wake(None)),
             Some(Task::Wake(Some(Waker::from(counter.clone())))),
         ];
@@ -156,7 +156,7 @@ mod tests {
                     let t = timer
                         .new_timeout(|_| {}, std::time::Duration::ZERO)
                         .unwrap();
-                    task.run(&t);
+                    task.into_inner().run(&t);
                 }
                 Some(Task::Periodic(_)) => assert_eq!(kind, Kind::Periodic),
                 Some(Task::Wake(waker)) => waker.into_iter().for_each(Waker::wake),

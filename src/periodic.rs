@@ -28,7 +28,7 @@ use crate::clock::{saturating_nanos, Nanos};
 use crate::entry::Entry;
 use crate::shared::Shared;
 use crate::slots::Key;
-use crate::task::{Task, TimerTask};
+use crate::task::{Task, TimerTask, UserBox};
 use crate::{HashedWheelTimer, Timeout, TimerError};
 
 /// How the next run of a periodic task is timed.
@@ -96,7 +96,7 @@ impl TimerTask for Periodic {
 impl Shared {
     /// Ends a run that returned: re-arms the entry for its next run, unless
     /// it was cancelled during the run or the timer was stopped.
-    pub(crate) fn rearm(&self, key: Key, task: Box<Periodic>) {
+    pub(crate) fn rearm(&self, key: Key, task: UserBox<Periodic>) {
         let entry = self.entry(key);
         let next = task.every.next_due(entry.deadline(), self.clock.now());
         entry.set_deadline(next);
@@ -261,7 +261,7 @@ impl HashedWheelTimer {
         initial_delay: Duration,
     ) -> Result<Timeout, TimerError> {
         let deadline = self.shared().clock.deadline_after(initial_delay);
-        self.schedule_entry(deadline, Task::Periodic(Box::new(task)))
+        self.schedule_entry(deadline, Task::periodic(task))
     }
 }
 

@@ -364,7 +364,7 @@ mod tests {
         }
         let flag = Flag(dropped.clone());
         let slots = Slots::new();
-        let task = Task::Callback(Box::new(move |_: &crate::Timeout| drop(flag)));
+        let task = Task::callback(Box::new(move |_: &crate::Timeout| drop(flag)));
         let key = slots.insert(0, task, 2).unwrap();
         slots.release(key);
         assert!(!dropped.load(Ordering::SeqCst));

@@ -1,6 +1,16 @@
 //! What runs when a timeout expires: a user callback, a periodic task, or a
 //! future's waker.
+//!
+//! A user's task is user code twice over: when it runs, and when it is
+//! dropped without running (cancelled, stopped, or freed with its timer).
+//! Either may panic. The runner catches a run's panic (`dispatch.rs`); a
+//! [`UserBox`] catches its drop's, wherever that happens, so a panicking
+//! destructor never unwinds out of the worker, `advance`, `stop`, a
+//! dropped handle, or a destructor already unwinding.
 
+use std::any::Any;
+use std::ops::{Deref, DerefMut};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
 use crate::periodic::Periodic;
@@ -69,30 +79,114 @@ where
 /// The payload of an entry.
 pub(crate) enum Task {
     /// A user callback, consumed when it runs.
-    Callback(Box<dyn TimerTask>),
+    Callback(UserBox<dyn TimerTask>),
     /// A periodic task: taken out for each run, put back when it re-arms.
     /// Boxed so that one-shot entries stay as small as before.
-    Periodic(Box<Periodic>),
+    Periodic(UserBox<Periodic>),
     /// The waker of the task awaiting a `Sleep`; `None` before its first poll.
     Wake(Option<Waker>),
 }
 
 impl Task {
-    /// Runs what a cancellation owes the task: the `cancelled` hook.
+    /// A user callback.
+    pub(crate) fn callback(task: Box<dyn TimerTask>) -> Task {
+        Task::Callback(UserBox::new(task))
+    }
+
+    /// A periodic task.
+    pub(crate) fn periodic(task: Periodic) -> Task {
+        Task::Periodic(UserBox::new(Box::new(task)))
+    }
+
+    /// Runs what a cancellation owes the task: the `cancelled` hook. A
+    /// panic in it is caught and logged, as Netty does: the cancel has won
+    /// all the same.
     #[inline(always)]
     pub(crate) fn on_cancel(self, timeout: &Timeout) {
         if let Task::Callback(task) = self {
-            task.cancelled(timeout);
+            let task = task.into_inner();
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| task.cancelled(timeout))) {
+                report_panic(&*panic, "in TimerTask::cancelled");
+            }
         }
     }
 
     /// The task as a [`TimerTask`] that runs it once, for
-    /// [`Timeout::take_task`]; `None` for a waker.
+    /// [`Timeout::take_task`]; `None` for a waker. From here on it is the
+    /// caller's, and so is its drop.
     pub(crate) fn into_timer_task(self) -> Option<Box<dyn TimerTask>> {
         match self {
-            Task::Callback(task) => Some(task),
-            Task::Periodic(task) => Some(task),
+            Task::Callback(task) => Some(task.into_inner()),
+            Task::Periodic(task) => Some(task.into_inner()),
             Task::Wake(_) => None,
         }
+    }
+}
+
+/// A user's boxed task whose drop is guarded: a panic in the task's
+/// destructor is caught and logged. (An `Option` so that `Drop` can move
+/// the box out; a `Box<dyn _>` in an `Option` is no bigger.)
+pub(crate) struct UserBox<T: ?Sized + 'static>(Option<Box<T>>);
+
+impl<T: ?Sized + 'static> UserBox<T> {
+    pub(crate) fn new(task: Box<T>) -> UserBox<T> {
+        UserBox(Some(task))
+    }
+
+    /// The box itself, for running it: its drop is the caller's again.
+    pub(crate) fn into_inner(mut self) -> Box<T> {
+        match self.0.take() {
+            Some(task) => task,
+            None => unreachable!("only drop and into_inner take the box"),
+        }
+    }
+}
+
+impl<T: ?Sized + 'static> Deref for UserBox<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.0
+            .as_deref()
+            .expect("only drop and into_inner take the box")
+    }
+}
+
+impl<T: ?Sized + 'static> DerefMut for UserBox<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.0
+            .as_deref_mut()
+            .expect("only drop and into_inner take the box")
+    }
+}
+
+impl<T: ?Sized + 'static> Drop for UserBox<T> {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(task))) {
+                report_panic(&*panic, "while being dropped");
+            }
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn report_panic(panic: &(dyn Any + Send), when: &'static str) {
+    tracing::warn!(
+        target: "hashed_wheel_timer",
+        panic = panic_message(panic),
+        "a timer task panicked {when}; the timer keeps running"
+    );
+}
+
+/// The message of a caught panic, if it has one.
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s
+    } else {
+        "<non-string panic payload>"
     }
 }

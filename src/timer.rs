@@ -153,7 +153,7 @@ impl HashedWheelTimer {
     ) -> Result<Timeout, TimerError> {
         let shared = self.shared();
         let deadline = shared.clock.deadline_after(delay);
-        self.schedule_entry(deadline, Task::Callback(Box::new(task)))
+        self.schedule_entry(deadline, Task::callback(Box::new(task)))
     }
 
     #[inline]

@@ -1,0 +1,161 @@
+//! Invariant 7 for a task's destructor: a task dropped without running (a
+//! periodic task cancelled during its run, one cancelled before an
+//! executor ran it, one freed by `stop()` or by the last handle) may panic
+//! in `Drop`. Wherever that drop happens, the panic is caught and logged,
+//! and the timer keeps firing. (Defect 1 of the outside review: on the
+//! worker such a panic unwound out of its loop, and nothing fired again.)
+
+mod common;
+
+use common::{manual, QueueExecutor};
+use hashed_wheel_timer::{HashedWheelTimer, Timeout, TimerTask};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Panics when dropped, and counts its drops first.
+struct PanicsOnDrop(Arc<AtomicUsize>);
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        panic!("a captured value panicked in Drop");
+    }
+}
+
+fn bomb() -> (PanicsOnDrop, Arc<AtomicUsize>) {
+    let drops = Arc::new(AtomicUsize::new(0));
+    (PanicsOnDrop(drops.clone()), drops)
+}
+
+/// A periodic task that cancels itself in its first run; the run returns,
+/// and the timer drops it on the thread that ran it.
+fn self_cancelling(timer: &HashedWheelTimer, delay: Duration) -> Arc<AtomicUsize> {
+    let (bomb, drops) = bomb();
+    timer
+        .schedule_at_fixed_rate(
+            move |t: &Timeout| {
+                let _keep = &bomb;
+                t.cancel();
+            },
+            delay,
+            MS,
+        )
+        .unwrap();
+    drops
+}
+
+/// Waits up to a minute for a timeout of `timer` to fire on its worker.
+fn still_fires(timer: &HashedWheelTimer) -> bool {
+    let (tx, rx) = mpsc::channel();
+    timer
+        .new_timeout(move |_| tx.send(()).unwrap(), MS)
+        .unwrap();
+    rx.recv_timeout(Duration::from_secs(60)).is_ok()
+}
+
+#[test]
+fn the_worker_survives_a_periodic_task_that_panics_when_dropped() {
+    let timer = HashedWheelTimer::new();
+    let drops = self_cancelling(&timer, Duration::ZERO);
+    assert!(still_fires(&timer), "the worker keeps firing");
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
+    assert!(still_fires(&timer), "and again");
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn advance_survives_a_periodic_task_that_panics_when_dropped() {
+    let timer = manual(MS);
+    let drops = self_cancelling(&timer, MS);
+    let later = timer.new_timeout(|_| {}, MS * 2).unwrap();
+    timer.advance(MS * 2); // must not unwind out of advance
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert!(later.is_expired(), "the same advance went on firing");
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn a_task_dropped_unrun_by_the_executor_path_is_caught() {
+    let executor = QueueExecutor::default();
+    let timer = HashedWheelTimer::builder()
+        .manual_clock()
+        .executor(executor.clone())
+        .build()
+        .unwrap();
+    let (bomb, drops) = bomb();
+    let periodic = timer
+        .schedule_at_fixed_rate(move |_: &Timeout| drop(&bomb), MS, MS)
+        .unwrap();
+    timer.advance(MS);
+    assert_eq!(executor.len(), 1, "its first run is handed off");
+    assert!(periodic.cancel(), "cancelled before the run starts");
+    executor.run_all(); // the job finds it cancelled and drops the task
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    let after = timer.new_timeout(|_| {}, MS).unwrap();
+    timer.advance(MS);
+    executor.run_all();
+    assert!(after.is_expired());
+}
+
+/// A hook that panics (and drops nothing that panics too: a destructor
+/// panicking while a panic unwinds aborts the process, whatever a library
+/// does).
+struct PanickingHook(Arc<AtomicUsize>);
+
+impl TimerTask for PanickingHook {
+    fn run(self: Box<Self>, _: &Timeout) {}
+    fn cancelled(self: Box<Self>, _: &Timeout) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        panic!("the cancelled hook panicked");
+    }
+}
+
+#[test]
+fn a_panicking_cancelled_hook_or_drop_does_not_escape_cancel() {
+    let timer = manual(MS);
+    let hook_calls = Arc::new(AtomicUsize::new(0));
+    let t = timer
+        .new_timeout_task(PanickingHook(hook_calls.clone()), MS * 5)
+        .unwrap();
+    let (plain, plain_drops) = bomb();
+    let u = timer.new_timeout(move |_| drop(&plain), MS * 5).unwrap();
+    timer.advance(MS); // both filed in the wheel
+    assert!(t.cancel(), "the cancel still wins");
+    assert!(u.cancel());
+    assert!(t.is_cancelled() && u.is_cancelled());
+    assert_eq!(hook_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(plain_drops.load(Ordering::SeqCst), 1);
+    timer.advance(MS * 10);
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+#[test]
+fn stopped_tasks_that_panic_when_dropped_are_freed_with_their_handles() {
+    let timer = manual(MS);
+    let (bomb, drops) = bomb();
+    timer
+        .new_timeout(move |_| drop(&bomb), Duration::from_secs(60))
+        .unwrap();
+    let stopped = timer.stop().unwrap();
+    assert_eq!(stopped.len(), 1);
+    drop(stopped); // the last reference frees the task here
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn dropping_the_last_timer_handle_frees_every_task_even_if_one_panics() {
+    let timer = HashedWheelTimer::new();
+    let (first, first_drops) = bomb();
+    let (second, second_drops) = bomb();
+    for bomb in [first, second] {
+        timer
+            .new_timeout(move |_| drop(&bomb), Duration::from_secs(60))
+            .unwrap();
+    }
+    drop(timer); // must not unwind out of the drop
+    assert_eq!(first_drops.load(Ordering::SeqCst), 1);
+    assert_eq!(second_drops.load(Ordering::SeqCst), 1);
+}
