@@ -13,6 +13,7 @@
 //! lock; without one, nothing is allocated.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -24,12 +25,29 @@ use crate::slots::Key;
 use crate::task::{panic_message, Task, UserBox};
 use crate::Timeout;
 
-/// A fired task handed to the executor. If the executor drops it unrun
-/// (say, its runtime shut down), its timeout ends stopped, uncounted once,
-/// and its task can still be taken from the handle.
+/// Where a job handed to the executor is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobState {
+    /// In the executor's hands, not started: `stop()` may take it back.
+    Queued,
+    /// Running its task's code.
+    Running,
+}
+
+/// The timer's jobs in the executor's hands, by key: how `stop()` finds
+/// the fired tasks that have not started, and the periodic runs in
+/// progress. A job is `Queued` until it starts, `Running` until its
+/// task's code returns, and then leaves.
+pub(crate) type Jobs = HashMap<Key, JobState>;
+
+/// A fired task handed to the executor. The task itself waits in its
+/// entry until the job starts, so that `stop()` can take it back with
+/// the task in place for `Timeout::take_task`. If the executor drops the
+/// job unrun (say, its runtime shut down), its timeout ends stopped,
+/// uncounted once, and its task can still be taken from the handle.
 struct Dispatch {
     timeout: Timeout,
-    task: Option<Task>,
+    started: bool,
 }
 
 impl Shared {
@@ -40,24 +58,24 @@ impl Shared {
         let timeout = Timeout::from_parts(key, self);
         if let Some(executor) = &self.config.executor {
             if !matches!(task, Task::Wake(_)) {
-                let job = Dispatch {
-                    timeout,
-                    task: Some(task),
-                };
-                self.hand_off(executor, job);
+                timeout.entry().put_task(task);
+                self.lock_jobs().insert(key, JobState::Queued);
+                self.hand_off(
+                    executor,
+                    Dispatch {
+                        timeout,
+                        started: false,
+                    },
+                );
                 return;
             }
         }
         run(&timeout, task);
     }
 
-    fn hand_off(&self, executor: &SharedExecutor, mut job: Dispatch) {
+    fn hand_off(&self, executor: &SharedExecutor, job: Dispatch) {
         let handed_off = catch_unwind(AssertUnwindSafe(|| {
-            executor.execute(Box::new(move || {
-                if let Some(task) = job.task.take() {
-                    run(&job.timeout, task);
-                }
-            }));
+            executor.execute(Box::new(move || job.start()));
         }));
         if let Err(panic) = handed_off {
             // The job was dropped while unwinding, which ended its timeout.
@@ -69,19 +87,96 @@ impl Shared {
         }
     }
 
+    pub(crate) fn lock_jobs(&self) -> crate::sync::MutexGuard<'_, Jobs> {
+        // No user code runs under this lock; recover rather than propagate.
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A job is about to run `key`'s task: true if it may, false if
+    /// `stop()` took it back first.
+    fn start_job(&self, key: Key) -> bool {
+        match self.lock_jobs().get_mut(&key) {
+            Some(state @ JobState::Queued) => {
+                *state = JobState::Running;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The code of a job's task returned (before a periodic task is
+    /// re-armed, which may hand the same key to a new job).
+    #[inline]
+    pub(crate) fn end_job(&self, key: Key) {
+        if self.config.executor.is_some() {
+            self.lock_jobs().remove(&key);
+        }
+    }
+
+    /// On shutdown, with the core lock held: takes back every job not yet
+    /// started (each ends stopped and is returned, with its task in place;
+    /// it gains a reference for that), and ends each periodic run in
+    /// progress stopped (it finishes, and is not re-armed). Returns the
+    /// jobs taken back and how many of them, or of the runs, were still
+    /// counted as pending.
+    pub(crate) fn reclaim_jobs(&self, taken_back: &mut Vec<Key>) -> usize {
+        let mut uncounted = 0;
+        for (key, state) in self.lock_jobs().drain() {
+            let entry = self.entry(key);
+            match state {
+                JobState::Queued => {
+                    // `None`: a periodic job cancelled meanwhile.
+                    if let Some(counted) = entry.try_stop_fired() {
+                        uncounted += usize::from(counted);
+                        self.slots.retain(key);
+                        taken_back.push(key);
+                    }
+                }
+                JobState::Running => {
+                    // A one-shot that runs has fired; a periodic one that
+                    // runs is still pending until now.
+                    uncounted += usize::from(entry.try_stop_running());
+                }
+            }
+        }
+        uncounted
+    }
+
     /// Runs `f` as a task of this timer, catching a panic.
     fn catch_task(&self, f: impl FnOnce()) -> Result<(), Box<dyn Any + Send>> {
         self.as_own_task(|| catch_unwind(AssertUnwindSafe(f)))
     }
 
-    /// A fired job that will not run: its timeout ends stopped, keeping its
-    /// task for `Timeout::take_task`, unless it was cancelled meanwhile.
+    /// A fired periodic run that will not run, or will not be re-armed:
+    /// its timeout ends stopped, keeping its task for `Timeout::take_task`,
+    /// unless it was cancelled meanwhile.
     pub(crate) fn end_stopped(&self, entry: &Entry, task: Task) {
         entry.put_task(task);
+        self.end_unrun(entry);
+    }
+
+    /// `end_stopped` for a task already in its entry.
+    fn end_unrun(&self, entry: &Entry) {
         match entry.try_stop_fired() {
             Some(true) => self.uncount(1),
             Some(false) => {}
             None => drop(entry.take_task()),
+        }
+    }
+}
+
+impl Dispatch {
+    /// The job's body, on an executor thread.
+    fn start(mut self) {
+        let (key, shared) = (self.timeout.key(), self.timeout.shared());
+        if !shared.start_job(key) {
+            return; // `stop()` took it back: it returned it
+        }
+        self.started = true;
+        if let Some(task) = self.timeout.entry().take_task() {
+            run(&self.timeout, task);
+        } else {
+            shared.end_job(key); // a periodic task cancelled meanwhile
         }
     }
 }
@@ -92,7 +187,11 @@ fn run(timeout: &Timeout, task: Task) {
     let (entry, shared) = (timeout.entry(), timeout.shared());
     let result = match task {
         Task::Wake(wakers) => shared.catch_task(|| wakers.into_iter().for_each(|w| w.wake())),
-        Task::Callback(task) => shared.catch_task(|| task.into_inner().run(timeout)),
+        Task::Callback(task) => {
+            let result = shared.catch_task(|| task.into_inner().run(timeout));
+            shared.end_job(timeout.key());
+            result
+        }
         Task::Periodic(task) => return run_periodic(timeout, task),
     };
     if let Err(panic) = result {
@@ -106,9 +205,12 @@ fn run(timeout: &Timeout, task: Task) {
 fn run_periodic(timeout: &Timeout, mut task: UserBox<Periodic>) {
     let (entry, shared) = (timeout.entry(), timeout.shared());
     if !entry.is_running() {
+        shared.end_job(timeout.key());
         return; // cancelled before this run began
     }
-    match shared.catch_task(|| task.run_once(timeout)) {
+    let result = shared.catch_task(|| task.run_once(timeout));
+    shared.end_job(timeout.key()); // before a re-arm can hand the key on
+    match result {
         Ok(()) => shared.rearm(timeout.key(), task),
         Err(panic) => {
             shared.end_panicked(entry);
@@ -131,16 +233,15 @@ fn report_panic(timeout: &Timeout, panic: &(dyn Any + Send)) {
 
 impl Drop for Dispatch {
     fn drop(&mut self) {
-        let Some(task) = self.task.take() else {
-            return;
-        };
+        let (key, shared) = (self.timeout.key(), self.timeout.shared());
+        if self.started || shared.lock_jobs().remove(&key).is_none() {
+            return; // it ran, or `stop()` took it back
+        }
         tracing::warn!(
             target: "hashed_wheel_timer",
             deadline = ?self.timeout.deadline(),
             "the executor dropped a timer task without running it; its timeout is now stopped"
         );
-        self.timeout
-            .shared()
-            .end_stopped(self.timeout.entry(), task);
+        shared.end_unrun(self.timeout.entry());
     }
 }

@@ -34,7 +34,7 @@ impl Shared {
         fence(Ordering::SeqCst);
         while let Some(key) = self.cancelled.pop() {
             self.remove_from_wheel(core, key);
-            self.slots.release(key); // the cancel queue's reference
+            self.slots.release_locked(key); // the cancel queue's reference
         }
     }
 
@@ -42,7 +42,7 @@ impl Shared {
     /// timer's reference.
     fn remove_from_wheel(&self, core: &mut Core, key: Key) {
         if core.wheel.remove(&self.slots, key) {
-            self.slots.release(key);
+            self.slots.release_locked(key);
         }
     }
 
@@ -56,7 +56,7 @@ impl Shared {
     /// cancelled (or stopped) on the way.
     fn file(&self, core: &mut Core, key: Key) {
         if !self.entry(key).is_waiting() {
-            self.slots.release(key);
+            self.slots.release_locked(key);
             return;
         }
         core.wheel.insert(&self.slots, key);
@@ -101,13 +101,20 @@ impl Shared {
     }
 
     /// Fires `due` in deadline order (stable: equal deadlines keep
-    /// submission order). Entries cancelled meanwhile are skipped.
+    /// submission order). Entries cancelled meanwhile are skipped. Between
+    /// two tasks it looks for a shutdown: once the timer is stopped, a run
+    /// in progress finishes and nothing else starts.
     pub(crate) fn fire(self: &Arc<Self>, due: &mut Vec<Key>) {
         let deadline = |key: &Key| self.entry(*key).deadline();
         if due.windows(2).any(|w| deadline(&w[0]) > deadline(&w[1])) {
             due.sort_by_key(deadline);
         }
-        for key in due.drain(..) {
+        let mut keys = due.drain(..);
+        while let Some(key) = keys.next() {
+            if self.is_shutdown() {
+                self.set_aside(std::iter::once(key).chain(keys));
+                return;
+            }
             let entry = self.entry(key);
             if !entry.try_fire() {
                 self.slots.release(key);
@@ -122,6 +129,26 @@ impl Shared {
                 None => self.slots.release(key),
             }
         }
+    }
+
+    /// Due entries that will not fire, as the timer shut down: stopped and
+    /// uncounted at once, and kept for `stop()` to return (the driver is
+    /// out of the wheel's reach by then; see `shut_down`).
+    #[cold]
+    fn set_aside(&self, keys: impl Iterator<Item = Key>) {
+        let mut released = Vec::new();
+        {
+            let mut core = self.lock_core();
+            for key in keys {
+                if self.entry(key).try_stop() {
+                    core.unfired.push(key);
+                    self.uncount(1);
+                } else {
+                    released.push(key); // cancelled meanwhile
+                }
+            }
+        }
+        released.into_iter().for_each(|key| self.slots.release(key));
     }
 
     /// Manual clock: moves time forward by `by`, firing every due tick on
@@ -181,45 +208,71 @@ impl Shared {
     }
 
     /// Stops the timer and returns every entry that never ran, marked
-    /// stopped, each with the timer's reference. Joins the worker if `join`.
-    pub(crate) fn shut_down(&self, join: bool) -> Vec<Key> {
+    /// stopped, each with a reference for the caller. With `wait`, first
+    /// waits until no thread drives the wheel, so that nothing fires after
+    /// this returns.
+    ///
+    /// Every state change and uncount happens under the core lock, so a
+    /// second `stop()` that gets the lock after this one finds them done;
+    /// wakers and releases, which may run user code, come after it.
+    pub(crate) fn shut_down(&self, wait: bool) -> Vec<Key> {
         self.begin_shutdown();
-        if join {
-            let handle = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(handle) = handle {
+        if wait {
+            self.wait_for_driver();
+        }
+        fence(Ordering::SeqCst);
+        let mut all = Vec::new();
+        let mut released = Vec::new();
+        {
+            let mut core = self.lock_core();
+            let mut drained = Vec::new();
+            core.wheel.drain_all(&self.slots, &mut drained);
+            self.intake.close();
+            self.intake.drain(usize::MAX, |key| drained.push(key));
+            while let Some(key) = self.cancelled.pop() {
+                self.slots.release_locked(key);
+            }
+            let mut uncounted = 0;
+            for key in drained {
+                if self.entry(key).try_stop() {
+                    uncounted += 1;
+                    all.push(key);
+                } else {
+                    released.push(key);
+                }
+            }
+            all.append(&mut core.unfired);
+            uncounted += self.reclaim_jobs(&mut all);
+            self.uncount(uncounted);
+        }
+        released.into_iter().for_each(|key| self.slots.release(key));
+        // Futures are woken, not returned: they see the shutdown and end.
+        all.retain(|&key| {
+            let future = crate::sleep::wake_if_future(self.entry(key));
+            if future {
+                self.slots.release(key);
+            }
+            !future
+        });
+        all.sort_by_key(|&key| self.entry(key).deadline());
+        all
+    }
+
+    /// Waits until no thread drives the wheel: the worker has exited, and
+    /// no `advance` is running. A second caller waits too: the first holds
+    /// the worker's lock until its join returns.
+    fn wait_for_driver(&self) {
+        {
+            let mut worker = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(handle) = worker.take() {
                 // The worker may not have published its `Thread` when
                 // `begin_shutdown` tried to unpark it: unpark it here too.
                 handle.thread().unpark();
                 let _ = handle.join();
             }
         }
-        fence(Ordering::SeqCst);
-        let mut all = Vec::new();
-        {
-            let mut core = self.lock_core();
-            core.wheel.drain_all(&self.slots, &mut all);
-            self.intake.close();
-            self.intake.drain(usize::MAX, |key| all.push(key));
-            while let Some(key) = self.cancelled.pop() {
-                self.slots.release(key);
-            }
+        if !self.is_driving_here() {
+            drop(self.driver.lock().unwrap_or_else(|p| p.into_inner()));
         }
-        // Keep what never ran: stopped, uncounted. Futures are woken, not
-        // returned: they see the shutdown and end.
-        let mut stopped = 0;
-        all.retain(|&key| {
-            let entry = self.entry(key);
-            let keep = entry.try_stop() && {
-                stopped += 1;
-                !crate::sleep::wake_if_future(entry)
-            };
-            if !keep {
-                self.slots.release(key);
-            }
-            keep
-        });
-        self.uncount(stopped);
-        all.sort_by_key(|&key| self.entry(key).deadline());
-        all
     }
 }

@@ -23,11 +23,11 @@
 //! | `PENDING` | `RUNNING` | fire, periodic | = |
 //! | `RUNNING` | `PENDING` | the run ended: re-arm | = |
 //! | `RUNNING` | `EXPIRED` + `PANICKED` | the run panicked: later runs suppressed | -1 |
-//! | `RUNNING` | `STOPPED` | the run ended after `stop()`, or the executor dropped the job | -1 |
+//! | `RUNNING` | `STOPPED` | the run ended after `stop()`, `stop()` took back its job or ended its run on an executor, or the executor dropped the job | -1 |
 //! | `PENDING`, `RUNNING` | `CANCELLED` | `cancel()`; a run in progress finishes | -1 |
 //! | `PENDING` | `STOPPED` | `stop()` collects it | -1 |
 //! | `STOPPED` | `CANCELLED` | `cancel()` after `stop()` | = |
-//! | `EXPIRED` | `STOPPED` | the executor dropped a one-shot job unrun | = |
+//! | `EXPIRED` | `STOPPED` | `stop()` took back a one-shot job not started, or the executor dropped it unrun | = |
 //!
 //! - `RUNNING` counts as pending, so the pending count goes down exactly
 //!   once per entry: by whoever moves it from `PENDING` or `RUNNING` to a
@@ -318,10 +318,17 @@ impl Entry {
     /// running, so the caller must decrement the pending count; `None` if it
     /// was neither (cancelled meanwhile).
     pub(crate) fn try_stop_fired(&self) -> Option<bool> {
-        if self.transition(RUNNING, STOPPED) {
+        if self.try_stop_running() {
             return Some(true);
         }
         self.transition(EXPIRED, STOPPED).then_some(false)
+    }
+
+    /// `RUNNING -> STOPPED`: `stop()` ends a periodic run in progress on
+    /// an executor; the run finishes, and is not re-armed. True if it was
+    /// running: the caller decrements the pending count.
+    pub(crate) fn try_stop_running(&self) -> bool {
+        self.transition(RUNNING, STOPPED)
     }
 
     /// `PENDING | RUNNING | STOPPED -> CANCELLED`. `None` if it had already

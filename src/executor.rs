@@ -35,6 +35,10 @@ pub type Job = Box<dyn FnOnce() + Send + 'static>;
 /// - A job the executor drops without running (say, its runtime shut down)
 ///   ends its timeout as [stopped](crate::Timeout::is_stopped), counted
 ///   once; [`take_task`](crate::Timeout::take_task) hands the task back.
+/// - A job that has not started when the timer is
+///   [stopped](crate::HashedWheelTimer::stop) (or its last handle dropped)
+///   does not run its task when it starts: `stop` returned its timeout,
+///   stopped, with the task in place for `take_task`.
 ///
 /// Every `Fn(Job) + Send + Sync` closure is an executor; [`TokioExecutor`]
 /// runs jobs on a tokio runtime.

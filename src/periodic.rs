@@ -115,8 +115,11 @@ impl Shared {
             return;
         }
         self.slots.retain(key); // the queue's reference
-        if !self.enqueue(key) {
-            self.take_back(key);
+        if !self.enqueue(key) && self.take_back(key) {
+            // Ended stopped by the shutdown. Dropped here, not left in the
+            // slot: the queue's reference may be the last, released by the
+            // driver under the core lock.
+            drop(entry.take_task());
         }
     }
 

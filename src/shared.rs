@@ -30,6 +30,7 @@ use std::thread::{JoinHandle, Thread};
 use crossbeam_queue::SegQueue;
 
 use crate::clock::{Clock, Nanos};
+use crate::dispatch::Jobs;
 use crate::entry::{CancelOutcome, Entry};
 use crate::executor::SharedExecutor;
 use crate::intake::{Intake, Queued};
@@ -88,11 +89,16 @@ pub(crate) struct Config {
     pub(crate) thread_name: String,
 }
 
-/// What only the thread driving the wheel touches.
+/// What only the thread driving the wheel touches, and `stop()` once the
+/// driver is done.
 pub(crate) struct Core {
     pub(crate) wheel: Wheel,
     /// The tick of the last housekeeping.
     pub(crate) last_housekeeping: Option<u64>,
+    /// Due entries the driver took out of the wheel but did not fire, as
+    /// the timer shut down meanwhile: stopped and uncounted already, each
+    /// with the timer's reference, for `stop()` to return.
+    pub(crate) unfired: Vec<Key>,
 }
 
 pub(crate) struct Shared {
@@ -112,6 +118,8 @@ pub(crate) struct Shared {
     #[cfg(test)]
     pub(crate) worker_rounds: AtomicUsize,
     core: Mutex<Core>,
+    /// Jobs in the executor's hands (see `dispatch.rs`).
+    pub(crate) jobs: Mutex<Jobs>,
     /// Serialises manual `advance` calls.
     pub(crate) driver: Mutex<()>,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
@@ -130,6 +138,7 @@ impl Shared {
             core: Mutex::new(Core {
                 wheel: Wheel::new(config.ticks_per_wheel, config.tick_nanos),
                 last_housekeeping: None,
+                unfired: Vec::new(),
             }),
             slots: Slots::new(),
             config,
@@ -141,6 +150,7 @@ impl Shared {
             planned_wake: AtomicU64::new(BUSY),
             #[cfg(test)]
             worker_rounds: AtomicUsize::new(0),
+            jobs: Mutex::new(Jobs::new()),
             driver: Mutex::new(()),
             worker: Mutex::new(None),
             worker_thread: OnceLock::new(),
@@ -196,7 +206,8 @@ impl Shared {
     }
 
     pub(crate) fn lock_core(&self) -> MutexGuard<'_, Core> {
-        // No user code runs under this lock; recover rather than propagate.
+        // No user code runs under this lock (see `Slots::release_locked`);
+        // recover rather than propagate.
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -301,6 +312,9 @@ impl Shared {
         entry.occupy(deadline, task, 2);
         let queued = self.intake.push_on(lane, key, entry);
         if !self.after_push(queued, entry) && self.take_back(key) {
+            // Dropped here, not left in the slot: the queue's reference may
+            // be the last, released by the driver under the core lock.
+            drop(entry.take_task());
             self.release(key);
             return Err(TimerError::Shutdown);
         }

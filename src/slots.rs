@@ -174,6 +174,21 @@ impl Slots {
         }
     }
 
+    /// `release` under the core lock, where no user code may run: the
+    /// entry's task must be gone already (taken by whoever ended it). Tests
+    /// and loom models check it; elsewhere a task left behind is still
+    /// dropped, its panic caught.
+    pub(crate) fn release_locked(&self, key: Key) {
+        let entry = self.get(key);
+        if entry.release() {
+            let left = entry.vacate();
+            #[cfg(any(debug_assertions, loom))]
+            assert!(left.is_none(), "a task was dropped under the core lock");
+            drop(left);
+            self.push_free(key, entry);
+        }
+    }
+
     /// Entries handed out and not yet freed; for tests and debugging.
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {

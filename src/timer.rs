@@ -50,10 +50,11 @@ pub(crate) struct Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        // From inside one of its own tasks the worker cannot join itself:
-        // it sees the shutdown flag and exits after the task returns.
-        let join = !self.shared.in_own_task() && !self.shared.is_worker_thread();
-        for key in self.shared.shut_down(join) {
+        // From inside one of its own tasks (or its own thread) the driver
+        // cannot wait for itself: it sees the shutdown between two tasks,
+        // starts no other, and exits once this task returns.
+        let wait = !self.shared.in_own_task() && !self.shared.is_worker_thread();
+        for key in self.shared.shut_down(wait) {
             // Nobody can ask for these tasks any more: free them now, even
             // if a `Timeout` handle outlives the timer.
             drop(self.shared.entry(key).take_task());
@@ -192,6 +193,17 @@ impl HashedWheelTimer {
     /// they report [`Timeout::is_stopped`]. Afterwards `pending_timeouts()`
     /// is 0 and new timeouts are refused with [`TimerError::Shutdown`].
     ///
+    /// A task running when `stop` is called finishes, and no other task
+    /// starts: the worker (or a manual [`advance`](Self::advance) on
+    /// another thread) looks for the shutdown between two tasks, and
+    /// `stop` waits for it. The timeouts due in the same tick that had not
+    /// started are returned like the rest, and so are tasks already handed
+    /// to an [`Executor`](crate::Executor) whose job has not started: that
+    /// job will not run them. When `stop` returns, whichever call it was,
+    /// each timeout has fired, been cancelled, or been returned by exactly
+    /// one `stop` call. Two calls at once both wait; the second returns
+    /// what the first left, usually nothing.
+    ///
     /// Futures never hang on a stopped timer: pending ones are woken (they
     /// are not in the returned `Vec`) and, like new ones, complete at once.
     /// A [`Sleep`](crate::Sleep) ends, a [`timeout`](Self::timeout) gives
@@ -205,9 +217,9 @@ impl HashedWheelTimer {
     /// returned like any other (its [`take_task`](Timeout::take_task) runs
     /// it once). One whose run is in progress when `stop` is called is not
     /// returned: that run finishes and the task then ends, reporting
-    /// [`Timeout::is_stopped`]. On the worker thread `stop` waits for that
-    /// run; on an [`Executor`](crate::Executor) it does not, and
-    /// `pending_timeouts()` counts such a task until its run returns.
+    /// [`Timeout::is_stopped`], and no longer counts as pending. On the
+    /// worker thread `stop` waits for that run; on an
+    /// [`Executor`](crate::Executor) it does not.
     ///
     /// # Errors
     ///

@@ -87,7 +87,13 @@ fn a_task_dropped_unrun_by_the_executor_path_is_caught() {
         .unwrap();
     let (bomb, drops) = bomb();
     let periodic = timer
-        .schedule_at_fixed_rate(move |_: &Timeout| drop(&bomb), MS, MS)
+        .schedule_at_fixed_rate(
+            move |_: &Timeout| {
+                let _keep = &bomb;
+            },
+            MS,
+            MS,
+        )
         .unwrap();
     timer.advance(MS);
     assert_eq!(executor.len(), 1, "its first run is handed off");
@@ -121,7 +127,14 @@ fn a_panicking_cancelled_hook_or_drop_does_not_escape_cancel() {
         .new_timeout_task(PanickingHook(hook_calls.clone()), MS * 5)
         .unwrap();
     let (plain, plain_drops) = bomb();
-    let u = timer.new_timeout(move |_| drop(&plain), MS * 5).unwrap();
+    let u = timer
+        .new_timeout(
+            move |_| {
+                let _keep = &plain;
+            },
+            MS * 5,
+        )
+        .unwrap();
     timer.advance(MS); // both filed in the wheel
     assert!(t.cancel(), "the cancel still wins");
     assert!(u.cancel());
@@ -137,7 +150,12 @@ fn stopped_tasks_that_panic_when_dropped_are_freed_with_their_handles() {
     let timer = manual(MS);
     let (bomb, drops) = bomb();
     timer
-        .new_timeout(move |_| drop(&bomb), Duration::from_secs(60))
+        .new_timeout(
+            move |_| {
+                let _keep = &bomb;
+            },
+            Duration::from_secs(60),
+        )
         .unwrap();
     let stopped = timer.stop().unwrap();
     assert_eq!(stopped.len(), 1);
@@ -152,7 +170,12 @@ fn dropping_the_last_timer_handle_frees_every_task_even_if_one_panics() {
     let (second, second_drops) = bomb();
     for bomb in [first, second] {
         timer
-            .new_timeout(move |_| drop(&bomb), Duration::from_secs(60))
+            .new_timeout(
+                move |_| {
+                    let _keep = &bomb;
+                },
+                Duration::from_secs(60),
+            )
             .unwrap();
     }
     drop(timer); // must not unwind out of the drop

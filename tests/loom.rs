@@ -305,3 +305,74 @@ fn reclaim_against_drain_files_every_key_once() {
         assert_eq!(timer.pending_timeouts(), 0);
     });
 }
+
+/// Counts its drops: a task's payload.
+struct DropCounter(Arc<AtomicUsize>);
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A schedule racing `stop()` while the driving thread files the queue: a
+/// timeout the shutdown takes back from its producer has its task dropped
+/// there, never left in the slot for the driver to drop under the core
+/// lock (`Slots::release_locked` asserts it under loom), and every task is
+/// dropped exactly once.
+#[test]
+fn schedule_against_stop_and_filing_drops_no_task_under_the_core_lock() {
+    loom::model(|| {
+        let timer = manual();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let producer = {
+            let (timer, payload) = (timer.clone(), DropCounter(drops.clone()));
+            thread::spawn(move || timer.new_timeout(move |_| drop(payload), TICK).ok())
+        };
+        let stopper = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.stop().unwrap())
+        };
+        timer.advance(Duration::ZERO); // files what is queued, if not stopped
+        let accepted = producer.join().unwrap();
+        let stopped = stopper.join().unwrap();
+        assert_eq!(
+            accepted.is_some(),
+            stopped.len() == 1,
+            "stop returned what was accepted"
+        );
+        assert_eq!(timer.pending_timeouts(), 0);
+        drop((accepted, stopped, timer));
+        assert_eq!(drops.load(SeqCst), 1, "the task was dropped once");
+    });
+}
+
+/// `stop()` on one thread while another's `advance` fires a tick holding
+/// two timeouts: a task that starts runs to its end, and every other one
+/// is either run before the stop or returned by it, never both, never
+/// neither; the count is 0 once `stop()` returns.
+#[test]
+fn stop_against_an_advance_firing_a_batch() {
+    loom::model(|| {
+        let timer = manual();
+        let (a, a_runs) = counted(&timer, TICK);
+        let (b, b_runs) = counted(&timer, TICK);
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.advance(TICK))
+        };
+        let stopped = timer.stop().unwrap();
+        assert_eq!(timer.pending_timeouts(), 0, "counted when stop() returned");
+        driver.join().unwrap();
+        for (t, runs) in [(&a, &a_runs), (&b, &b_runs)] {
+            let ran = runs.load(SeqCst);
+            let returned = stopped.contains(t);
+            assert_eq!(
+                ran + usize::from(returned),
+                1,
+                "ran {ran}, returned {returned}"
+            );
+        }
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
