@@ -9,8 +9,9 @@
 //! A waker is always woken where it fired: waking is cheap, and the woken
 //! future runs on its own runtime anyway.
 //!
-//! With an executor, firing costs one allocation (the boxed job) and no
-//! lock; without one, nothing is allocated.
+//! With an executor, firing costs one allocation (the boxed job) and a
+//! short lock on the timer's table of jobs, which lets `stop()` take back
+//! the jobs not started; without one, nothing is allocated or locked.
 
 use std::any::Any;
 use std::collections::HashMap;
