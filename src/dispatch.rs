@@ -93,25 +93,31 @@ impl Shared {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A job is about to run `key`'s task: true if it may, false if
-    /// `stop()` took it back first.
-    fn start_job(&self, key: Key) -> bool {
-        match self.lock_jobs().get_mut(&key) {
-            Some(state @ JobState::Queued) => {
-                *state = JobState::Running;
-                true
-            }
-            _ => false,
-        }
+    /// A job starts: takes `key`'s task out to run it, in the same step as
+    /// it marks the job `Running`. `None` if `stop()` took the job back
+    /// first, or (periodic) it was cancelled and its task taken.
+    fn start_job(&self, key: Key) -> Option<Task> {
+        let mut jobs = self.lock_jobs();
+        let state = jobs.get_mut(&key).filter(|s| **s == JobState::Queued)?;
+        *state = JobState::Running;
+        self.entry(key).take_task()
     }
 
-    /// The code of a job's task returned (before a periodic task is
-    /// re-armed, which may hand the same key to a new job).
+    /// The code of a job's task returned.
     #[inline]
     pub(crate) fn end_job(&self, key: Key) {
-        if self.config.executor.is_some() {
-            self.lock_jobs().remove(&key);
-        }
+        drop(self.job_done(key));
+    }
+
+    /// `end_job`, keeping the table locked: a periodic task re-armed
+    /// meanwhile is either still `Running` for a `stop()` to end, or back
+    /// in the intake before that `stop()` drains it. (Re-arming may also
+    /// hand the key to a new job, which waits for the lock to enter it.)
+    fn job_done(&self, key: Key) -> Option<crate::sync::MutexGuard<'_, Jobs>> {
+        self.config.executor.as_ref()?;
+        let mut jobs = self.lock_jobs();
+        jobs.remove(&key);
+        Some(jobs)
     }
 
     /// On shutdown, with the core lock held: takes back every job not yet
@@ -148,36 +154,28 @@ impl Shared {
         self.as_own_task(|| catch_unwind(AssertUnwindSafe(f)))
     }
 
-    /// A fired periodic run that will not run, or will not be re-armed:
-    /// its timeout ends stopped, keeping its task for `Timeout::take_task`,
-    /// unless it was cancelled meanwhile.
-    pub(crate) fn end_stopped(&self, entry: &Entry, task: Task) {
-        entry.put_task(task);
-        self.end_unrun(entry);
-    }
-
-    /// `end_stopped` for a task already in its entry.
-    fn end_unrun(&self, entry: &Entry) {
+    /// A fired task that will not run, or a periodic one that will not be
+    /// re-armed: its timeout ends stopped, keeping its task for
+    /// `Timeout::take_task`. If it was cancelled meanwhile, returns the
+    /// task left in the slot, for the caller to drop outside any lock.
+    pub(crate) fn end_unrun(&self, entry: &Entry) -> Option<Task> {
         match entry.try_stop_fired() {
             Some(true) => self.uncount(1),
             Some(false) => {}
-            None => drop(entry.take_task()),
+            None => return entry.take_task(),
         }
+        None
     }
 }
 
 impl Dispatch {
     /// The job's body, on an executor thread.
     fn start(mut self) {
+        self.started = true; // whatever comes next, the executor ran it
         let (key, shared) = (self.timeout.key(), self.timeout.shared());
-        if !shared.start_job(key) {
-            return; // `stop()` took it back: it returned it
-        }
-        self.started = true;
-        if let Some(task) = self.timeout.entry().take_task() {
-            run(&self.timeout, task);
-        } else {
-            shared.end_job(key); // a periodic task cancelled meanwhile
+        match shared.start_job(key) {
+            Some(task) => run(&self.timeout, task),
+            None => shared.end_job(key), // taken back by `stop()`, or cancelled
         }
     }
 }
@@ -205,15 +203,23 @@ fn run(timeout: &Timeout, task: Task) {
 /// ends it.
 fn run_periodic(timeout: &Timeout, mut task: UserBox<Periodic>) {
     let (entry, shared) = (timeout.entry(), timeout.shared());
-    if !entry.is_running() {
+    if entry.is_cancelled() {
+        // Cancelled before this run began. (Stopped is no reason to skip
+        // it: `stop()` found the run begun, on an executor, and let it be.)
         shared.end_job(timeout.key());
-        return; // cancelled before this run began
+        return;
     }
     let result = shared.catch_task(|| task.run_once(timeout));
-    shared.end_job(timeout.key()); // before a re-arm can hand the key on
     match result {
-        Ok(()) => shared.rearm(timeout.key(), task),
+        Ok(()) => {
+            let leftover = {
+                let _jobs = shared.job_done(timeout.key());
+                shared.rearm(timeout.key(), task)
+            };
+            drop(leftover); // may run user code: after the lock
+        }
         Err(panic) => {
+            shared.end_job(timeout.key());
             shared.end_panicked(entry);
             report_panic(timeout, &*panic);
         }
@@ -236,13 +242,13 @@ impl Drop for Dispatch {
     fn drop(&mut self) {
         let (key, shared) = (self.timeout.key(), self.timeout.shared());
         if self.started || shared.lock_jobs().remove(&key).is_none() {
-            return; // it ran, or `stop()` took it back
+            return; // it started, or `stop()` took it back
         }
         tracing::warn!(
             target: "hashed_wheel_timer",
             deadline = ?self.timeout.deadline(),
             "the executor dropped a timer task without running it; its timeout is now stopped"
         );
-        shared.end_unrun(self.timeout.entry());
+        drop(shared.end_unrun(self.timeout.entry()));
     }
 }

@@ -225,6 +225,9 @@ impl Shared {
         let mut released = Vec::new();
         {
             let mut core = self.lock_core();
+            // Jobs first: a periodic run that ends on an executor from now
+            // on sees the shutdown, and one that ended is in the intake.
+            let mut uncounted = self.reclaim_jobs(&mut all);
             let mut drained = Vec::new();
             core.wheel.drain_all(&self.slots, &mut drained);
             self.intake.close();
@@ -232,7 +235,6 @@ impl Shared {
             while let Some(key) = self.cancelled.pop() {
                 self.slots.release_locked(key);
             }
-            let mut uncounted = 0;
             for key in drained {
                 if self.entry(key).try_stop() {
                     uncounted += 1;
@@ -242,7 +244,6 @@ impl Shared {
                 }
             }
             all.append(&mut core.unfired);
-            uncounted += self.reclaim_jobs(&mut all);
             self.uncount(uncounted);
         }
         released.into_iter().for_each(|key| self.slots.release(key));

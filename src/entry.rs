@@ -259,6 +259,7 @@ impl Entry {
         self.state() == PENDING
     }
 
+    #[cfg(test)]
     pub(crate) fn is_running(&self) -> bool {
         self.state() == RUNNING
     }

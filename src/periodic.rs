@@ -95,32 +95,32 @@ impl TimerTask for Periodic {
 
 impl Shared {
     /// Ends a run that returned: re-arms the entry for its next run, unless
-    /// it was cancelled during the run or the timer was stopped.
-    pub(crate) fn rearm(&self, key: Key, task: UserBox<Periodic>) {
+    /// it was cancelled during the run or the timer was stopped. Runs no
+    /// user code: a task left over is returned, for the caller to drop
+    /// outside any lock.
+    pub(crate) fn rearm(&self, key: Key, task: UserBox<Periodic>) -> Option<Task> {
         let entry = self.entry(key);
         let next = task.every.next_due(entry.deadline(), self.clock.now());
         entry.set_deadline(next);
-        let task = Task::Periodic(task);
+        entry.put_task(Task::Periodic(task));
         if self.is_shutdown() {
             // Running when `stop()` was called: it ends stopped, and is not
             // in the list `stop()` returned.
-            self.end_stopped(entry, task);
-            return;
+            return self.end_unrun(entry);
         }
-        entry.put_task(task);
         if !entry.try_rearm() {
-            // Cancelled during the run: the canceller counted it; the task
-            // may still sit in the slot.
-            drop(entry.take_task());
-            return;
+            // Cancelled during the run (the canceller counted it), or ended
+            // stopped by `stop()` on an executor.
+            return entry.take_task();
         }
         self.slots.retain(key); // the queue's reference
         if !self.enqueue(key) && self.take_back(key) {
-            // Ended stopped by the shutdown. Dropped here, not left in the
-            // slot: the queue's reference may be the last, released by the
-            // driver under the core lock.
-            drop(entry.take_task());
+            // Ended stopped by the shutdown. Not left in the slot: the
+            // queue's reference may be the last, released by the driver
+            // under the core lock.
+            return entry.take_task();
         }
+        None
     }
 
     /// Ends a run that panicked: no later run starts.

@@ -376,3 +376,49 @@ fn stop_against_an_advance_firing_a_batch() {
         assert_eq!(timer.pending_timeouts(), 0);
     });
 }
+
+/// A periodic run handed to an executor, started (or not) and ending while
+/// `stop()` runs: when `stop()` returns the task counts as pending no
+/// more, and it ends stopped. Its first run either ran (at most once:
+/// nothing is re-armed past the stop, though `stop()` returns the next
+/// run if the first ended before it) or was taken back unstarted and
+/// returned; never neither.
+#[test]
+fn a_periodic_run_on_an_executor_against_stop() {
+    use hashed_wheel_timer::Job;
+    loom::model(|| {
+        let jobs = Arc::new(loom::sync::Mutex::new(Vec::<Job>::new()));
+        let queue = jobs.clone();
+        let timer = HashedWheelTimer::builder()
+            .manual_clock()
+            .executor(move |job: Job| queue.lock().unwrap().push(job))
+            .build()
+            .unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counter = runs.clone();
+        let t = timer
+            .schedule_at_fixed_rate(
+                move |_: &Timeout| {
+                    counter.fetch_add(1, SeqCst);
+                },
+                TICK,
+                TICK,
+            )
+            .unwrap();
+        timer.advance(TICK);
+        let job = jobs
+            .lock()
+            .unwrap()
+            .pop()
+            .expect("the first run was handed off");
+        let runner = thread::spawn(job);
+        let stopped = timer.stop().unwrap();
+        assert_eq!(timer.pending_timeouts(), 0, "counted when stop() returned");
+        runner.join().unwrap();
+        let (ran, returned) = (runs.load(SeqCst), stopped.len());
+        assert!(ran <= 1 && returned <= 1, "ran {ran}, returned {returned}");
+        assert!(ran == 1 || returned == 1, "neither ran nor returned");
+        assert!(t.is_stopped());
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
