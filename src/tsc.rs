@@ -25,6 +25,22 @@
 //! Elsewhere, and under Miri and loom, it reads `Instant::now()`. A
 //! deadline comes out at most a few microseconds later than with
 //! `Instant::now()`, far less than a tick.
+//!
+//! The kernel can switch away from the counter later (it does when it finds
+//! the counter unstable). So about once a second one re-anchor, whichever
+//! claims it first, reads the clocksource again; if it is no longer `tsc`,
+//! or cannot be read, the fuse blows as above. Schedules that do not
+//! re-anchor never read it. What is left:
+//!
+//! - Between a switch and the next probe (up to about a second, plus one
+//!   anchor's span), deadlines still come from the counter.
+//! - Every re-anchor still checks the counter against the real clock, so
+//!   a counter that runs slow or back blows the fuse at the next one,
+//!   switch or no switch.
+//! - What is not caught: a counter that changes rate within one anchor's
+//!   span (`SPAN` counts, a millisecond or two at full rate). Deadlines
+//!   taken from that anchor can come early by up to the time the counter
+//!   lost; the next re-anchor blows the fuse unless it has caught up.
 
 // Without the counter (other targets, Miri, loom) only the tests use the
 // extrapolation.
@@ -33,6 +49,7 @@
     allow(dead_code)
 )]
 
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -71,6 +88,8 @@ const SLACK: Nanos = 1_000;
 /// Nanoseconds per count, 32.32 fixed point, below which the counter runs
 /// at 250 MHz or more; a slower one is not used.
 const RATE_MAX: u128 = 1 << 34;
+/// How often the kernel's clocksource is read again.
+const PROBE_INTERVAL: Nanos = 1_000_000_000;
 
 /// A counter reading bracketed by two readings of the real clock.
 #[derive(Clone, Copy, Debug)]
@@ -154,21 +173,97 @@ impl Extrapolator {
     }
 }
 
+/// True if the content of `current_clocksource` names the counter; `None`:
+/// the file could not be read.
+fn is_tsc(source: Option<&str>) -> bool {
+    source.is_some_and(|s| s.trim() == "tsc")
+}
+
+const UNTESTED: u8 = 0;
+const ON: u8 = 1;
+const OFF: u8 = 2;
+
+/// Whether the process uses the counter, and when the kernel's clocksource
+/// is next read again. Once off, it stays off.
+pub(crate) struct Fuse {
+    state: AtomicU8,
+    /// Nanoseconds on `since_base`'s scale.
+    next_probe: AtomicU64,
+}
+
+impl Fuse {
+    pub(crate) const fn new() -> Fuse {
+        Fuse {
+            state: AtomicU8::new(UNTESTED),
+            next_probe: AtomicU64::new(PROBE_INTERVAL),
+        }
+    }
+
+    /// Whether the counter is used; the first call reads the clocksource
+    /// with `read`.
+    #[inline(always)]
+    pub(crate) fn in_use(&self, read: impl FnOnce() -> Option<String>) -> bool {
+        match self.state.load(Ordering::Relaxed) {
+            ON => true,
+            OFF => false,
+            _ => self.probe(read),
+        }
+    }
+
+    #[cold]
+    fn probe(&self, read: impl FnOnce() -> Option<String>) -> bool {
+        let state = if is_tsc(read().as_deref()) { ON } else { OFF };
+        let _ = self
+            .state
+            .compare_exchange(UNTESTED, state, Ordering::Relaxed, Ordering::Relaxed);
+        self.state.load(Ordering::Relaxed) == ON
+    }
+
+    /// Stops the counter's use for good.
+    pub(crate) fn blow(&self) {
+        self.state.store(OFF, Ordering::Relaxed);
+    }
+
+    /// At `now`, reads the clocksource again with `read` if a second has
+    /// passed since the last time, and blows the fuse if the kernel no
+    /// longer keeps time with the counter. Of callers at once, one reads.
+    pub(crate) fn reprobe(&self, now: Nanos, read: impl FnOnce() -> Option<String>) {
+        let Some(due) = self.probe_due(now) else {
+            return;
+        };
+        if self.claim_probe(due, now) && !is_tsc(read().as_deref()) {
+            tracing::warn!("the kernel's clocksource is no longer tsc: timers read the clock");
+            self.blow();
+        }
+    }
+
+    /// The due time of the next probe if it has come at `now`.
+    fn probe_due(&self, now: Nanos) -> Option<Nanos> {
+        let due = self.next_probe.load(Ordering::Relaxed);
+        (now >= due).then_some(due)
+    }
+
+    /// Moves the probe that was due at `due` a second past `now`; false if
+    /// another caller moved it first.
+    fn claim_probe(&self, due: Nanos, now: Nanos) -> bool {
+        let next = now.saturating_add(PROBE_INTERVAL);
+        self.next_probe
+            .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
 #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri), not(loom)))]
 mod counter {
     use std::cell::Cell;
-    use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Instant;
 
-    use super::{since_base, Extrapolator, Reading, MAX_BRACKET};
+    use super::{since_base, Extrapolator, Fuse, Reading, MAX_BRACKET};
     use crate::clock::Nanos;
 
-    const UNTESTED: u8 = 0;
-    const ON: u8 = 1;
-    const OFF: u8 = 2;
-
     /// Whether this process uses the counter.
-    static STATE: AtomicU8 = AtomicU8::new(UNTESTED);
+    static FUSE: Fuse = Fuse::new();
     /// The last rate any thread measured, for threads yet to measure one.
     static RATE: AtomicU64 = AtomicU64::new(0);
 
@@ -179,20 +274,25 @@ mod counter {
     /// `super::now_upper` from the counter; `None` if it is not used.
     #[inline]
     pub(super) fn now_upper() -> Option<Nanos> {
-        if !in_use() {
+        if !FUSE.in_use(read_source) {
             return None;
         }
         ANCHOR
             .try_with(|anchor| match anchor.get().bound(count()) {
                 Some(now) => now,
-                None => reanchor(anchor),
+                None => reanchor(anchor, &FUSE, read_source),
             })
             .ok()
     }
 
     /// Reads the real clock and re-anchors on it; returns its later reading.
+    /// Re-reads the clocksource with `source` when `fuse` finds it due.
     #[cold]
-    fn reanchor(anchor: &Cell<Extrapolator>) -> Nanos {
+    fn reanchor(
+        anchor: &Cell<Extrapolator>,
+        fuse: &Fuse,
+        source: impl FnOnce() -> Option<String>,
+    ) -> Nanos {
         let Some(reading) = (0..3)
             .map(|_| read())
             .find(|r| r.high - r.low <= MAX_BRACKET)
@@ -204,28 +304,17 @@ mod counter {
             RATE.store(next.rate(), Ordering::Relaxed);
         } else {
             tracing::warn!("the CPU's timestamp counter broke its bound: timers read the clock");
-            STATE.store(OFF, Ordering::Relaxed);
+            fuse.blow();
         }
         anchor.set(next);
+        fuse.reprobe(reading.high, source);
         reading.high
     }
 
-    #[inline(always)]
-    fn in_use() -> bool {
-        match STATE.load(Ordering::Relaxed) {
-            ON => true,
-            OFF => false,
-            _ => probe(),
-        }
-    }
-
-    #[cold]
-    fn probe() -> bool {
+    /// The kernel's clocksource; `None` if it cannot be read.
+    fn read_source() -> Option<String> {
         let source = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
-        let tsc = std::fs::read_to_string(source).is_ok_and(|s| s.trim() == "tsc");
-        let state = if tsc { ON } else { OFF };
-        let _ = STATE.compare_exchange(UNTESTED, state, Ordering::Relaxed, Ordering::Relaxed);
-        STATE.load(Ordering::Relaxed) == ON
+        std::fs::read_to_string(source).ok()
     }
 
     /// The counter, as soon as the CPU gets to it.
@@ -246,6 +335,28 @@ mod counter {
         let count = unsafe { core::arch::x86_64::__rdtscp(&mut cpu) };
         let high = since_base(Instant::now());
         Reading { low, count, high }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_due_re_anchor_re_probes() {
+            // Not the process's fuse: the other tests keep the counter.
+            let fuse = Fuse::new();
+            assert!(fuse.in_use(|| Some("tsc\n".into())));
+            fuse.next_probe.store(0, Ordering::Relaxed); // due now
+            let anchor = Cell::new(Extrapolator::NEW);
+            // A re-anchor interrupted thrice skips the probe: try again.
+            for _ in 0..100 {
+                reanchor(&anchor, &fuse, || Some("hpet\n".into()));
+                if !fuse.in_use(|| unreachable!()) {
+                    return;
+                }
+            }
+            panic!("a due re-anchor did not re-probe");
+        }
     }
 }
 
@@ -313,6 +424,119 @@ mod tests {
         let mut back = reading(3_000_000, 3.0, 50);
         back.count = 0;
         assert!(!ex.reanchor(back, 0));
+    }
+
+    #[test]
+    fn only_tsc_keeps_the_counter() {
+        assert!(is_tsc(Some("tsc\n")));
+        assert!(is_tsc(Some("tsc")));
+        for other in ["hpet\n", "kvm-clock\n", "acpi_pm\n", "tsc2\n", "", "\n"] {
+            assert!(!is_tsc(Some(other)), "{other:?}");
+        }
+        assert!(!is_tsc(None), "unreadable");
+    }
+
+    /// A fuse past its first probe, which found `tsc`.
+    fn on() -> Fuse {
+        let fuse = Fuse::new();
+        assert!(fuse.in_use(|| Some("tsc\n".into())));
+        fuse
+    }
+
+    #[test]
+    fn the_first_use_probes_once() {
+        let fuse = Fuse::new();
+        assert!(!fuse.in_use(|| Some("hpet\n".into())));
+        assert!(!fuse.in_use(|| panic!("probed twice")));
+        let fuse = on();
+        assert!(fuse.in_use(|| panic!("probed twice")));
+    }
+
+    #[test]
+    fn a_re_probe_is_due_only_after_the_interval() {
+        let fuse = on();
+        let switched = || Some("hpet\n".into());
+        // The first is due a second after the base: the first use probed.
+        fuse.reprobe(PROBE_INTERVAL - 1, || panic!("probed early"));
+        fuse.reprobe(PROBE_INTERVAL, || Some("tsc\n".into()));
+        // The next, a second after that one.
+        fuse.reprobe(2 * PROBE_INTERVAL - 1, || panic!("probed early"));
+        assert!(fuse.in_use(|| unreachable!()));
+        let mut read = false;
+        fuse.reprobe(2 * PROBE_INTERVAL, || {
+            read = true;
+            switched()
+        });
+        assert!(read, "not probed when due");
+        assert!(!fuse.in_use(|| unreachable!()));
+    }
+
+    #[test]
+    fn a_late_re_probe_counts_the_interval_from_itself() {
+        let fuse = on();
+        fuse.reprobe(10 * PROBE_INTERVAL, || Some("tsc\n".into()));
+        fuse.reprobe(11 * PROBE_INTERVAL - 1, || panic!("probed early"));
+        assert_eq!(
+            fuse.probe_due(11 * PROBE_INTERVAL),
+            Some(11 * PROBE_INTERVAL)
+        );
+    }
+
+    #[test]
+    fn of_two_claimants_one_re_probes() {
+        let fuse = on();
+        let now = PROBE_INTERVAL + 5;
+        // Both find it due before either claims it.
+        let first = fuse.probe_due(now).unwrap();
+        let second = fuse.probe_due(now).unwrap();
+        assert!(fuse.claim_probe(first, now));
+        assert!(!fuse.claim_probe(second, now), "claimed twice");
+        // And one after the other, the second finds nothing due.
+        let fuse = on();
+        let reads = std::cell::Cell::new(0);
+        let read = || {
+            reads.set(reads.get() + 1);
+            Some("tsc\n".into())
+        };
+        fuse.reprobe(now, read);
+        fuse.reprobe(now, read);
+        assert_eq!(reads.get(), 1);
+    }
+
+    #[test]
+    fn of_many_threads_at_once_one_re_probes() {
+        let fuse = on();
+        let reads = AtomicU64::new(0);
+        let barrier = std::sync::Barrier::new(4);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    barrier.wait();
+                    fuse.reprobe(PROBE_INTERVAL, || {
+                        reads.fetch_add(1, Ordering::Relaxed);
+                        Some("tsc\n".into())
+                    });
+                });
+            }
+        });
+        assert_eq!(reads.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_switch_away_from_tsc_blows_the_fuse_for_good() {
+        for source in [Some("hpet\n"), Some("kvm-clock\n"), Some(""), None] {
+            let fuse = on();
+            fuse.reprobe(PROBE_INTERVAL, || source.map(String::from));
+            assert!(!fuse.in_use(|| unreachable!()), "{source:?}");
+            // Even if the kernel switches back.
+            fuse.reprobe(3 * PROBE_INTERVAL, || Some("tsc\n".into()));
+            assert!(!fuse.in_use(|| unreachable!()), "{source:?}");
+        }
+        let fuse = on();
+        fuse.reprobe(PROBE_INTERVAL, || Some("tsc\n".into()));
+        assert!(fuse.in_use(|| unreachable!()), "tsc keeps it");
+        fuse.blow();
+        assert!(!fuse.in_use(|| unreachable!()), "a broken bound");
     }
 
     #[test]
