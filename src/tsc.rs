@@ -29,7 +29,8 @@
 //! The kernel can switch away from the counter later (it does when it finds
 //! the counter unstable). So about once a second one re-anchor, whichever
 //! claims it first, reads the clocksource again; if it is no longer `tsc`,
-//! or cannot be read, the fuse blows as above. Schedules that do not
+//! the fuse blows as above (a file that cannot be read is tried again a
+//! second later). Schedules that do not
 //! re-anchor never read it. What is left:
 //!
 //! - Between a switch and the next probe (up to about a second, plus one
@@ -231,9 +232,17 @@ impl Fuse {
         let Some(due) = self.probe_due(now) else {
             return;
         };
-        if self.claim_probe(due, now) && !is_tsc(read().as_deref()) {
-            tracing::warn!("the kernel's clocksource is no longer tsc: timers read the clock");
-            self.blow();
+        if !self.claim_probe(due, now) {
+            return;
+        }
+        // An unreadable file (say, the process is out of descriptors) is
+        // tried again in a second; the counter is still checked against
+        // the real clock at every re-anchor meanwhile.
+        if let Some(source) = read() {
+            if !is_tsc(Some(&source)) {
+                tracing::warn!("the kernel's clocksource is no longer tsc: timers read the clock");
+                self.blow();
+            }
         }
     }
 
@@ -523,8 +532,17 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_clocksource_is_read_again_a_second_later() {
+        let fuse = on();
+        fuse.reprobe(PROBE_INTERVAL, || None);
+        assert!(fuse.in_use(|| unreachable!()), "a failed read keeps it");
+        fuse.reprobe(2 * PROBE_INTERVAL, || Some("hpet\n".into()));
+        assert!(!fuse.in_use(|| unreachable!()), "the next read decides");
+    }
+
+    #[test]
     fn a_switch_away_from_tsc_blows_the_fuse_for_good() {
-        for source in [Some("hpet\n"), Some("kvm-clock\n"), Some(""), None] {
+        for source in [Some("hpet\n"), Some("kvm-clock\n"), Some("")] {
             let fuse = on();
             fuse.reprobe(PROBE_INTERVAL, || source.map(String::from));
             assert!(!fuse.in_use(|| unreachable!()), "{source:?}");
