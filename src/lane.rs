@@ -7,7 +7,8 @@
 //!
 //! - a ring of cells holding keys, written only by its owner thread and
 //!   read by the worker a batch at a time;
-//! - a stack of free slots that only the owner pushes and pops.
+//! - a stack of free slots that only the owner pushes and pops;
+//! - an overflow queue for keys that find the ring full.
 //!
 //! A cancel that reaches a timeout still in a ring *withdraws* it: it swaps
 //! the cell's key for 0, and the worker never touches the entry. The owner
@@ -17,13 +18,27 @@
 //! withdrawn cells itself: a producer whose timeouts are all cancelled
 //! young never needs the worker at all.
 //!
+//! # First in, first out
+//!
+//! The worker takes a lane's keys in the order its owner pushed them. A key
+//! that finds the ring full goes to the lane's overflow, and so does every
+//! key after it until the worker has taken all the overflow held: the owner
+//! fills the ring, then the overflow, then the ring again, never both at
+//! once. The owner counts the keys it spilled (`spilled`), the worker those
+//! it took back out (`overflow_taken`); while the two differ, the owner
+//! spills. The worker reads `spilled` before `tail`, drains the ring up to
+//! that tail, and only then takes at most that many overflow keys: each of
+//! them was pushed before any key at or past the tail (see `drain`).
+//!
 //! # Owner-only fields
 //!
-//! `tail`, `head_seen`, `free` and `free_len` are written only by the
-//! thread that owns the lane (see `local.rs`), so they are plain loads and
-//! stores, not read-modify-writes. Ownership passes to another thread only
-//! through `owned` (release on hand-back, acquire on adoption).
+//! `tail`, `head_seen`, `spilled`, `taken_seen`, `free` and `free_len` are
+//! written only by the thread that owns the lane (see `local.rs`), so they
+//! are plain loads and stores, not read-modify-writes. Ownership passes to
+//! another thread only through `owned` (release on hand-back, acquire on
+//! adoption).
 
+use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 
 use crate::entry::Entry;
@@ -48,8 +63,14 @@ pub(crate) struct Lane {
     /// as it drains; the owner moves it past empty cells (`reclaim`). Only
     /// ever forwards.
     head: CachePadded<AtomicU64>,
-    /// Set by the owner when the ring is half full, cleared by the worker
-    /// once it has drained the lane: one wake-up per half ring.
+    /// Keys pushed while the ring was full, and those after them until the
+    /// worker has taken them all. Their entries have queue mark 0.
+    overflow: SegQueue<Key>,
+    /// Overflow keys the worker has taken: worker only, read by the owner
+    /// when it has spilled more than it last saw taken.
+    overflow_taken: AtomicU64,
+    /// Set by the owner when the ring is half full, or it spills, cleared
+    /// by the worker once it has drained the lane: one wake-up per drain.
     drain_asked: AtomicBool,
     /// True while a thread owns the lane.
     owned: AtomicBool,
@@ -62,6 +83,11 @@ struct ProducerSide {
     tail: AtomicU64,
     /// The worker's `head` as last read, to test for a full ring cheaply.
     head_seen: AtomicU64,
+    /// Keys pushed to the overflow, ever.
+    spilled: AtomicU64,
+    /// `overflow_taken` as last read: while it differs from `spilled`, the
+    /// owner spills.
+    taken_seen: AtomicU64,
     /// Top of the owner's free stack, a packed key.
     free: AtomicU32,
     free_len: AtomicU32,
@@ -100,11 +126,15 @@ impl Lane {
             producer: CachePadded::new(ProducerSide {
                 tail: AtomicU64::new(0),
                 head_seen: AtomicU64::new(0),
+                spilled: AtomicU64::new(0),
+                taken_seen: AtomicU64::new(0),
                 free: AtomicU32::new(0),
                 free_len: AtomicU32::new(0),
                 net_pending: AtomicU64::new(0),
             }),
             head: CachePadded::new(AtomicU64::new(0)),
+            overflow: SegQueue::new(),
+            overflow_taken: AtomicU64::new(0),
             drain_asked: AtomicBool::new(false),
             owned: AtomicBool::new(true),
             closed: AtomicBool::new(false),
@@ -151,17 +181,22 @@ impl Lane {
         self.producer.net_pending.load(Ordering::Acquire)
     }
 
-    /// Owner only: queues `key` in the next cell. `None` if the ring is
-    /// full; otherwise whether the worker should be woken to drain it.
+    /// Owner only: queues `key`, in the next cell or, if the ring is full
+    /// or the overflow still holds keys, in the overflow. True if the
+    /// worker should be woken to drain the lane.
     #[inline(always)]
-    pub(crate) fn push(&self, key: Key, entry: &Entry) -> Option<bool> {
+    pub(crate) fn push(&self, key: Key, entry: &Entry) -> bool {
         let p = &self.producer;
+        let spilled = p.spilled.load(Ordering::Relaxed);
+        if spilled != p.taken_seen.load(Ordering::Relaxed) && !self.overflow_taken_all(spilled) {
+            return self.spill(key, entry, spilled);
+        }
         let tail = p.tail.load(Ordering::Relaxed);
         let mut head = p.head_seen.load(Ordering::Relaxed);
         if tail - head >= RING {
             head = self.reclaim(tail);
             if tail - head >= RING {
-                return None;
+                return self.spill(key, entry, spilled);
             }
         }
         let cell = tail & (RING - 1);
@@ -170,7 +205,27 @@ impl Lane {
         entry.set_queue_mark(mark);
         self.cells[cell as usize].store(key.pack(), Ordering::Release);
         p.tail.store(tail + 1, Ordering::Release);
-        Some(tail + 1 - head >= RING / 2 && self.ask_for_drain(tail + 1))
+        tail + 1 - head >= RING / 2 && self.ask_for_drain(tail + 1)
+    }
+
+    /// Owner only: true if the worker has taken every key spilled so far.
+    #[cold]
+    fn overflow_taken_all(&self, spilled: u64) -> bool {
+        let taken = self.overflow_taken.load(Ordering::Acquire);
+        self.producer.taken_seen.store(taken, Ordering::Relaxed);
+        taken == spilled
+    }
+
+    /// Owner only: queues `key` in the overflow, after the `spilled` keys
+    /// queued there before. A cancel cannot withdraw it: the worker frees
+    /// it.
+    #[cold]
+    fn spill(&self, key: Key, entry: &Entry, spilled: u64) -> bool {
+        entry.set_queue_mark(0);
+        self.overflow.push(key);
+        // Release: the worker that reads the count finds the key.
+        self.producer.spilled.store(spilled + 1, Ordering::Release);
+        self.ask()
     }
 
     /// Owner only, with the ring half full by its last look at `head`:
@@ -178,9 +233,12 @@ impl Lane {
     #[cold]
     fn ask_for_drain(&self, tail: u64) -> bool {
         let head = self.reclaim(tail);
-        tail - head >= RING / 2
-            && !self.drain_asked.load(Ordering::Relaxed)
-            && !self.drain_asked.swap(true, Ordering::AcqRel)
+        tail - head >= RING / 2 && self.ask()
+    }
+
+    /// True the first time since the worker last drained the lane.
+    fn ask(&self) -> bool {
+        !self.drain_asked.load(Ordering::Relaxed) && !self.drain_asked.swap(true, Ordering::AcqRel)
     }
 
     /// Owner only: moves `head` past the oldest cells that hold no key,
@@ -217,13 +275,19 @@ impl Lane {
         })
     }
 
-    /// Worker only: takes up to `limit` keys, oldest first, into `out`.
+    /// Worker only: takes up to `limit` keys, oldest first, into `out`:
+    /// the ring's, then, if it drained the ring, the overflow's.
     ///
     /// The owner may move `head` on meanwhile (see `reclaim`), past cells
     /// this drain has yet to read, and even write one of them again after
     /// wrapping round. Such a key is taken early, which is harmless: every
     /// key is claimed by one swap, by the worker or by a withdrawal.
     pub(crate) fn drain(&self, limit: usize, out: &mut impl FnMut(Key)) -> Drained {
+        // Before `tail`: the owner spilled these keys before it pushed any
+        // key at or past the tail read next, so they are taken after the
+        // ring up to that tail and before anything later. Reading `tail`
+        // first, the owner could fill the ring past it and spill meanwhile.
+        let spilled = self.producer.spilled.load(Ordering::Acquire);
         let tail = self.producer.tail.load(Ordering::Acquire);
         let start = self.head.load(Ordering::Acquire);
         let mut head = start;
@@ -239,28 +303,48 @@ impl Lane {
             }
             head += 1;
         }
-        let passed = head - start;
-        let head = head.max(self.head.fetch_max(head, Ordering::AcqRel));
-        if head == tail {
+        let skipped = head - start > taken as u64;
+        // The owner may have moved `head` past empty cells meanwhile.
+        let reached = head.max(self.head.fetch_max(head, Ordering::AcqRel)) >= tail;
+        let before = self.overflow_taken.load(Ordering::Relaxed);
+        let mut took = before;
+        // An older key waits in the ring: the overflow waits too.
+        while reached && took < spilled && taken < limit {
+            let Some(key) = self.overflow.pop() else {
+                break; // not seen yet: the next drain takes it
+            };
+            out(key);
+            took += 1;
+            taken += 1;
+        }
+        if took != before {
+            self.overflow_taken.store(took, Ordering::Release);
+        }
+        let more = !reached || took < spilled;
+        if !more {
             self.drain_asked.store(false, Ordering::Release);
         }
         Drained {
             taken,
-            skipped: passed > taken as u64,
-            more: head < tail,
+            skipped,
+            more,
         }
     }
 
-    /// True if the ring may hold keys the worker has not looked at.
+    /// True if the lane may hold keys the worker has not looked at.
     pub(crate) fn is_empty(&self) -> bool {
-        self.producer.tail.load(Ordering::Acquire) == self.head.load(Ordering::Acquire)
+        self.producer.spilled.load(Ordering::Acquire) == self.overflow_taken.load(Ordering::Acquire)
+            && self.producer.tail.load(Ordering::Acquire) == self.head.load(Ordering::Acquire)
     }
 
-    /// Cells between the worker and the owner, withdrawn ones included.
+    /// Cells between the worker and the owner, withdrawn ones included,
+    /// and keys in the overflow.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         let tail = self.producer.tail.load(Ordering::Acquire);
-        tail.saturating_sub(self.head.load(Ordering::Acquire)) as usize
+        let ring = tail.saturating_sub(self.head.load(Ordering::Acquire));
+        let spilled = self.producer.spilled.load(Ordering::Acquire);
+        (ring + spilled - self.overflow_taken.load(Ordering::Acquire)) as usize
     }
 
     /// Owner only: a free slot from the owner's stack.
