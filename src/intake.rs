@@ -92,28 +92,29 @@ impl Intake {
     /// `push`, for a caller that looked up this thread's `lane`.
     #[inline]
     pub(crate) fn push_on(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
-        match lane {
-            Some(lane) => Queued {
-                wake: lane.push(key, entry),
-                look: false,
-            },
-            None => self.push_elsewhere(key, entry),
+        match lane.and_then(|lane| lane.try_push(key, entry)) {
+            Some(wake) => Queued { wake, look: false },
+            None => self.push_elsewhere(lane, key, entry),
         }
     }
 
-    /// This thread has no lane: on one adopted now, or else on the shared
+    /// `try_push` did not take `key`: on this thread's `lane`'s overflow,
+    /// or if it has none, on a lane adopted now, or else on the shared
     /// queue.
     #[cold]
-    fn push_elsewhere(&self, key: Key, entry: &Entry) -> Queued {
-        if self.adopt_lane() {
-            if let Some(lane) = self.own_lane() {
-                return Queued {
-                    wake: lane.push(key, entry),
-                    look: false,
-                };
-            }
+    fn push_elsewhere(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
+        let wake = match lane {
+            Some(lane) => Some(lane.spill(key, entry)),
+            None => self
+                .adopt_lane()
+                .then(|| self.own_lane())
+                .flatten()
+                .map(|lane| lane.push(key, entry)),
+        };
+        match wake {
+            Some(wake) => Queued { wake, look: false },
+            None => self.push_shared(key, entry),
         }
-        self.push_shared(key, entry)
     }
 
     /// Queues `key` on the shared queue.

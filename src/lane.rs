@@ -26,16 +26,19 @@
 //! fills the ring, then the overflow, then the ring again, never both at
 //! once. The owner counts the keys it spilled (`spilled`), the worker those
 //! it took back out (`overflow_taken`); while the two differ, the owner
-//! spills. The worker reads `spilled` before `tail`, drains the ring up to
-//! that tail, and only then takes at most that many overflow keys: each of
-//! them was pushed before any key at or past the tail (see `drain`).
+//! spills. It looks only when the ring seems full, which it does all the
+//! while the overflow holds keys (`tail` stays put), so a push to a lane
+//! that does not spill costs nothing more. The worker reads `spilled`
+//! before `tail`, drains the ring up to that tail, and only then takes at
+//! most that many overflow keys: each of them was pushed before any key at
+//! or past the tail (see `drain`).
 //!
 //! # Owner-only fields
 //!
-//! `tail`, `head_seen`, `spilled`, `taken_seen`, `free` and `free_len` are
-//! written only by the thread that owns the lane (see `local.rs`), so they
-//! are plain loads and stores, not read-modify-writes. Ownership passes to
-//! another thread only through `owned` (release on hand-back, acquire on
+//! `tail`, `head_seen`, `spilled`, `free` and `free_len` are written only
+//! by the thread that owns the lane (see `local.rs`), so they are plain
+//! loads and stores, not read-modify-writes. Ownership passes to another
+//! thread only through `owned` (release on hand-back, acquire on
 //! adoption).
 
 use crossbeam_queue::SegQueue;
@@ -67,7 +70,7 @@ pub(crate) struct Lane {
     /// worker has taken them all. Their entries have queue mark 0.
     overflow: SegQueue<Key>,
     /// Overflow keys the worker has taken: worker only, read by the owner
-    /// when it has spilled more than it last saw taken.
+    /// when the ring looks full.
     overflow_taken: AtomicU64,
     /// Set by the owner when the ring is half full, or it spills, cleared
     /// by the worker once it has drained the lane: one wake-up per drain.
@@ -85,9 +88,6 @@ struct ProducerSide {
     head_seen: AtomicU64,
     /// Keys pushed to the overflow, ever.
     spilled: AtomicU64,
-    /// `overflow_taken` as last read: while it differs from `spilled`, the
-    /// owner spills.
-    taken_seen: AtomicU64,
     /// Top of the owner's free stack, a packed key.
     free: AtomicU32,
     free_len: AtomicU32,
@@ -127,7 +127,6 @@ impl Lane {
                 tail: AtomicU64::new(0),
                 head_seen: AtomicU64::new(0),
                 spilled: AtomicU64::new(0),
-                taken_seen: AtomicU64::new(0),
                 free: AtomicU32::new(0),
                 free_len: AtomicU32::new(0),
                 net_pending: AtomicU64::new(0),
@@ -184,20 +183,22 @@ impl Lane {
     /// Owner only: queues `key`, in the next cell or, if the ring is full
     /// or the overflow still holds keys, in the overflow. True if the
     /// worker should be woken to drain the lane.
-    #[inline(always)]
     pub(crate) fn push(&self, key: Key, entry: &Entry) -> bool {
+        self.try_push(key, entry)
+            .unwrap_or_else(|| self.spill(key, entry))
+    }
+
+    /// `push`, but `None` for a key that must go to the overflow: the
+    /// caller then passes it to `spill`, off the hot path.
+    #[inline(always)]
+    pub(crate) fn try_push(&self, key: Key, entry: &Entry) -> Option<bool> {
         let p = &self.producer;
-        let spilled = p.spilled.load(Ordering::Relaxed);
-        if spilled != p.taken_seen.load(Ordering::Relaxed) && !self.overflow_taken_all(spilled) {
-            return self.spill(key, entry, spilled);
-        }
         let tail = p.tail.load(Ordering::Relaxed);
         let mut head = p.head_seen.load(Ordering::Relaxed);
+        // Also taken while the overflow holds keys: `tail` stays put then,
+        // a full ring past `head_seen`.
         if tail - head >= RING {
-            head = self.reclaim(tail);
-            if tail - head >= RING {
-                return self.spill(key, entry, spilled);
-            }
+            head = self.make_room(tail)?;
         }
         let cell = tail & (RING - 1);
         let mark = cell_mark(self.index, cell);
@@ -205,26 +206,32 @@ impl Lane {
         entry.set_queue_mark(mark);
         self.cells[cell as usize].store(key.pack(), Ordering::Release);
         p.tail.store(tail + 1, Ordering::Release);
-        tail + 1 - head >= RING / 2 && self.ask_for_drain(tail + 1)
+        Some(tail + 1 - head >= RING / 2 && self.ask_for_drain(tail + 1))
     }
 
-    /// Owner only: true if the worker has taken every key spilled so far.
+    /// Owner only, with the ring full by its last look at `head`: `head`
+    /// as `reclaim` leaves it, if the ring has room and the worker has
+    /// taken every key spilled so far; `None` if the key must spill.
     #[cold]
-    fn overflow_taken_all(&self, spilled: u64) -> bool {
-        let taken = self.overflow_taken.load(Ordering::Acquire);
-        self.producer.taken_seen.store(taken, Ordering::Relaxed);
-        taken == spilled
+    fn make_room(&self, tail: u64) -> Option<u64> {
+        let spilled = self.producer.spilled.load(Ordering::Relaxed);
+        if spilled != self.overflow_taken.load(Ordering::Acquire) {
+            return None;
+        }
+        let head = self.reclaim(tail);
+        (tail - head < RING).then_some(head)
     }
 
-    /// Owner only: queues `key` in the overflow, after the `spilled` keys
-    /// queued there before. A cancel cannot withdraw it: the worker frees
-    /// it.
+    /// Owner only: queues `key` in the overflow, for `try_push`'s `None`.
+    /// A cancel cannot withdraw it: the worker frees it. True if the
+    /// worker should be woken to drain the lane.
     #[cold]
-    fn spill(&self, key: Key, entry: &Entry, spilled: u64) -> bool {
+    pub(crate) fn spill(&self, key: Key, entry: &Entry) -> bool {
+        let spilled = &self.producer.spilled;
         entry.set_queue_mark(0);
         self.overflow.push(key);
         // Release: the worker that reads the count finds the key.
-        self.producer.spilled.store(spilled + 1, Ordering::Release);
+        spilled.store(spilled.load(Ordering::Relaxed) + 1, Ordering::Release);
         self.ask()
     }
 
