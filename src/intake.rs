@@ -2,12 +2,22 @@
 //!
 //! Each producer thread queues on its own lane (see `lane.rs`), which lets
 //! a cancel withdraw a timeout the worker has not seen yet and keeps free
-//! slots on the producer's core. A thread with no lane (the worker, an
-//! executor thread re-arming a periodic task, the 257th concurrent
-//! producer, or one whose ring is full) uses the shared MPSC queue. The
-//! worker drains the lanes, then the shared queue, so one thread's
-//! timeouts are filed in the order it queued them (but for a drain stalled
-//! while its ring wrapped round, which takes a key early: see
+//! slots on the producer's core. A lane whose ring is full queues on its
+//! own overflow. A thread with no lane (the 257th concurrent producer, or
+//! one scheduling from a thread-local destructor after it let go of its
+//! lanes) uses the shared MPSC queue. The worker drains the lanes, then the
+//! shared queue.
+//!
+//! # Order
+//!
+//! Equal deadlines submitted by one thread fire in submission order, a
+//! full ring included: a lane hands the worker its keys first in, first
+//! out (see `lane.rs`). The exception is a thread that moves between the
+//! shared queue and a lane (it had none, past 256 concurrent producers,
+//! and later adopts one, or it schedules from a thread-local destructor
+//! after letting go of its lane): its keys on the two paths are not
+//! ordered with each other. Within a lane, a drain stalled while its owner
+//! wrapped the ring round past withdrawn cells may take a key early (see
 //! `Lane::drain`).
 
 use std::sync::{Arc, OnceLock};
@@ -26,7 +36,7 @@ const MAX_LANES: usize = 256;
 /// Every this many keys on the shared queue the worker is asked to look,
 /// even if no deadline is earlier than its planned wake-up: nothing else
 /// bounds the backlog it would find (and file, `DRAIN_CAP_PER_TICK` a
-/// tick) when it wakes. A lane's ring bounds its own.
+/// tick) when it wakes. A lane asks once per drain when it spills.
 const SHARED_LOOK_EVERY: usize = 1024;
 
 /// What `Intake::push` did.
@@ -82,22 +92,33 @@ impl Intake {
     /// `push`, for a caller that looked up this thread's `lane`.
     #[inline]
     pub(crate) fn push_on(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
-        match lane.and_then(|lane| lane.push(key, entry)) {
+        match lane.and_then(|lane| lane.try_push(key, entry)) {
             Some(wake) => Queued { wake, look: false },
-            None => self.push_elsewhere(lane.is_none(), key, entry),
+            None => self.push_elsewhere(lane, key, entry),
         }
     }
 
-    /// No lane took `key`: this thread has none yet (`adopt`), or its ring
-    /// is full. On a lane adopted now, or else on the shared queue.
+    /// `try_push` did not take `key`: on this thread's `lane`'s overflow,
+    /// or if it has none, on a lane adopted now, or else on the shared
+    /// queue.
     #[cold]
-    fn push_elsewhere(&self, adopt: bool, key: Key, entry: &Entry) -> Queued {
-        let adopted = (adopt && self.adopt_lane())
-            .then(|| self.own_lane())
-            .flatten();
-        if let Some(wake) = adopted.and_then(|lane| lane.push(key, entry)) {
-            return Queued { wake, look: false };
+    fn push_elsewhere(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
+        let wake = match lane {
+            Some(lane) => Some(lane.spill(key, entry)),
+            None => self
+                .adopt_lane()
+                .then(|| self.own_lane())
+                .flatten()
+                .map(|lane| lane.push(key, entry)),
+        };
+        match wake {
+            Some(wake) => Queued { wake, look: false },
+            None => self.push_shared(key, entry),
         }
+    }
+
+    /// Queues `key` on the shared queue.
+    fn push_shared(&self, key: Key, entry: &Entry) -> Queued {
         entry.set_queue_mark(0);
         self.shared.push(key);
         Queued {
@@ -185,6 +206,12 @@ impl Intake {
         self.shared.len() + self.lanes().map(|lane| lane.len()).sum::<usize>()
     }
 
+    /// Keys on the shared queue, for tests.
+    #[cfg(test)]
+    pub(crate) fn shared_len(&self) -> usize {
+        self.shared.len()
+    }
+
     /// On shutdown: owners let go of the lanes when they next adopt one.
     pub(crate) fn close(&self) {
         self.lanes().for_each(|lane| lane.close());
@@ -233,10 +260,7 @@ mod tests {
                 let task = crate::task::Task::Wake(None);
                 let key = shared.slots.insert(1_000, task, 1).unwrap();
                 // As a thread with no lane queues it.
-                shared
-                    .intake
-                    .push_elsewhere(false, key, shared.entry(key))
-                    .look
+                shared.intake.push_shared(key, shared.entry(key)).look
             })
             .count();
         assert_eq!(looks, 3, "once per SHARED_LOOK_EVERY keys");

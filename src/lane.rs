@@ -7,7 +7,8 @@
 //!
 //! - a ring of cells holding keys, written only by its owner thread and
 //!   read by the worker a batch at a time;
-//! - a stack of free slots that only the owner pushes and pops.
+//! - a stack of free slots that only the owner pushes and pops;
+//! - an overflow queue for keys that find the ring full.
 //!
 //! A cancel that reaches a timeout still in a ring *withdraws* it: it swaps
 //! the cell's key for 0, and the worker never touches the entry. The owner
@@ -17,13 +18,30 @@
 //! withdrawn cells itself: a producer whose timeouts are all cancelled
 //! young never needs the worker at all.
 //!
+//! # First in, first out
+//!
+//! The worker takes a lane's keys in the order its owner pushed them. A key
+//! that finds the ring full goes to the lane's overflow, and so does every
+//! key after it until the worker has taken all the overflow held: the owner
+//! fills the ring, then the overflow, then the ring again, never both at
+//! once. The owner counts the keys it spilled (`spilled`), the worker those
+//! it took back out (`overflow_taken`); while the two differ, the owner
+//! spills. It looks only when the ring seems full, which it does all the
+//! while the overflow holds keys (`tail` stays put), so a push to a lane
+//! that does not spill costs nothing more. The worker reads `spilled`
+//! before `tail`, drains the ring up to that tail, and only then takes at
+//! most that many overflow keys: each of them was pushed before any key at
+//! or past the tail (see `drain`).
+//!
 //! # Owner-only fields
 //!
-//! `tail`, `head_seen`, `free` and `free_len` are written only by the
-//! thread that owns the lane (see `local.rs`), so they are plain loads and
-//! stores, not read-modify-writes. Ownership passes to another thread only
-//! through `owned` (release on hand-back, acquire on adoption).
+//! `tail`, `head_seen`, `spilled`, `free` and `free_len` are written only
+//! by the thread that owns the lane (see `local.rs`), so they are plain
+//! loads and stores, not read-modify-writes. Ownership passes to another
+//! thread only through `owned` (release on hand-back, acquire on
+//! adoption).
 
+use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 
 use crate::entry::Entry;
@@ -48,8 +66,14 @@ pub(crate) struct Lane {
     /// as it drains; the owner moves it past empty cells (`reclaim`). Only
     /// ever forwards.
     head: CachePadded<AtomicU64>,
-    /// Set by the owner when the ring is half full, cleared by the worker
-    /// once it has drained the lane: one wake-up per half ring.
+    /// Keys pushed while the ring was full, and those after them until the
+    /// worker has taken them all. Their entries have queue mark 0.
+    overflow: SegQueue<Key>,
+    /// Overflow keys the worker has taken: worker only, read by the owner
+    /// when the ring looks full.
+    overflow_taken: AtomicU64,
+    /// Set by the owner when the ring is half full, or it spills, cleared
+    /// by the worker once it has drained the lane: one wake-up per drain.
     drain_asked: AtomicBool,
     /// True while a thread owns the lane.
     owned: AtomicBool,
@@ -62,6 +86,8 @@ struct ProducerSide {
     tail: AtomicU64,
     /// The worker's `head` as last read, to test for a full ring cheaply.
     head_seen: AtomicU64,
+    /// Keys pushed to the overflow, ever.
+    spilled: AtomicU64,
     /// Top of the owner's free stack, a packed key.
     free: AtomicU32,
     free_len: AtomicU32,
@@ -100,11 +126,14 @@ impl Lane {
             producer: CachePadded::new(ProducerSide {
                 tail: AtomicU64::new(0),
                 head_seen: AtomicU64::new(0),
+                spilled: AtomicU64::new(0),
                 free: AtomicU32::new(0),
                 free_len: AtomicU32::new(0),
                 net_pending: AtomicU64::new(0),
             }),
             head: CachePadded::new(AtomicU64::new(0)),
+            overflow: SegQueue::new(),
+            overflow_taken: AtomicU64::new(0),
             drain_asked: AtomicBool::new(false),
             owned: AtomicBool::new(true),
             closed: AtomicBool::new(false),
@@ -151,18 +180,25 @@ impl Lane {
         self.producer.net_pending.load(Ordering::Acquire)
     }
 
-    /// Owner only: queues `key` in the next cell. `None` if the ring is
-    /// full; otherwise whether the worker should be woken to drain it.
+    /// Owner only: queues `key`, in the next cell or, if the ring is full
+    /// or the overflow still holds keys, in the overflow. True if the
+    /// worker should be woken to drain the lane.
+    pub(crate) fn push(&self, key: Key, entry: &Entry) -> bool {
+        self.try_push(key, entry)
+            .unwrap_or_else(|| self.spill(key, entry))
+    }
+
+    /// `push`, but `None` for a key that must go to the overflow: the
+    /// caller then passes it to `spill`, off the hot path.
     #[inline(always)]
-    pub(crate) fn push(&self, key: Key, entry: &Entry) -> Option<bool> {
+    pub(crate) fn try_push(&self, key: Key, entry: &Entry) -> Option<bool> {
         let p = &self.producer;
         let tail = p.tail.load(Ordering::Relaxed);
         let mut head = p.head_seen.load(Ordering::Relaxed);
+        // Also taken while the overflow holds keys: `tail` stays put then,
+        // a full ring past `head_seen`.
         if tail - head >= RING {
-            head = self.reclaim(tail);
-            if tail - head >= RING {
-                return None;
-            }
+            head = self.make_room(tail)?;
         }
         let cell = tail & (RING - 1);
         let mark = cell_mark(self.index, cell);
@@ -173,14 +209,43 @@ impl Lane {
         Some(tail + 1 - head >= RING / 2 && self.ask_for_drain(tail + 1))
     }
 
+    /// Owner only, with the ring full by its last look at `head`: `head`
+    /// as `reclaim` leaves it, if the ring has room and the worker has
+    /// taken every key spilled so far; `None` if the key must spill.
+    #[cold]
+    fn make_room(&self, tail: u64) -> Option<u64> {
+        let spilled = self.producer.spilled.load(Ordering::Relaxed);
+        if spilled != self.overflow_taken.load(Ordering::Acquire) {
+            return None;
+        }
+        let head = self.reclaim(tail);
+        (tail - head < RING).then_some(head)
+    }
+
+    /// Owner only: queues `key` in the overflow, for `try_push`'s `None`.
+    /// A cancel cannot withdraw it: the worker frees it. True if the
+    /// worker should be woken to drain the lane.
+    #[cold]
+    pub(crate) fn spill(&self, key: Key, entry: &Entry) -> bool {
+        let spilled = &self.producer.spilled;
+        entry.set_queue_mark(0);
+        self.overflow.push(key);
+        // Release: the worker that reads the count finds the key.
+        spilled.store(spilled.load(Ordering::Relaxed) + 1, Ordering::Release);
+        self.ask()
+    }
+
     /// Owner only, with the ring half full by its last look at `head`:
     /// true if the worker should be woken to drain it. Once per drain.
     #[cold]
     fn ask_for_drain(&self, tail: u64) -> bool {
         let head = self.reclaim(tail);
-        tail - head >= RING / 2
-            && !self.drain_asked.load(Ordering::Relaxed)
-            && !self.drain_asked.swap(true, Ordering::AcqRel)
+        tail - head >= RING / 2 && self.ask()
+    }
+
+    /// True the first time since the worker last drained the lane.
+    fn ask(&self) -> bool {
+        !self.drain_asked.load(Ordering::Relaxed) && !self.drain_asked.swap(true, Ordering::AcqRel)
     }
 
     /// Owner only: moves `head` past the oldest cells that hold no key,
@@ -217,13 +282,19 @@ impl Lane {
         })
     }
 
-    /// Worker only: takes up to `limit` keys, oldest first, into `out`.
+    /// Worker only: takes up to `limit` keys, oldest first, into `out`:
+    /// the ring's, then, if it drained the ring, the overflow's.
     ///
     /// The owner may move `head` on meanwhile (see `reclaim`), past cells
     /// this drain has yet to read, and even write one of them again after
     /// wrapping round. Such a key is taken early, which is harmless: every
     /// key is claimed by one swap, by the worker or by a withdrawal.
     pub(crate) fn drain(&self, limit: usize, out: &mut impl FnMut(Key)) -> Drained {
+        // Before `tail`: the owner spilled these keys before it pushed any
+        // key at or past the tail read next, so they are taken after the
+        // ring up to that tail and before anything later. Reading `tail`
+        // first, the owner could fill the ring past it and spill meanwhile.
+        let spilled = self.producer.spilled.load(Ordering::Acquire);
         let tail = self.producer.tail.load(Ordering::Acquire);
         let start = self.head.load(Ordering::Acquire);
         let mut head = start;
@@ -239,28 +310,48 @@ impl Lane {
             }
             head += 1;
         }
-        let passed = head - start;
-        let head = head.max(self.head.fetch_max(head, Ordering::AcqRel));
-        if head == tail {
+        let skipped = head - start > taken as u64;
+        // The owner may have moved `head` past empty cells meanwhile.
+        let reached = head.max(self.head.fetch_max(head, Ordering::AcqRel)) >= tail;
+        let before = self.overflow_taken.load(Ordering::Relaxed);
+        let mut took = before;
+        // An older key waits in the ring: the overflow waits too.
+        while reached && took < spilled && taken < limit {
+            let Some(key) = self.overflow.pop() else {
+                break; // not seen yet: the next drain takes it
+            };
+            out(key);
+            took += 1;
+            taken += 1;
+        }
+        if took != before {
+            self.overflow_taken.store(took, Ordering::Release);
+        }
+        let more = !reached || took < spilled;
+        if !more {
             self.drain_asked.store(false, Ordering::Release);
         }
         Drained {
             taken,
-            skipped: passed > taken as u64,
-            more: head < tail,
+            skipped,
+            more,
         }
     }
 
-    /// True if the ring may hold keys the worker has not looked at.
+    /// True if the lane may hold keys the worker has not looked at.
     pub(crate) fn is_empty(&self) -> bool {
-        self.producer.tail.load(Ordering::Acquire) == self.head.load(Ordering::Acquire)
+        self.producer.spilled.load(Ordering::Acquire) == self.overflow_taken.load(Ordering::Acquire)
+            && self.producer.tail.load(Ordering::Acquire) == self.head.load(Ordering::Acquire)
     }
 
-    /// Cells between the worker and the owner, withdrawn ones included.
+    /// Cells between the worker and the owner, withdrawn ones included,
+    /// and keys in the overflow.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         let tail = self.producer.tail.load(Ordering::Acquire);
-        tail.saturating_sub(self.head.load(Ordering::Acquire)) as usize
+        let ring = tail.saturating_sub(self.head.load(Ordering::Acquire));
+        let spilled = self.producer.spilled.load(Ordering::Acquire);
+        (ring + spilled - self.overflow_taken.load(Ordering::Acquire)) as usize
     }
 
     /// Owner only: a free slot from the owner's stack.
@@ -295,5 +386,123 @@ impl Lane {
     #[cfg(test)]
     pub(crate) fn free_len(&self) -> usize {
         self.producer.free_len.load(Ordering::Acquire) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::Task;
+    use std::ops::Range;
+
+    const R: u32 = RING as u32;
+
+    fn key(n: u32) -> Key {
+        Key::unpack(n + 1).unwrap()
+    }
+
+    /// A lane, and one entry that takes every key's queue mark.
+    struct Fixture {
+        lane: Lane,
+        slots: Slots,
+        marked: Key,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let slots = Slots::new();
+            let marked = slots.insert(0, Task::Wake(None), 1).unwrap();
+            Fixture {
+                lane: Lane::new(0, 1),
+                slots,
+                marked,
+            }
+        }
+
+        fn push(&self, keys: Range<u32>) {
+            for n in keys {
+                self.lane.push(key(n), self.slots.get(self.marked));
+            }
+        }
+
+        /// Where the last key pushed went: true for the overflow.
+        fn spilled_last(&self) -> bool {
+            self.slots.get(self.marked).queue_mark() == 0
+        }
+
+        fn in_overflow(&self) -> u64 {
+            let spilled = self.lane.producer.spilled.load(Ordering::Relaxed);
+            spilled - self.lane.overflow_taken.load(Ordering::Relaxed)
+        }
+
+        fn drain(&self, limit: usize) -> (Vec<u32>, bool) {
+            let mut out = Vec::new();
+            let drained = self
+                .lane
+                .drain(limit, &mut |k: Key| out.push(k.index() as u32));
+            (out, drained.more)
+        }
+    }
+
+    #[test]
+    fn keys_spill_until_the_worker_took_every_spilled_one() {
+        let f = Fixture::new();
+        f.push(0..R);
+        assert!(!f.spilled_last(), "the ring holds {R}");
+        f.push(R..R + 1);
+        assert!(f.spilled_last(), "the ring is full");
+        // A cell frees, but the overflow still holds a key: spill.
+        assert!(f.lane.withdraw(0, key(0)));
+        f.push(R + 1..R + 2);
+        assert!(f.spilled_last(), "behind the key in the overflow");
+        assert_eq!((f.lane.len(), f.in_overflow()), (R as usize + 2, 2));
+        let (out, more) = f.drain(usize::MAX);
+        assert_eq!(out, (1..R + 2).collect::<Vec<_>>());
+        assert!(!more && f.lane.is_empty());
+        // All taken: back to the ring.
+        f.push(R + 2..R + 3);
+        assert!(!f.spilled_last());
+        assert_eq!((f.lane.len(), f.in_overflow()), (1, 0));
+        assert_eq!(f.drain(usize::MAX).0, vec![R + 2]);
+    }
+
+    #[test]
+    fn a_drain_cut_short_in_the_ring_leaves_the_overflow() {
+        let f = Fixture::new();
+        f.push(0..R + 5);
+        assert_eq!(f.in_overflow(), 5);
+        let (out, more) = f.drain(R as usize - 1);
+        assert_eq!(out, (0..R - 1).collect::<Vec<_>>());
+        assert!(more);
+        assert_eq!(f.in_overflow(), 5, "a ring key is older");
+        // The rest of the ring first, then the overflow, oldest first.
+        assert_eq!(f.drain(3), (vec![R - 1, R, R + 1], true));
+        assert_eq!(f.in_overflow(), 3);
+        f.push(R + 5..R + 6);
+        assert!(f.spilled_last(), "the overflow still holds keys");
+        assert_eq!(f.drain(usize::MAX), ((R + 2..R + 6).collect(), false));
+        assert!(f.lane.is_empty());
+    }
+
+    /// The owner fills the ring past the tail a drain read, and spills,
+    /// while that drain runs: the drain must not take the spilled key
+    /// before the ring keys pushed ahead of it.
+    #[test]
+    fn a_drain_takes_only_keys_spilled_before_its_tail() {
+        let f = Fixture::new();
+        f.push(0..2);
+        let mut out = Vec::new();
+        let mut first = true;
+        f.lane.drain(usize::MAX, &mut |k: Key| {
+            out.push(k.index() as u32);
+            if std::mem::take(&mut first) {
+                // Cell 0 is free now: R - 1 keys fill the ring, one spills.
+                f.push(2..R + 2);
+                assert!(f.spilled_last());
+            }
+        });
+        assert_eq!(out, vec![0, 1], "the spilled key waits");
+        assert_eq!(f.drain(usize::MAX).0, (2..R + 2).collect::<Vec<_>>());
+        assert!(f.lane.is_empty());
     }
 }

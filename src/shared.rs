@@ -20,8 +20,8 @@
 //! once per tick, so a flood costs at most a wake-up or two per tick, a
 //! cancelled entry's memory comes back within a tick, and the shared queue
 //! cannot grow unseen while the worker sleeps towards a far deadline. A
-//! lane whose ring is half full of keys not withdrawn wakes the worker,
-//! once per drain.
+//! lane whose ring is half full of keys not withdrawn, or that spills into
+//! its overflow, wakes the worker, once per drain.
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock, Weak};

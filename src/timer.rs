@@ -487,13 +487,14 @@ mod tests {
     }
 
     #[test]
-    fn a_full_lane_spills_into_the_shared_queue() {
+    fn a_full_ring_spills_into_its_lanes_overflow() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let n = (1 << crate::lane::RING_BITS) + 10;
         let ts: Vec<_> = (0..n)
             .map(|i| timer.new_timeout(|_| {}, MS * (1 + i as u32 % 7)).unwrap())
             .collect();
         assert_eq!(timer.shared().intake.len(), n);
+        assert_eq!(timer.shared().intake.shared_len(), 0, "none shared");
         timer.advance(MS * 7);
         assert!(ts.iter().all(Timeout::is_expired), "none lost");
         assert_eq!(timer.pending_timeouts(), 0);

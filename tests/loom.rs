@@ -422,3 +422,34 @@ fn a_periodic_run_on_an_executor_against_stop() {
         assert_eq!(timer.pending_timeouts(), 0);
     });
 }
+
+/// A producer fills its ring (4 cells under loom), overflows by two, frees
+/// a cell with a cancel and schedules once more, while the driving thread
+/// drains its lane: equal deadlines still fire in submission order.
+#[test]
+fn a_full_ring_keeps_submission_order_against_drain() {
+    loom::model(|| {
+        let timer = manual();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let producer = {
+            let (timer, order) = (timer.clone(), order.clone());
+            thread::spawn(move || {
+                let schedule = |n: usize| {
+                    let order = order.clone();
+                    let record = move |_: &Timeout| order.lock().unwrap().push(n);
+                    timer.new_timeout(record, TICK).unwrap()
+                };
+                let first = schedule(0);
+                (1..6).for_each(|n| drop(schedule(n)));
+                assert!(first.cancel(), "not yet due");
+                schedule(6)
+            })
+        };
+        timer.advance(Duration::ZERO); // drains, racing the producer
+        let last = producer.join().unwrap();
+        timer.advance(TICK);
+        assert!(last.is_expired());
+        assert_eq!(*order.lock().unwrap(), (1..7).collect::<Vec<_>>());
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}

@@ -64,3 +64,28 @@ fn within_a_tick_by_deadline_then_by_submission() {
     timer.advance(MS * 10);
     assert_eq!(fired.labels(), vec![3, 6, 1, 5, 0, 2, 4]);
 }
+
+/// Cells in a lane's ring (`RING_BITS` in `src/lane.rs`): one thread's
+/// timeouts past these, not yet drained, overflow.
+const RING: usize = 1 << 14;
+
+#[test]
+fn equal_deadlines_fire_in_submission_order_across_a_full_ring() {
+    let timer = manual(MS);
+    let fired = Fired::default();
+    let ts: Vec<_> = (0..RING + 100)
+        .map(|label| fired.schedule(&timer, label, MS * 5))
+        .collect();
+    // Cancels free the oldest cells: the ring has room again, yet these
+    // come after the 100 that overflowed.
+    ts[..50].iter().for_each(|t| assert!(t.cancel()));
+    batch(&fired, &timer, RING + 100..RING + 200, MS * 5);
+    // Filed, overflow and all: the next ones queue in the ring again.
+    timer.advance(Duration::ZERO);
+    batch(&fired, &timer, RING + 200..RING + 300, MS * 5);
+    timer.advance(MS * 5);
+    let labels = fired.labels();
+    let first_swap = labels.windows(2).find(|w| w[0] > w[1]);
+    assert_eq!(first_swap, None, "fired out of submission order");
+    assert_eq!(labels, (50..RING + 300).collect::<Vec<_>>());
+}
