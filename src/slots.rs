@@ -79,22 +79,19 @@ impl Key {
 /// chunks hold only 4).
 const LINE: usize = if cfg!(loom) { 4 } else { 8 };
 
-/// `LINE` entries starting on a cache line. They fill whole cache lines,
-/// so two lines share none, and a chunk of lines is as dense as a flat
-/// array of entries.
-#[repr(align(64))]
-struct Line([Entry; LINE]);
+/// A chunk's entries, starting on a cache line. A line is `LINE` entries
+/// from a multiple of `LINE`: it fills whole cache lines, so it shares
+/// none with another line. (A flat array, not an array of lines, so that
+/// finding an entry is one multiplication: lines cost 15 instructions per
+/// schedule+cancel.) `repr(C)`: the array starts the struct.
+#[repr(C, align(64))]
+struct Entries([Entry; CHUNK]);
 
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Line>() == LINE * std::mem::size_of::<Entry>());
+const _: () = assert!((LINE * std::mem::size_of::<Entry>()) % 64 == 0);
 
-/// Lines per chunk.
-const LINES: usize = CHUNK / LINE;
-
-// Fixed-size arrays: masked indices need no bounds checks. A chunk is
-// built on the heap line by line: built whole on the stack first (40 KiB),
-// it overflowed small thread stacks in debug builds.
-type Chunk = Box<[Line; LINES]>;
+// Fixed-size arrays: masked indices need no bounds checks.
+type Chunk = Box<Entries>;
 type Table = Box<[OnceLock<Chunk>; TABLE]>;
 
 pub(crate) struct Slots {
@@ -127,7 +124,7 @@ impl Slots {
         let chunk = table[(i >> CHUNK_BITS) & (TABLE - 1)]
             .get()
             .expect("a held key's chunk exists");
-        &chunk[(i & (CHUNK - 1)) / LINE].0[i % LINE]
+        &chunk.0[i & (CHUNK - 1)]
     }
 
     /// A new pending entry holding `refs` references. `None` when the
@@ -216,8 +213,7 @@ impl Slots {
             .ok()? as usize;
         let table = self.directory[(i >> (CHUNK_BITS + TABLE_BITS)) & (TABLE - 1)]
             .get_or_init(|| boxed_array(OnceLock::new));
-        table[(i >> CHUNK_BITS) & (TABLE - 1)]
-            .get_or_init(|| boxed_array(|| Line(std::array::from_fn(|_| Entry::vacant()))));
+        table[(i >> CHUNK_BITS) & (TABLE - 1)].get_or_init(new_chunk);
         Some(Key(i as u32))
     }
 
@@ -286,6 +282,29 @@ impl Slots {
             }
         }
     }
+}
+
+/// A chunk of vacant entries, built in place on the heap. Built on the
+/// stack and then boxed, its 40 KiB overflowed small thread stacks in
+/// debug builds; std has no safe way to build it in place before Rust
+/// 1.82 (`Box::new_uninit`).
+fn new_chunk() -> Chunk {
+    let layout = std::alloc::Layout::new::<Entries>();
+    // SAFETY: `Entries` is not zero-sized.
+    let raw = unsafe { std::alloc::alloc(layout) }.cast::<Entries>();
+    if raw.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    let first = raw.cast::<Entry>();
+    for i in 0..CHUNK {
+        // SAFETY: `Entries` is `repr(C)` around `[Entry; CHUNK]`, so entry
+        // `i` is at `first + i`, inside the allocation; each is written
+        // once, before anything reads it.
+        unsafe { first.add(i).write(Entry::vacant()) };
+    }
+    // SAFETY: allocated by the global allocator with `Entries`' layout,
+    // and every entry of it is now initialised.
+    unsafe { Box::from_raw(raw) }
 }
 
 /// `[make(); N]` on the heap, without building it on the stack first.

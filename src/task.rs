@@ -134,8 +134,11 @@ impl<T: ?Sized + 'static> UserBox<T> {
     }
 
     /// The box itself, for running it: its drop is the caller's again.
-    pub(crate) fn into_inner(mut self) -> Box<T> {
-        match self.0.take() {
+    #[inline(always)]
+    pub(crate) fn into_inner(self) -> Box<T> {
+        // Not dropped: its `Drop` would only find the box gone, in a call.
+        let mut this = std::mem::ManuallyDrop::new(self);
+        match this.0.take() {
             Some(task) => task,
             None => unreachable!("only drop and into_inner take the box"),
         }
