@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use crate::entry::Entry;
 use crate::executor::SharedExecutor;
+use crate::key::Key;
 use crate::periodic::Periodic;
 use crate::shared::Shared;
-use crate::slots::Key;
 use crate::task::{panic_message, Task, UserBox};
 use crate::Timeout;
 

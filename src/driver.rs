@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{saturating_nanos, Nanos};
+use crate::key::Key;
 use crate::shared::{Core, Shared};
-use crate::slots::Key;
 use crate::sync::{fence, AtomicU64, Ordering};
 
 /// The most new timeouts the worker files into buckets per tick, as in

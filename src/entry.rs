@@ -62,8 +62,8 @@
 //! - `periodic` never changes after the entry is built.
 
 use crate::clock::Nanos;
+use crate::key::Key;
 use crate::packed_task::{Kind, PackedTask};
-use crate::slots::Key;
 use crate::sync::{spin, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
 use crate::task::Task;
 

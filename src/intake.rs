@@ -25,9 +25,9 @@ use std::sync::{Arc, OnceLock};
 use crossbeam_queue::SegQueue;
 
 use crate::entry::Entry;
+use crate::key::Key;
 use crate::lane::{unmark, Lane};
 use crate::local;
-use crate::slots::Key;
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
 
 /// Lanes per timer: at most this many threads queue without contention.

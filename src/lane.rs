@@ -45,7 +45,8 @@ use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 
 use crate::entry::Entry;
-use crate::slots::{Key, Slots};
+use crate::key::Key;
+use crate::slots::Slots;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Cells per ring: enough for a tick's worth of schedules at full speed.

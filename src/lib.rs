@@ -121,6 +121,7 @@ mod error;
 mod executor;
 mod intake;
 mod interval;
+mod key;
 mod lane;
 mod local;
 mod packed_task;

@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use crate::clock::{saturating_nanos, Nanos};
 use crate::entry::Entry;
+use crate::key::Key;
 use crate::shared::Shared;
-use crate::slots::Key;
 use crate::task::{Task, TimerTask, UserBox};
 use crate::{HashedWheelTimer, Timeout, TimerError};
 

@@ -34,8 +34,9 @@ use crate::dispatch::Jobs;
 use crate::entry::{CancelOutcome, Entry};
 use crate::executor::SharedExecutor;
 use crate::intake::{Intake, Queued};
+use crate::key::Key;
 use crate::lane::Lane;
-use crate::slots::{Key, Slots, MAX_ENTRIES};
+use crate::slots::{Slots, MAX_ENTRIES};
 use crate::sync::{
     fence, AtomicBool, AtomicU64, AtomicUsize, LocalKey, Mutex, MutexGuard, Ordering,
 };

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::Nanos;
 use crate::entry::Entry;
-use crate::slots::Key;
+use crate::key::Key;
 use crate::task::Task;
 use crate::{HashedWheelTimer, TimerError};
 

@@ -40,6 +40,7 @@ use std::sync::OnceLock;
 #[cfg(test)]
 use crate::clock::Nanos;
 use crate::entry::Entry;
+use crate::key::Key;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 #[cfg(test)]
 use crate::task::Task;
@@ -54,26 +55,6 @@ const TABLE: usize = 1 << TABLE_BITS;
 /// How many entries one timer can hold at once: live timeouts, and those
 /// still named by a handle. 2^28, about 15 GB of entries.
 pub(crate) const MAX_ENTRIES: usize = CHUNK * TABLE * TABLE;
-
-/// The name of an entry in its timer's [`Slots`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Key(u32);
-
-impl Key {
-    /// The key packed with `Key::pack`, or `None` for 0.
-    pub(crate) fn unpack(link: u32) -> Option<Key> {
-        link.checked_sub(1).map(Key)
-    }
-
-    /// The key + 1, so that 0 can mean "none" in a link.
-    pub(crate) fn pack(self) -> u32 {
-        self.0 + 1
-    }
-
-    pub(crate) fn index(self) -> usize {
-        self.0 as usize
-    }
-}
 
 /// Entries per line: 8 × 40 bytes fill five cache lines exactly (loom's
 /// chunks hold only 4).
@@ -145,7 +126,7 @@ impl Slots {
             return Some(key);
         }
         let first = self.fresh_line()?;
-        for spare in (first.0 + 1..first.0 + LINE as u32).map(Key) {
+        for spare in (first.index() as u32 + 1..first.index() as u32 + LINE as u32).map(Key::at) {
             let entry = self.get(spare);
             if !keep(spare, entry) {
                 self.push_free(spare, entry);
@@ -214,7 +195,7 @@ impl Slots {
         let table = self.directory[(i >> (CHUNK_BITS + TABLE_BITS)) & (TABLE - 1)]
             .get_or_init(|| boxed_array(OnceLock::new));
         table[(i >> CHUNK_BITS) & (TABLE - 1)].get_or_init(new_chunk);
-        Some(Key(i as u32))
+        Some(Key::at(i as u32))
     }
 
     fn pop_free(&self) -> Option<Key> {

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use crate::anchor::{self, Anchor};
 use crate::entry::Entry;
+use crate::key::Key;
 use crate::shared::Shared;
-use crate::slots::Key;
 
 /// A handle to a task scheduled on a [`HashedWheelTimer`](crate::HashedWheelTimer),
 /// as returned by `new_timeout`. Netty's `Timeout`.

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::anchor::Anchor;
 use crate::builder::Builder;
+use crate::key::Key;
 use crate::registry::Registration;
 use crate::shared::{Config, Shared};
-use crate::slots::Key;
 use crate::task::{Task, TimerTask};
 use crate::{worker, Timeout, TimerError};
 

@@ -6,7 +6,8 @@
 
 use std::num::NonZeroU64;
 
-use crate::slots::{Key, Slots};
+use crate::key::Key;
+use crate::slots::Slots;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct List {

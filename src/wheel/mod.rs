@@ -40,7 +40,8 @@ use std::num::NonZeroU64;
 
 use crate::clock::tick_of;
 use crate::entry::Entry;
-use crate::slots::{Key, Slots};
+use crate::key::Key;
+use crate::slots::Slots;
 use bitmap::Bitmap;
 use list::List;
 
