@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 use crate::sync::{AtomicU64, Ordering};
 use crate::tsc;
 
-/// Nanoseconds since the timer's start.
-pub(crate) type Nanos = u64;
+pub(crate) use crate::nanos::{saturating_nanos, Nanos};
 
 pub(crate) struct Clock {
     start: Instant,
@@ -152,10 +151,6 @@ pub(crate) fn saturating_add(at: Instant, by: Duration) -> Instant {
     at.checked_add(by)
         .or_else(|| at.checked_add(FAR_FUTURE))
         .unwrap_or(at)
-}
-
-pub(crate) fn saturating_nanos(d: Duration) -> Nanos {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

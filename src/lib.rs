@@ -124,6 +124,7 @@ mod interval;
 mod key;
 mod lane;
 mod local;
+mod nanos;
 mod packed_task;
 mod periodic;
 mod registry;
