@@ -91,7 +91,7 @@ mod tests {
         assert!(std::sync::Arc::ptr_eq(a.anchor(), b.anchor()));
         let shared = timer.shared().clone();
         let elsewhere = std::thread::spawn(move || {
-            let timer = HashedWheelTimer::from_owner(shared.owner().unwrap());
+            let timer = HashedWheelTimer::of(&shared).unwrap();
             timer.new_timeout(|_| {}, Duration::from_secs(1)).unwrap()
         })
         .join()

@@ -23,6 +23,7 @@
 //! lane whose ring is half full of keys not withdrawn, or that spills into
 //! its overflow, wakes the worker, once per drain.
 
+use std::any::Any;
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
@@ -41,7 +42,6 @@ use crate::sync::{
     fence, AtomicBool, AtomicU64, AtomicUsize, LocalKey, Mutex, MutexGuard, Ordering,
 };
 use crate::task::Task;
-use crate::timer::Owner;
 use crate::wheel::Wheel;
 use crate::TimerError;
 
@@ -125,8 +125,9 @@ pub(crate) struct Shared {
     pub(crate) driver: Mutex<()>,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
     worker_thread: OnceLock<Thread>,
-    /// The user-facing handle, weakly, for `Timeout::timer()`.
-    owner: OnceLock<Weak<Owner>>,
+    /// The user-facing handle, weakly, for `Timeout::timer()`: a type of
+    /// the public face, which the engine keeps without naming.
+    owner: OnceLock<Weak<dyn Any + Send + Sync>>,
 }
 
 impl Shared {
@@ -159,12 +160,12 @@ impl Shared {
         }
     }
 
-    pub(crate) fn set_owner(&self, owner: Weak<Owner>) {
+    pub(crate) fn set_owner(&self, owner: Weak<dyn Any + Send + Sync>) {
         let _ = self.owner.set(owner);
     }
 
     /// The timer's handle, if it still has one.
-    pub(crate) fn owner(&self) -> Option<Arc<Owner>> {
+    pub(crate) fn owner(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         self.owner.get()?.upgrade()
     }
 

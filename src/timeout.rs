@@ -200,9 +200,7 @@ impl Timeout {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     pub fn timer(&self) -> Option<crate::HashedWheelTimer> {
-        self.shared()
-            .owner()
-            .map(crate::HashedWheelTimer::from_owner)
+        crate::HashedWheelTimer::of(self.shared())
     }
 
     /// When it is due, on the timer's clock: for a periodic task, when its

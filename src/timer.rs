@@ -85,7 +85,7 @@ impl HashedWheelTimer {
     }
 
     pub(crate) fn from_config(config: Config, manual: bool) -> HashedWheelTimer {
-        let owner = Arc::new_cyclic(|weak| {
+        let owner = Arc::new_cyclic(|weak: &std::sync::Weak<Owner>| {
             let shared = Shared::new(config, manual);
             shared.set_owner(weak.clone());
             Owner {
@@ -96,8 +96,10 @@ impl HashedWheelTimer {
         HashedWheelTimer { owner }
     }
 
-    pub(crate) fn from_owner(owner: Arc<Owner>) -> HashedWheelTimer {
-        HashedWheelTimer { owner }
+    /// The handle of the timer `shared` belongs to, if it still has one.
+    pub(crate) fn of(shared: &Shared) -> Option<HashedWheelTimer> {
+        let owner = shared.owner()?.downcast::<Owner>().ok()?;
+        Some(HashedWheelTimer { owner })
     }
 
     #[inline(always)]
