@@ -114,3 +114,14 @@ impl Elapsed {
         self.shutdown
     }
 }
+
+impl From<crate::refusal::Refusal> for TimerError {
+    fn from(refusal: crate::refusal::Refusal) -> TimerError {
+        use crate::refusal::Refusal;
+        match refusal {
+            Refusal::Shutdown => TimerError::Shutdown,
+            Refusal::AtCapacity { pending, max } => TimerError::AtCapacity { pending, max },
+            Refusal::WorkerSpawn(why) => TimerError::WorkerSpawn(why),
+        }
+    }
+}

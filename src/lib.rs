@@ -127,6 +127,7 @@ mod local;
 mod nanos;
 mod packed_task;
 mod periodic;
+mod refusal;
 mod registry;
 mod shared;
 mod sleep;

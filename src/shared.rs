@@ -37,13 +37,13 @@ use crate::executor::SharedExecutor;
 use crate::intake::{Intake, Queued};
 use crate::key::Key;
 use crate::lane::Lane;
+use crate::refusal::Refusal;
 use crate::slots::{Slots, MAX_ENTRIES};
 use crate::sync::{
     fence, AtomicBool, AtomicU64, AtomicUsize, LocalKey, Mutex, MutexGuard, Ordering,
 };
 use crate::task::Task;
 use crate::wheel::Wheel;
-use crate::TimerError;
 
 /// Hard limit on pending timeouts even with no `max_pending_timeouts`: what
 /// the arena can hold.
@@ -261,7 +261,7 @@ impl Shared {
     /// a `Sleep` has no error to report and must not end early, and futures
     /// are bounded by the tasks that hold them.
     #[inline(always)]
-    fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), TimerError> {
+    fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), Refusal> {
         if self.counts_on_lanes() {
             // The arena enforces the hard limit.
             match lane {
@@ -279,7 +279,7 @@ impl Shared {
                 (p < max).then_some(p + 1)
             })
             .map(drop)
-            .map_err(|pending| TimerError::AtCapacity { pending, max })
+            .map_err(|pending| Refusal::AtCapacity { pending, max })
     }
 
     /// The entry named by `key`.
@@ -291,9 +291,9 @@ impl Shared {
     /// The producer path: counts, queues and, if needed, wakes the worker.
     /// The new entry has two references: the timer's, and the caller's.
     #[inline(always)]
-    pub(crate) fn schedule(&self, deadline: Nanos, task: Task) -> Result<Key, TimerError> {
+    pub(crate) fn schedule(&self, deadline: Nanos, task: Task) -> Result<Key, Refusal> {
         if self.is_shutdown() {
-            return Err(TimerError::Shutdown);
+            return Err(Refusal::Shutdown);
         }
         // One look-up of this thread's lane for the whole schedule.
         let lane = self.intake.own_lane();
@@ -306,7 +306,7 @@ impl Shared {
         });
         let Some((key, entry)) = taken else {
             self.uncount_here();
-            return Err(TimerError::AtCapacity {
+            return Err(Refusal::AtCapacity {
                 pending: self.pending(),
                 max: MAX_ENTRIES,
             });
@@ -318,7 +318,7 @@ impl Shared {
             // be the last, released by the driver under the core lock.
             drop(entry.take_task());
             self.release(key);
-            return Err(TimerError::Shutdown);
+            return Err(Refusal::Shutdown);
         }
         Ok(key)
     }

@@ -170,7 +170,7 @@ impl HashedWheelTimer {
     /// Schedules a future's waker, the payload of `Sleep`.
     pub(crate) fn schedule_waker(&self, deadline: u64, waker: Waker) -> Result<Key, TimerError> {
         self.ensure_worker()?;
-        self.shared().schedule(deadline, Task::Wake(Some(waker)))
+        Ok(self.shared().schedule(deadline, Task::Wake(Some(waker)))?)
     }
 
     #[inline(always)]
@@ -179,7 +179,7 @@ impl HashedWheelTimer {
         if shared.clock.is_manual() {
             return Ok(());
         }
-        worker::ensure_started(shared)
+        Ok(worker::ensure_started(shared)?)
     }
 
     /// Timeouts scheduled that have not yet expired, been cancelled, or been

@@ -17,13 +17,13 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use crate::refusal::Refusal;
 use crate::shared::{Shared, BUSY, IDLE};
 use crate::sync::{fence, Ordering};
-use crate::TimerError;
 
 /// Starts the worker if this timer has none yet.
 #[inline(always)]
-pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), TimerError> {
+pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), Refusal> {
     if shared.has_worker_thread() {
         return Ok(()); // the common case, without the lock
     }
@@ -31,7 +31,7 @@ pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), TimerError> {
 }
 
 #[cold]
-fn start(shared: &Arc<Shared>) -> Result<(), TimerError> {
+fn start(shared: &Arc<Shared>) -> Result<(), Refusal> {
     let mut worker = shared.worker.lock().unwrap_or_else(|p| p.into_inner());
     if worker.is_some() || shared.is_shutdown() {
         return Ok(());
@@ -40,7 +40,7 @@ fn start(shared: &Arc<Shared>) -> Result<(), TimerError> {
     let handle = thread::Builder::new()
         .name(shared.config.thread_name.clone())
         .spawn(move || run(for_thread))
-        .map_err(|e| TimerError::WorkerSpawn(e.to_string()))?;
+        .map_err(|e| Refusal::WorkerSpawn(e.to_string()))?;
     shared.set_worker_thread(handle.thread().clone());
     *worker = Some(handle);
     Ok(())
