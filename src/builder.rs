@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::executor::SharedExecutor;
+use crate::handoff::Handoff;
 use crate::shared::Config;
 use crate::{Executor, HashedWheelTimer, TimerError};
 
@@ -46,7 +46,7 @@ pub struct Builder {
     max_pending_timeouts: Option<usize>,
     thread_name: String,
     manual_clock: bool,
-    executor: Option<SharedExecutor>,
+    executor: Option<Handoff>,
 }
 
 impl Default for Builder {
@@ -111,7 +111,7 @@ impl Builder {
     ///
     /// Future wakers are woken on the worker either way.
     pub fn executor(mut self, executor: impl Executor) -> Builder {
-        self.executor = Some(SharedExecutor::new(executor));
+        self.executor = Some(Handoff::new(move |job| executor.execute(job)));
         self
     }
 

@@ -19,7 +19,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::entry::Entry;
-use crate::executor::SharedExecutor;
+use crate::handoff::Handoff;
 use crate::key::Key;
 use crate::periodic::Periodic;
 use crate::shared::Shared;
@@ -74,7 +74,7 @@ impl Shared {
         run(&timeout, task);
     }
 
-    fn hand_off(&self, executor: &SharedExecutor, job: Dispatch) {
+    fn hand_off(&self, executor: &Handoff, job: Dispatch) {
         let handed_off = catch_unwind(AssertUnwindSafe(|| {
             executor.execute(Box::new(move || job.start()));
         }));

@@ -5,9 +5,6 @@
 //! it only holds up an executor thread: the worker goes straight back to
 //! the wheel.
 
-use std::fmt;
-use std::sync::Arc;
-
 use tokio::runtime::Handle;
 
 /// A callback of the timer, ready to run: what an [`Executor`] is given.
@@ -157,26 +154,5 @@ impl Executor for TokioExecutor {
         } else {
             drop(self.handle.spawn(async move { job() }));
         }
-    }
-}
-
-/// The executor as the builder and the timer keep it: shared, cloneable,
-/// and printable.
-#[derive(Clone)]
-pub(crate) struct SharedExecutor(Arc<dyn Executor>);
-
-impl SharedExecutor {
-    pub(crate) fn new(executor: impl Executor) -> SharedExecutor {
-        SharedExecutor(Arc::new(executor))
-    }
-
-    pub(crate) fn execute(&self, job: Job) {
-        self.0.execute(job)
-    }
-}
-
-impl fmt::Debug for SharedExecutor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Executor")
     }
 }

@@ -119,6 +119,7 @@ mod driver;
 mod entry;
 mod error;
 mod executor;
+mod handoff;
 mod intake;
 mod interval;
 mod key;

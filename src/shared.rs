@@ -33,7 +33,7 @@ use crossbeam_queue::SegQueue;
 use crate::clock::{Clock, Nanos};
 use crate::dispatch::Jobs;
 use crate::entry::{CancelOutcome, Entry};
-use crate::executor::SharedExecutor;
+use crate::handoff::Handoff;
 use crate::intake::{Intake, Queued};
 use crate::key::Key;
 use crate::lane::Lane;
@@ -83,7 +83,7 @@ fn marked<R>(marker: &'static LocalKey<Cell<u64>>, id: u64, f: impl FnOnce() -> 
 }
 
 pub(crate) struct Config {
-    pub(crate) executor: Option<SharedExecutor>,
+    pub(crate) executor: Option<Handoff>,
     pub(crate) tick_nanos: u64,
     pub(crate) ticks_per_wheel: usize,
     pub(crate) max_pending: Option<usize>,
