@@ -14,32 +14,16 @@
 //! the jobs not started; without one, nothing is allocated or locked.
 
 use std::any::Any;
-use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::entry::Entry;
 use crate::handoff::Handoff;
+use crate::jobs::{JobState, Jobs};
 use crate::key::Key;
-use crate::periodic::Periodic;
 use crate::shared::Shared;
-use crate::task::{panic_message, Task, UserBox};
+use crate::task::{panic_message, Periodic, Task, UserBox};
 use crate::Timeout;
-
-/// Where a job handed to the executor is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum JobState {
-    /// In the executor's hands, not started: `stop()` may take it back.
-    Queued,
-    /// Running its task's code.
-    Running,
-}
-
-/// The timer's jobs in the executor's hands, by key: how `stop()` finds
-/// the fired tasks that have not started, and the periodic runs in
-/// progress. A job is `Queued` until it starts, `Running` until its
-/// task's code returns, and then leaves.
-pub(crate) type Jobs = HashMap<Key, JobState>;
 
 /// A fired task handed to the executor. The task itself waits in its
 /// entry until the job starts, so that `stop()` can take it back with

@@ -527,7 +527,7 @@ impl std::fmt::Debug for Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::periodic::{Every, Periodic};
+    use crate::task::{Every, Periodic};
 
     fn entry() -> Entry {
         Entry::new(0, Task::callback(Box::new(|_: &crate::Timeout| {})))

@@ -1,5 +1,6 @@
-//! Periodic tasks: `schedule_at_fixed_rate` and `schedule_with_fixed_delay`,
-//! and how a run ends.
+//! Periodic tasks: `schedule_at_fixed_rate` and `schedule_with_fixed_delay`.
+//! The payload (`Periodic`, `Every`) is the engine's, in `task.rs`; how a
+//! run ends, re-armed or not, is in `rearm.rs`.
 //!
 //! A periodic task is one entry for its whole life, so its [`Timeout`]
 //! cancels all later runs and `pending_timeouts()` counts it once. Each run
@@ -25,110 +26,19 @@
 use std::time::Duration;
 
 use crate::clock::{saturating_nanos, Nanos};
-use crate::entry::Entry;
-use crate::key::Key;
-use crate::shared::Shared;
-use crate::task::{Task, TimerTask, UserBox};
+use crate::task::{Every, Periodic, Task};
 use crate::{HashedWheelTimer, Timeout, TimerError};
 
-/// How the next run of a periodic task is timed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Every {
-    /// Fixed rate: the previous due time plus this period.
-    Rate(Nanos),
-    /// Fixed delay: the end of the previous run plus this delay.
-    Delay(Nanos),
-}
-
-impl Every {
-    /// A schedule from a user's period or delay, refusing zero.
-    fn new(
-        what: &'static str,
-        value: Duration,
-        make: fn(Nanos) -> Every,
-    ) -> Result<Every, TimerError> {
-        if value.is_zero() {
-            return Err(TimerError::ZeroPeriod { what, value });
-        }
-        Ok(make(saturating_nanos(value)))
+/// A schedule from a user's period or delay, refusing zero.
+fn every(
+    what: &'static str,
+    value: Duration,
+    make: fn(Nanos) -> Every,
+) -> Result<Every, TimerError> {
+    if value.is_zero() {
+        return Err(TimerError::ZeroPeriod { what, value });
     }
-
-    /// When the run after one that was due at `due` and ended at `ended`
-    /// is due. Saturates: a period too large to add never fires again.
-    pub(crate) fn next_due(self, due: Nanos, ended: Nanos) -> Nanos {
-        match self {
-            Every::Rate(period) => due.saturating_add(period),
-            Every::Delay(delay) => ended.saturating_add(delay),
-        }
-    }
-}
-
-/// The payload of a periodic entry.
-pub(crate) struct Periodic {
-    task: Box<dyn FnMut(&Timeout) + Send>,
-    every: Every,
-}
-
-impl Periodic {
-    /// Whatever `task` returns is dropped, as Netty's `void run`.
-    pub(crate) fn new<R>(
-        mut task: impl FnMut(&Timeout) -> R + Send + 'static,
-        every: Every,
-    ) -> Periodic {
-        Periodic {
-            task: Box::new(move |t: &Timeout| drop(task(t))),
-            every,
-        }
-    }
-
-    pub(crate) fn run_once(&mut self, timeout: &Timeout) {
-        (self.task)(timeout)
-    }
-}
-
-/// A stopped periodic task handed out by [`Timeout::take_task`] runs once.
-impl TimerTask for Periodic {
-    fn run(mut self: Box<Self>, timeout: &Timeout) {
-        self.run_once(timeout)
-    }
-}
-
-impl Shared {
-    /// Ends a run that returned: re-arms the entry for its next run, unless
-    /// it was cancelled during the run or the timer was stopped. Runs no
-    /// user code: a task left over is returned, for the caller to drop
-    /// outside any lock.
-    pub(crate) fn rearm(&self, key: Key, task: UserBox<Periodic>) -> Option<Task> {
-        let entry = self.entry(key);
-        let next = task.every.next_due(entry.deadline(), self.clock.now());
-        entry.set_deadline(next);
-        entry.put_task(Task::Periodic(task));
-        if self.is_shutdown() {
-            // Running when `stop()` was called: it ends stopped, and is not
-            // in the list `stop()` returned.
-            return self.end_unrun(entry);
-        }
-        if !entry.try_rearm() {
-            // Cancelled during the run (the canceller counted it), or ended
-            // stopped by `stop()` on an executor.
-            return entry.take_task();
-        }
-        self.slots.retain(key); // the queue's reference
-        if !self.enqueue(key) && self.take_back(key) {
-            // Ended stopped by the shutdown. Not left in the slot: the
-            // queue's reference may be the last, released by the driver
-            // under the core lock.
-            return entry.take_task();
-        }
-        None
-    }
-
-    /// Ends a run that panicked: no later run starts.
-    pub(crate) fn end_panicked(&self, entry: &Entry) {
-        if entry.try_end_panicked() {
-            self.uncount(1);
-        }
-    }
+    Ok(make(saturating_nanos(value)))
 }
 
 impl HashedWheelTimer {
@@ -200,7 +110,7 @@ impl HashedWheelTimer {
     where
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
-        let every = Every::new("period", period, Every::Rate)?;
+        let every = every("period", period, Every::Rate)?;
         self.schedule_periodic(Periodic::new(task, every), initial_delay)
     }
 
@@ -254,7 +164,7 @@ impl HashedWheelTimer {
     where
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
-        let every = Every::new("delay", delay, Every::Delay)?;
+        let every = every("delay", delay, Every::Delay)?;
         self.schedule_periodic(Periodic::new(task, every), initial_delay)
     }
 
@@ -273,21 +183,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fixed_rate_counts_from_the_due_time_fixed_delay_from_the_end() {
-        let (due, ended) = (1_000, 1_700);
-        assert_eq!(Every::Rate(500).next_due(due, ended), 1_500);
-        assert_eq!(Every::Delay(500).next_due(due, ended), 2_200);
-    }
-
-    #[test]
-    fn next_due_saturates() {
-        assert_eq!(Every::Rate(u64::MAX).next_due(1, 1), u64::MAX);
-        assert_eq!(Every::Delay(2).next_due(0, u64::MAX - 1), u64::MAX);
-    }
-
-    #[test]
     fn a_huge_period_saturates_instead_of_failing() {
-        let huge = Every::new("period", Duration::MAX, Every::Rate).unwrap();
+        let huge = every("period", Duration::MAX, Every::Rate).unwrap();
         assert_eq!(huge, Every::Rate(u64::MAX));
     }
 }

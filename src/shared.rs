@@ -31,10 +31,10 @@ use std::thread::{JoinHandle, Thread};
 use crossbeam_queue::SegQueue;
 
 use crate::clock::{Clock, Nanos};
-use crate::dispatch::Jobs;
 use crate::entry::{CancelOutcome, Entry};
 use crate::handoff::Handoff;
 use crate::intake::{Intake, Queued};
+use crate::jobs::Jobs;
 use crate::key::Key;
 use crate::lane::Lane;
 use crate::refusal::Refusal;

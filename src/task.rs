@@ -13,7 +13,7 @@ use std::ops::{Deref, DerefMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
-use crate::periodic::Periodic;
+use crate::clock::Nanos;
 use crate::Timeout;
 
 /// A task to run once when its [`Timeout`] expires, Netty's `TimerTask`.
@@ -123,6 +123,61 @@ impl Task {
     }
 }
 
+/// How the next run of a periodic task is timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Every {
+    /// Fixed rate: the previous due time plus this period.
+    Rate(Nanos),
+    /// Fixed delay: the end of the previous run plus this delay.
+    Delay(Nanos),
+}
+
+impl Every {
+    /// When the run after one that was due at `due` and ended at `ended`
+    /// is due. Saturates: a period too large to add never fires again.
+    pub(crate) fn next_due(self, due: Nanos, ended: Nanos) -> Nanos {
+        match self {
+            Every::Rate(period) => due.saturating_add(period),
+            Every::Delay(delay) => ended.saturating_add(delay),
+        }
+    }
+}
+
+/// The payload of a periodic entry.
+pub(crate) struct Periodic {
+    task: Box<dyn FnMut(&Timeout) + Send>,
+    every: Every,
+}
+
+impl Periodic {
+    /// Whatever `task` returns is dropped, as Netty's `void run`.
+    pub(crate) fn new<R>(
+        mut task: impl FnMut(&Timeout) -> R + Send + 'static,
+        every: Every,
+    ) -> Periodic {
+        Periodic {
+            task: Box::new(move |t: &Timeout| drop(task(t))),
+            every,
+        }
+    }
+
+    pub(crate) fn run_once(&mut self, timeout: &Timeout) {
+        (self.task)(timeout)
+    }
+
+    /// When the run after one due at `due` that ended at `ended` is due.
+    pub(crate) fn next_due(&self, due: Nanos, ended: Nanos) -> Nanos {
+        self.every.next_due(due, ended)
+    }
+}
+
+/// A stopped periodic task handed out by [`Timeout::take_task`] runs once.
+impl TimerTask for Periodic {
+    fn run(mut self: Box<Self>, timeout: &Timeout) {
+        self.run_once(timeout)
+    }
+}
+
 /// A user's boxed task whose drop is guarded: a panic in the task's
 /// destructor is caught and logged. (An `Option` so that `Drop` can move
 /// the box out; a `Box<dyn _>` in an `Option` is no bigger.)
@@ -191,5 +246,23 @@ pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> &str {
         s
     } else {
         "<non-string panic payload>"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_rate_counts_from_the_due_time_fixed_delay_from_the_end() {
+        let (due, ended) = (1_000, 1_700);
+        assert_eq!(Every::Rate(500).next_due(due, ended), 1_500);
+        assert_eq!(Every::Delay(500).next_due(due, ended), 2_200);
+    }
+
+    #[test]
+    fn next_due_saturates() {
+        assert_eq!(Every::Rate(u64::MAX).next_due(1, 1), u64::MAX);
+        assert_eq!(Every::Delay(2).next_due(0, u64::MAX - 1), u64::MAX);
     }
 }
