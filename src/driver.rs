@@ -9,12 +9,15 @@
 //! through the intake when its run ends.
 
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::Duration;
 
 use crate::clock::{saturating_nanos, Nanos};
+use crate::entry::Entry;
 use crate::key::Key;
 use crate::shared::{Core, Shared};
 use crate::sync::{fence, AtomicU64, Ordering};
+use crate::task::Task;
 
 /// The most new timeouts the worker files into buckets per tick, as in
 /// Netty: a flood of new timeouts cannot stall expiry. The rest wait in the
@@ -249,7 +252,7 @@ impl Shared {
         released.into_iter().for_each(|key| self.slots.release(key));
         // Futures are woken, not returned: they see the shutdown and end.
         all.retain(|&key| {
-            let future = crate::sleep::wake_if_future(self.entry(key));
+            let future = wake_if_future(self.entry(key));
             if future {
                 self.slots.release(key);
             }
@@ -275,5 +278,24 @@ impl Shared {
         if !self.is_driving_here() {
             drop(self.driver.lock().unwrap_or_else(|p| p.into_inner()));
         }
+    }
+}
+
+/// On `stop()`: if a stopped entry belongs to a future, wakes it, so it is
+/// polled again and completes, and returns true.
+fn wake_if_future(entry: &Entry) -> bool {
+    let waker = entry.with_task(|slot| match slot.take() {
+        Some(Task::Wake(waker)) => Ok(waker),
+        other => {
+            *slot = other;
+            Err(())
+        }
+    });
+    match waker {
+        Ok(waker) => {
+            waker.into_iter().for_each(Waker::wake);
+            true
+        }
+        Err(()) => false,
     }
 }

@@ -280,25 +280,6 @@ fn still_waiting(entry: &Entry, waker: &Waker) -> bool {
     entry.is_pending()
 }
 
-/// On `stop()`: if a stopped entry belongs to a future, wakes it, so it is
-/// polled again and completes, and returns true.
-pub(crate) fn wake_if_future(entry: &Entry) -> bool {
-    let waker = entry.with_task(|slot| match slot.take() {
-        Some(Task::Wake(waker)) => Ok(waker),
-        other => {
-            *slot = other;
-            Err(())
-        }
-    });
-    match waker {
-        Ok(waker) => {
-            waker.into_iter().for_each(Waker::wake);
-            true
-        }
-        Err(()) => false,
-    }
-}
-
 impl Future for Sleep {
     type Output = ();
 
