@@ -18,12 +18,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::entry::Entry;
+use crate::handle::Timeout;
 use crate::handoff::Handoff;
 use crate::jobs::{JobState, Jobs};
 use crate::key::Key;
 use crate::shared::Shared;
 use crate::task::{panic_message, Periodic, Task, UserBox};
-use crate::Timeout;
 
 /// A fired task handed to the executor. The task itself waits in its
 /// entry until the job starts, so that `stop()` can take it back with

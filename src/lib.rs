@@ -119,6 +119,7 @@ mod driver;
 mod entry;
 mod error;
 mod executor;
+mod handle;
 mod handoff;
 mod intake;
 mod interval;
@@ -152,11 +153,11 @@ pub use default_timer::{
 pub use driver::DRAIN_CAP_PER_TICK;
 pub use error::{Elapsed, TimerError};
 pub use executor::{Executor, Job, TokioExecutor};
+pub use handle::Timeout;
 pub use interval::{Interval, MissedTickBehavior};
 pub use registry::TOO_MANY_TIMERS;
 pub use sleep::Sleep;
 pub use task::TimerTask;
-pub use timeout::Timeout;
 pub use timeout_future::TimeoutFuture;
 pub use timer::HashedWheelTimer;
 

@@ -14,7 +14,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
 use crate::clock::Nanos;
-use crate::Timeout;
+use crate::handle::Timeout;
 
 /// A task to run once when its [`Timeout`] expires, Netty's `TimerTask`.
 ///
