@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::handoff::Handoff;
-use crate::shared::Config;
+use crate::engine::handoff::Handoff;
+use crate::engine::shared::Config;
 use crate::{Executor, HashedWheelTimer, TimerError};
 
 /// The largest `ticks_per_wheel` accepted, as in Netty.

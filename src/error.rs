@@ -115,9 +115,9 @@ impl Elapsed {
     }
 }
 
-impl From<crate::refusal::Refusal> for TimerError {
-    fn from(refusal: crate::refusal::Refusal) -> TimerError {
-        use crate::refusal::Refusal;
+impl From<crate::engine::refusal::Refusal> for TimerError {
+    fn from(refusal: crate::engine::refusal::Refusal) -> TimerError {
+        use crate::engine::refusal::Refusal;
         match refusal {
             Refusal::Shutdown => TimerError::Shutdown,
             Refusal::AtCapacity { pending, max } => TimerError::AtCapacity { pending, max },

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::Stream;
 
-use crate::clock::saturating_add;
+use crate::engine::clock::saturating_add;
 use crate::{HashedWheelTimer, Sleep, TimerError};
 
 /// How late a tick may be polled before it counts as missed, as in tokio;

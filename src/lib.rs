@@ -110,54 +110,32 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-mod anchor;
 mod builder;
-mod clock;
 mod default_timer;
-mod dispatch;
-mod driver;
-mod entry;
+mod engine;
 mod error;
 mod executor;
-mod handle;
-mod handoff;
-mod intake;
 mod interval;
-mod jobs;
-mod key;
-mod lane;
-mod local;
-mod nanos;
-mod packed_task;
 mod periodic;
-mod rearm;
-mod refusal;
 mod registry;
-mod shared;
 mod sleep;
-mod slots;
-mod sync;
-mod task;
 mod timeout;
 mod timeout_future;
 mod timer;
-mod tsc;
-mod wheel;
-mod worker;
 
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
 pub use default_timer::{
     default_timer, interval, interval_at, new_timeout, sleep, sleep_until, timeout, timeout_at,
     try_interval, try_interval_at,
 };
-pub use driver::DRAIN_CAP_PER_TICK;
+pub use engine::driver::DRAIN_CAP_PER_TICK;
+pub use engine::handle::Timeout;
+pub use engine::task::TimerTask;
 pub use error::{Elapsed, TimerError};
 pub use executor::{Executor, Job, TokioExecutor};
-pub use handle::Timeout;
 pub use interval::{Interval, MissedTickBehavior};
 pub use registry::TOO_MANY_TIMERS;
 pub use sleep::Sleep;
-pub use task::TimerTask;
 pub use timeout_future::TimeoutFuture;
 pub use timer::HashedWheelTimer;
 

@@ -25,8 +25,8 @@
 
 use std::time::Duration;
 
-use crate::clock::{saturating_nanos, Nanos};
-use crate::task::{Every, Periodic, Task};
+use crate::engine::clock::{saturating_nanos, Nanos};
+use crate::engine::task::{Every, Periodic, Task};
 use crate::{HashedWheelTimer, Timeout, TimerError};
 
 /// A schedule from a user's period or delay, refusing zero.

@@ -15,10 +15,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::clock::Nanos;
-use crate::entry::Entry;
-use crate::key::Key;
-use crate::task::Task;
+use crate::engine::clock::Nanos;
+use crate::engine::entry::Entry;
+use crate::engine::key::Key;
+use crate::engine::task::Task;
 use crate::{HashedWheelTimer, TimerError};
 
 /// A future that completes once its deadline has passed on its timer's

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Instant;
 
-use crate::handle::Timeout;
+use crate::engine::handle::Timeout;
 
 impl Timeout {
     /// Cancels the timeout. Returns true only for the call that wins, and

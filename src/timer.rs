@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::anchor::Anchor;
 use crate::builder::Builder;
-use crate::key::Key;
+use crate::engine::anchor::Anchor;
+use crate::engine::key::Key;
+use crate::engine::shared::{Config, Shared};
+use crate::engine::task::{Task, TimerTask};
+use crate::engine::worker;
 use crate::registry::Registration;
-use crate::shared::{Config, Shared};
-use crate::task::{Task, TimerTask};
-use crate::{worker, Timeout, TimerError};
+use crate::{Timeout, TimerError};
 
 /// A hashed timing wheel with one worker thread, Netty's `HashedWheelTimer`.
 ///
@@ -61,7 +62,7 @@ impl Drop for Owner {
             self.shared.slots.release(key);
         }
         // This thread's anchor would keep the timer's memory: let it go.
-        crate::anchor::forget(&self.shared);
+        crate::engine::anchor::forget(&self.shared);
     }
 }
 
@@ -491,7 +492,7 @@ mod tests {
     #[test]
     fn a_full_ring_spills_into_its_lanes_overflow() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let n = (1 << crate::lane::RING_BITS) + 10;
+        let n = (1 << crate::engine::lane::RING_BITS) + 10;
         let ts: Vec<_> = (0..n)
             .map(|i| timer.new_timeout(|_| {}, MS * (1 + i as u32 % 7)).unwrap())
             .collect();
@@ -508,7 +509,7 @@ mod tests {
         let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
         assert!(eventually(|| in_wheel(&timer) == 1));
         // Later deadlines wake nobody, until the ring is half full.
-        let half = 1 << (crate::lane::RING_BITS - 1);
+        let half = 1 << (crate::engine::lane::RING_BITS - 1);
         let ts: Vec<_> = (0..half + 10)
             .map(|_| timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap())
             .collect();
@@ -524,7 +525,7 @@ mod tests {
     fn timeouts_cancelled_young_never_fill_the_ring() {
         // No worker drains this lane: its owner must make room itself.
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let ring = 1 << crate::lane::RING_BITS;
+        let ring = 1 << crate::engine::lane::RING_BITS;
         for _ in 0..3 * ring {
             let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
             assert!(t.cancel());
@@ -542,7 +543,7 @@ mod tests {
     /// 60 s away: an earlier timeout must still wake it.
     #[test]
     fn a_worker_sleeping_far_ahead_still_fires_an_earlier_timeout_in_time() {
-        use crate::shared::{BUSY, IDLE};
+        use crate::engine::shared::{BUSY, IDLE};
         let timer = HashedWheelTimer::builder()
             .tick_duration(MS * 10)
             .build()

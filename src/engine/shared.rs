@@ -30,20 +30,20 @@ use std::thread::{JoinHandle, Thread};
 
 use crossbeam_queue::SegQueue;
 
-use crate::clock::{Clock, Nanos};
-use crate::entry::{CancelOutcome, Entry};
-use crate::handoff::Handoff;
-use crate::intake::{Intake, Queued};
-use crate::jobs::Jobs;
-use crate::key::Key;
-use crate::lane::Lane;
-use crate::refusal::Refusal;
-use crate::slots::{Slots, MAX_ENTRIES};
-use crate::sync::{
+use crate::engine::clock::{Clock, Nanos};
+use crate::engine::entry::{CancelOutcome, Entry};
+use crate::engine::handoff::Handoff;
+use crate::engine::intake::{Intake, Queued};
+use crate::engine::jobs::Jobs;
+use crate::engine::key::Key;
+use crate::engine::lane::Lane;
+use crate::engine::refusal::Refusal;
+use crate::engine::slots::{Slots, MAX_ENTRIES};
+use crate::engine::sync::{
     fence, AtomicBool, AtomicU64, AtomicUsize, LocalKey, Mutex, MutexGuard, Ordering,
 };
-use crate::task::Task;
-use crate::wheel::Wheel;
+use crate::engine::task::Task;
+use crate::engine::wheel::Wheel;
 
 /// Hard limit on pending timeouts even with no `max_pending_timeouts`: what
 /// the arena can hold.

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
 
-use crate::clock::{saturating_nanos, Nanos};
-use crate::entry::Entry;
-use crate::key::Key;
-use crate::shared::{Core, Shared};
-use crate::sync::{fence, AtomicU64, Ordering};
-use crate::task::Task;
+use crate::engine::clock::{saturating_nanos, Nanos};
+use crate::engine::entry::Entry;
+use crate::engine::key::Key;
+use crate::engine::shared::{Core, Shared};
+use crate::engine::sync::{fence, AtomicU64, Ordering};
+use crate::engine::task::Task;
 
 /// The most new timeouts the worker files into buckets per tick, as in
 /// Netty: a flood of new timeouts cannot stall expiry. The rest wait in the

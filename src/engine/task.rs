@@ -13,8 +13,8 @@ use std::ops::{Deref, DerefMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
-use crate::clock::Nanos;
-use crate::handle::Timeout;
+use crate::engine::clock::Nanos;
+use crate::engine::handle::Timeout;
 
 /// A task to run once when its [`Timeout`] expires, Netty's `TimerTask`.
 ///

@@ -14,7 +14,7 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-use crate::lane::Lane;
+use crate::engine::lane::Lane;
 
 /// The lanes this thread owns. Letting go on drop hands each one back.
 struct Held(Vec<Arc<Lane>>);

@@ -6,7 +6,7 @@
 use std::mem::ManuallyDrop;
 use std::task::Waker;
 
-use crate::task::{Periodic, Task, TimerTask, UserBox};
+use crate::engine::task::{Periodic, Task, TimerTask, UserBox};
 
 /// Which field of a [`PackedTask`] holds a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +102,7 @@ impl PackedTask {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::Every;
+    use crate::engine::task::Every;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::task::Wake;

@@ -38,12 +38,12 @@
 use std::sync::OnceLock;
 
 #[cfg(test)]
-use crate::clock::Nanos;
-use crate::entry::Entry;
-use crate::key::Key;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::engine::clock::Nanos;
+use crate::engine::entry::Entry;
+use crate::engine::key::Key;
+use crate::engine::sync::{AtomicU32, AtomicU64, Ordering};
 #[cfg(test)]
-use crate::task::Task;
+use crate::engine::task::Task;
 
 /// Entries per chunk (a few under loom, which tracks every atomic).
 const CHUNK_BITS: u32 = if cfg!(loom) { 2 } else { 10 };

@@ -7,10 +7,10 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use crate::anchor::{self, Anchor};
-use crate::entry::Entry;
-use crate::key::Key;
-use crate::shared::Shared;
+use crate::engine::anchor::{self, Anchor};
+use crate::engine::entry::Entry;
+use crate::engine::key::Key;
+use crate::engine::shared::Shared;
 
 /// A handle to a task scheduled on a [`HashedWheelTimer`](crate::HashedWheelTimer),
 /// as returned by `new_timeout`. Netty's `Timeout`.

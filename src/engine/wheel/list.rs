@@ -6,8 +6,8 @@
 
 use std::num::NonZeroU64;
 
-use crate::key::Key;
-use crate::slots::Slots;
+use crate::engine::key::Key;
+use crate::engine::slots::Slots;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct List {
@@ -72,7 +72,7 @@ impl List {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::Task;
+    use crate::engine::task::Task;
 
     fn collect(slots: &Slots, list: List) -> Vec<Key> {
         let mut out = vec![];

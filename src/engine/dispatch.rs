@@ -17,13 +17,13 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::entry::Entry;
-use crate::handle::Timeout;
-use crate::handoff::Handoff;
-use crate::jobs::{JobState, Jobs};
-use crate::key::Key;
-use crate::shared::Shared;
-use crate::task::{panic_message, Periodic, Task, UserBox};
+use crate::engine::entry::Entry;
+use crate::engine::handle::Timeout;
+use crate::engine::handoff::Handoff;
+use crate::engine::jobs::{JobState, Jobs};
+use crate::engine::key::Key;
+use crate::engine::shared::Shared;
+use crate::engine::task::{panic_message, Periodic, Task, UserBox};
 
 /// A fired task handed to the executor. The task itself waits in its
 /// entry until the job starts, so that `stop()` can take it back with
@@ -72,7 +72,7 @@ impl Shared {
         }
     }
 
-    pub(crate) fn lock_jobs(&self) -> crate::sync::MutexGuard<'_, Jobs> {
+    pub(crate) fn lock_jobs(&self) -> crate::engine::sync::MutexGuard<'_, Jobs> {
         // No user code runs under this lock; recover rather than propagate.
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -97,7 +97,7 @@ impl Shared {
     /// meanwhile is either still `Running` for a `stop()` to end, or back
     /// in the intake before that `stop()` drains it. (Re-arming may also
     /// hand the key to a new job, which waits for the lock to enter it.)
-    fn job_done(&self, key: Key) -> Option<crate::sync::MutexGuard<'_, Jobs>> {
+    fn job_done(&self, key: Key) -> Option<crate::engine::sync::MutexGuard<'_, Jobs>> {
         self.config.executor.as_ref()?;
         let mut jobs = self.lock_jobs();
         jobs.remove(&key);

@@ -16,7 +16,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use crate::shared::Shared;
+use crate::engine::shared::Shared;
 
 /// Holds a timer for the handles counted on it.
 pub(crate) struct Anchor {

@@ -38,10 +38,10 @@ mod list;
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
-use crate::clock::tick_of;
-use crate::entry::Entry;
-use crate::key::Key;
-use crate::slots::Slots;
+use crate::engine::clock::tick_of;
+use crate::engine::entry::Entry;
+use crate::engine::key::Key;
+use crate::engine::slots::Slots;
 use bitmap::Bitmap;
 use list::List;
 
@@ -240,7 +240,7 @@ impl Wheel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::Task;
+    use crate::engine::task::Task;
 
     /// Ticks of 1 ns, so a deadline is its own tick.
     fn wheel(ticks_per_wheel: usize) -> (Wheel, Slots) {

@@ -8,10 +8,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::sync::{AtomicU64, Ordering};
-use crate::tsc;
+use crate::engine::sync::{AtomicU64, Ordering};
+use crate::engine::tsc;
 
-pub(crate) use crate::nanos::{saturating_nanos, Nanos};
+pub(crate) use crate::engine::nanos::{saturating_nanos, Nanos};
 
 pub(crate) struct Clock {
     start: Instant,

@@ -3,10 +3,10 @@
 //! worker, an `advance`, or an executor job; see `dispatch.rs`) calls it
 //! once the run's code returned.
 
-use crate::entry::Entry;
-use crate::key::Key;
-use crate::shared::Shared;
-use crate::task::{Periodic, Task, UserBox};
+use crate::engine::entry::Entry;
+use crate::engine::key::Key;
+use crate::engine::shared::Shared;
+use crate::engine::task::{Periodic, Task, UserBox};
 
 impl Shared {
     /// Ends a run that returned: re-arms the entry for its next run, unless

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::key::Key;
+use crate::engine::key::Key;
 
 /// Where a job handed to the executor is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

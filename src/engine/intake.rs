@@ -24,11 +24,11 @@ use std::sync::{Arc, OnceLock};
 
 use crossbeam_queue::SegQueue;
 
-use crate::entry::Entry;
-use crate::key::Key;
-use crate::lane::{unmark, Lane};
-use crate::local;
-use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
+use crate::engine::entry::Entry;
+use crate::engine::key::Key;
+use crate::engine::lane::{unmark, Lane};
+use crate::engine::local;
+use crate::engine::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
 
 /// Lanes per timer: at most this many threads queue without contention.
 const MAX_LANES: usize = 256;
@@ -257,7 +257,7 @@ mod tests {
         let shared = timer.shared();
         let looks = (0..3 * super::SHARED_LOOK_EVERY)
             .filter(|_| {
-                let task = crate::task::Task::Wake(None);
+                let task = crate::engine::task::Task::Wake(None);
                 let key = shared.slots.insert(1_000, task, 1).unwrap();
                 // As a thread with no lane queues it.
                 shared.intake.push_shared(key, shared.entry(key)).look
@@ -367,14 +367,14 @@ mod tests {
                     s.spawn(|| {
                         let t = timer.new_timeout(|_| {}, Duration::from_secs(1)).unwrap();
                         barrier.wait(); // both alive at once
-                        t.entry() as *const crate::entry::Entry as usize
+                        t.entry() as *const crate::engine::entry::Entry as usize
                     })
                 })
                 .collect();
             spawned.into_iter().map(|h| h.join().unwrap()).collect()
         });
         let lines: Vec<usize> = entries.iter().map(|at| at / 64).collect();
-        let size = std::mem::size_of::<crate::entry::Entry>();
+        let size = std::mem::size_of::<crate::engine::entry::Entry>();
         let last_lines: Vec<usize> = entries.iter().map(|at| (at + size - 1) / 64).collect();
         for (a, b) in [(0, 1), (1, 0)] {
             assert!(

@@ -44,10 +44,10 @@
 use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 
-use crate::entry::Entry;
-use crate::key::Key;
-use crate::slots::Slots;
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::engine::entry::Entry;
+use crate::engine::key::Key;
+use crate::engine::slots::Slots;
+use crate::engine::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Cells per ring: enough for a tick's worth of schedules at full speed.
 pub(crate) const RING_BITS: u32 = if cfg!(loom) { 2 } else { 14 };
@@ -393,7 +393,7 @@ impl Lane {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::Task;
+    use crate::engine::task::Task;
     use std::ops::Range;
 
     const R: u32 = RING as u32;

@@ -54,7 +54,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use crate::nanos::{saturating_nanos, Nanos};
+use crate::engine::nanos::{saturating_nanos, Nanos};
 
 /// Nanoseconds since the process's first timer: the scale of `now_upper`.
 pub(crate) fn since_base(instant: Instant) -> Nanos {
@@ -269,7 +269,7 @@ mod counter {
     use std::time::Instant;
 
     use super::{since_base, Extrapolator, Fuse, Reading, MAX_BRACKET};
-    use crate::nanos::Nanos;
+    use crate::engine::nanos::Nanos;
 
     /// Whether this process uses the counter.
     static FUSE: Fuse = Fuse::new();

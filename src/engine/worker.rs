@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use crate::refusal::Refusal;
-use crate::shared::{Shared, BUSY, IDLE};
-use crate::sync::{fence, Ordering};
+use crate::engine::refusal::Refusal;
+use crate::engine::shared::{Shared, BUSY, IDLE};
+use crate::engine::sync::{fence, Ordering};
 
 /// Starts the worker if this timer has none yet.
 #[inline(always)]

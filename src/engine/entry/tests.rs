@@ -1,0 +1,185 @@
+//! Unit tests of the entry state machine and its task slot.
+
+use super::*;
+use crate::engine::task::{Every, Periodic};
+
+fn entry() -> Entry {
+    Entry::new(0, Task::callback(Box::new(|_: &crate::Timeout| {})))
+}
+
+fn periodic() -> Entry {
+    let task = Periodic::new(|_: &crate::Timeout| {}, Every::Rate(10));
+    Entry::new(0, Task::periodic(task))
+}
+
+/// A periodic entry in the middle of a run.
+fn running() -> Entry {
+    let e = periodic();
+    assert!(e.try_fire());
+    e
+}
+
+#[test]
+fn fire_and_cancel_exclude_each_other() {
+    let e = entry();
+    assert!(e.try_fire());
+    assert!(e.is_expired() && !e.is_pending());
+    assert_eq!(e.try_cancel(), None);
+    assert!(!e.try_fire());
+
+    let e = entry();
+    assert_eq!(e.try_cancel(), Some(CancelOutcome::Waiting));
+    assert!(!e.try_fire());
+    assert_eq!(e.try_cancel(), None);
+}
+
+#[test]
+fn stopped_can_be_cancelled_once_without_recount() {
+    let e = entry();
+    assert!(e.try_stop());
+    assert!(!e.try_fire());
+    assert_eq!(e.try_cancel(), Some(CancelOutcome::Stopped));
+    assert_eq!(e.try_cancel(), None);
+}
+
+#[test]
+fn a_periodic_entry_runs_and_rearms_until_cancelled() {
+    let e = periodic();
+    assert!(e.is_periodic());
+    for _ in 0..3 {
+        assert!(e.try_fire());
+        assert!(e.is_running() && e.is_pending() && !e.is_expired());
+        assert!(!e.try_fire(), "never two runs at once");
+        assert!(!e.try_stop(), "stop() does not collect a running entry");
+        assert!(e.try_rearm());
+        assert!(e.is_waiting());
+    }
+    assert!(!e.try_rearm(), "only a running entry re-arms");
+}
+
+#[test]
+fn cancel_during_a_run_wins_once_and_blocks_the_rearm() {
+    let e = running();
+    assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
+    assert_eq!(e.try_cancel(), None);
+    assert!(!e.try_rearm());
+    assert!(e.is_cancelled() && !e.is_pending());
+    assert!(!e.try_fire());
+}
+
+#[test]
+fn a_panicking_run_ends_the_entry_and_flags_it() {
+    let e = running();
+    assert!(e.try_end_panicked());
+    assert!(e.is_expired() && e.is_panicked() && !e.is_pending());
+    assert_eq!(e.try_cancel(), None, "nothing left to cancel");
+    assert!(!e.try_fire() && !e.try_rearm() && !e.try_stop());
+
+    // Cancelled during the run that then panicked: stays cancelled.
+    let e = running();
+    assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
+    assert!(!e.try_end_panicked());
+    assert!(e.is_cancelled() && e.is_panicked());
+
+    // A one-shot that panicked stays expired.
+    let e = entry();
+    assert!(e.try_fire());
+    e.mark_panicked();
+    assert!(e.is_expired() && e.is_panicked());
+}
+
+#[test]
+fn a_fired_entry_can_end_stopped_once() {
+    let e = running();
+    assert_eq!(e.try_stop_fired(), Some(true), "running: uncount");
+    assert!(e.is_stopped());
+    assert_eq!(e.try_stop_fired(), None);
+
+    let e = entry();
+    assert!(e.try_fire());
+    assert_eq!(
+        e.try_stop_fired(),
+        Some(false),
+        "expired: already uncounted"
+    );
+    assert!(e.is_stopped());
+
+    let e = running();
+    assert!(e.try_cancel().is_some());
+    assert_eq!(e.try_stop_fired(), None, "cancel won");
+}
+
+#[test]
+fn cancel_finds_a_periodic_entry_whatever_its_phase() {
+    // A cancel that first guesses PENDING and finds RUNNING retries.
+    let e = running();
+    assert!(e.try_rearm());
+    assert!(e.try_fire());
+    assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
+}
+
+#[test]
+fn links_round_trip() {
+    let e = entry();
+    assert_eq!((e.prev_link(), e.next_link()), (None, None));
+    e.set_next_link(Key::unpack(1));
+    e.set_prev_link(Key::unpack(42));
+    assert_eq!(
+        (e.prev_link(), e.next_link()),
+        (Key::unpack(42), Key::unpack(1))
+    );
+    e.set_next_link(None);
+    assert_eq!(e.next_link(), None);
+}
+
+#[test]
+fn an_entry_is_no_bigger_than_it_must_be() {
+    // state, flags, refs, links, deadline and the task slot.
+    assert!(
+        std::mem::size_of::<Entry>() <= 40,
+        "{}",
+        std::mem::size_of::<Entry>()
+    );
+}
+
+#[test]
+fn an_entry_dropped_with_its_task_drops_the_task() {
+    let alive = std::sync::Arc::new(());
+    let held = alive.clone();
+    let e = Entry::new(
+        0,
+        Task::callback(Box::new(move |_: &crate::Timeout| drop(held))),
+    );
+    assert_eq!(std::sync::Arc::strong_count(&alive), 2);
+    drop(e);
+    assert_eq!(std::sync::Arc::strong_count(&alive), 1, "not leaked");
+}
+
+#[test]
+fn a_panic_while_the_slot_is_held_leaves_the_task_and_the_lock_free() {
+    let e = entry();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        e.with_task(|slot| {
+            assert!(slot.is_some());
+            panic!("inside the lock")
+        })
+    }));
+    assert!(caught.is_err());
+    assert!(
+        matches!(e.take_task(), Some(Task::Callback(_))),
+        "the task is back, and the lock was released"
+    );
+    assert!(e.take_task().is_none());
+}
+
+#[test]
+fn the_task_slot_holds_each_kind_through_put_and_take() {
+    let e = Entry::new(0, Task::Wake(None));
+    assert!(matches!(e.take_task(), Some(Task::Wake(None))));
+    e.put_task(Task::callback(Box::new(|_: &crate::Timeout| {})));
+    assert!(matches!(e.take_task(), Some(Task::Callback(_))));
+    let task = Periodic::new(|_: &crate::Timeout| {}, Every::Rate(10));
+    e.put_task(Task::periodic(task));
+    assert!(matches!(e.vacate(), Some(Task::Periodic(_))));
+    assert!(e.vacate().is_none());
+}
