@@ -80,11 +80,7 @@ fn advance_survives_a_periodic_task_that_panics_when_dropped() {
 #[test]
 fn a_task_dropped_unrun_by_the_executor_path_is_caught() {
     let executor = QueueExecutor::default();
-    let timer = HashedWheelTimer::builder()
-        .manual_clock()
-        .executor(executor.clone())
-        .build()
-        .unwrap();
+    let timer = executor.timer(MS);
     let (bomb, drops) = bomb();
     let periodic = timer
         .schedule_at_fixed_rate(

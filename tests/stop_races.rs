@@ -199,11 +199,7 @@ fn stop_waits_for_an_advance_on_another_thread_and_nothing_else_starts() {
 #[test]
 fn a_job_the_executor_has_not_started_does_not_start_after_stop() {
     let executor = QueueExecutor::default();
-    let timer = HashedWheelTimer::builder()
-        .manual_clock()
-        .executor(executor.clone())
-        .build()
-        .unwrap();
+    let timer = executor.timer(MS);
     let (queued, runs) = counted(&timer, 1, MS);
     let periodic_runs = Arc::new(AtomicUsize::new(0));
     let count = periodic_runs.clone();
@@ -243,11 +239,7 @@ fn a_job_the_executor_has_not_started_does_not_start_after_stop() {
 #[test]
 fn a_job_the_executor_has_not_started_does_not_start_after_the_last_handle_drops() {
     let executor = QueueExecutor::default();
-    let timer = HashedWheelTimer::builder()
-        .manual_clock()
-        .executor(executor.clone())
-        .build()
-        .unwrap();
+    let timer = executor.timer(MS);
     let (_queued, runs) = counted(&timer, 1, MS);
     timer.advance(MS);
     drop(timer);
