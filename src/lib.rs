@@ -122,6 +122,7 @@ mod sleep;
 mod timeout;
 mod timeout_future;
 mod timer;
+mod timer_task;
 
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
 pub use default_timer::{
@@ -130,7 +131,6 @@ pub use default_timer::{
 };
 pub use engine::driver::DRAIN_CAP_PER_TICK;
 pub use engine::handle::Timeout;
-pub use engine::task::TimerTask;
 pub use error::{Elapsed, TimerError};
 pub use executor::{Executor, Job, TokioExecutor};
 pub use interval::{Interval, MissedTickBehavior};
@@ -138,6 +138,7 @@ pub use registry::TOO_MANY_TIMERS;
 pub use sleep::Sleep;
 pub use timeout_future::TimeoutFuture;
 pub use timer::HashedWheelTimer;
+pub use timer_task::TimerTask;
 
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../README.md")]

@@ -23,11 +23,24 @@
 //! A run due in a tick already processed fires on the next tick, so a
 //! period shorter than a tick runs at most once per tick.
 
+use std::any::Any;
 use std::time::Duration;
 
 use crate::engine::clock::{saturating_nanos, Nanos};
 use crate::engine::task::{Every, Periodic, Task};
 use crate::{HashedWheelTimer, Timeout, TimerError};
+
+/// The user's task as the engine runs it: with its handle erased (see
+/// `Callback`), and whatever it returns dropped, as Netty's `void run`.
+fn erased<R>(
+    mut task: impl FnMut(&Timeout) -> R + Send + 'static,
+) -> impl FnMut(&dyn Any) + Send + 'static {
+    move |timeout: &dyn Any| {
+        if let Some(timeout) = timeout.downcast_ref::<Timeout>() {
+            drop(task(timeout));
+        }
+    }
+}
 
 /// A schedule from a user's period or delay, refusing zero.
 fn every(
@@ -111,7 +124,7 @@ impl HashedWheelTimer {
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
         let every = every("period", period, Every::Rate)?;
-        self.schedule_periodic(Periodic::new(task, every), initial_delay)
+        self.schedule_periodic(Periodic::new(erased(task), every), initial_delay)
     }
 
     /// Runs `task` first after `initial_delay`, then again and again, each
@@ -165,7 +178,7 @@ impl HashedWheelTimer {
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
         let every = every("delay", delay, Every::Delay)?;
-        self.schedule_periodic(Periodic::new(task, every), initial_delay)
+        self.schedule_periodic(Periodic::new(erased(task), every), initial_delay)
     }
 
     fn schedule_periodic(

@@ -93,7 +93,7 @@ impl Timeout {
         if !self.entry().is_stopped() {
             return None;
         }
-        self.entry().take_task()?.into_timer_task()
+        crate::timer_task::into_timer_task(self.entry().take_task()?)
     }
 
     /// The timer this timeout belongs to, Netty's `timeout.timer()`; `None`

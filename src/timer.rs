@@ -9,9 +9,11 @@ use crate::builder::Builder;
 use crate::engine::anchor::Anchor;
 use crate::engine::key::Key;
 use crate::engine::shared::{Config, Shared};
-use crate::engine::task::{Task, TimerTask};
+use crate::engine::task::Task;
 use crate::engine::worker;
 use crate::registry::Registration;
+use crate::timer_task::Closure;
+use crate::TimerTask;
 use crate::{Timeout, TimerError};
 
 /// A hashed timing wheel with one worker thread, Netty's `HashedWheelTimer`.
@@ -139,12 +141,15 @@ impl HashedWheelTimer {
     /// assert_eq!(timer.pending_timeouts(), 0);
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
+    #[inline]
     pub fn new_timeout<F, R>(&self, task: F, delay: Duration) -> Result<Timeout, TimerError>
     where
         F: FnOnce(&Timeout) -> R + Send + 'static,
     {
         // Whatever the task returns is dropped, as Netty's `void run`.
-        self.new_timeout_task(move |t: &Timeout| drop(task(t)), delay)
+        let task = Closure(move |t: &Timeout| drop(task(t)));
+        let deadline = self.shared().clock.deadline_after(delay);
+        self.schedule_entry(deadline, Task::callback(Box::new(task)))
     }
 
     /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`], such as one

@@ -6,7 +6,7 @@
 use std::mem::ManuallyDrop;
 use std::task::Waker;
 
-use crate::engine::task::{Periodic, Task, TimerTask, UserBox};
+use crate::engine::task::{Callback, Periodic, Task, UserBox};
 
 /// Which field of a [`PackedTask`] holds a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ impl Kind {
 /// nothing, so whoever owns it takes the task out first.
 pub(crate) union PackedTask {
     empty: (),
-    callback: ManuallyDrop<UserBox<dyn TimerTask>>,
+    callback: ManuallyDrop<UserBox<dyn Callback>>,
     periodic: ManuallyDrop<UserBox<Periodic>>,
     wake: ManuallyDrop<Option<Waker>>,
 }
@@ -126,7 +126,7 @@ mod tests {
                 ran_by_callback.fetch_add(1, Ordering::SeqCst);
             }))),
             Some(Task::periodic(Periodic::new(
-                |_: &crate::Timeout| {},
+                |_: &dyn std::any::Any| {},
                 Every::Rate(10),
             ))),
             Some(Task::Wake(None)),

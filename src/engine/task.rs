@@ -14,72 +14,23 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
 use crate::engine::clock::Nanos;
-use crate::engine::handle::Timeout;
 
-/// A task to run once when its [`Timeout`] expires, Netty's `TimerTask`.
-///
-/// Every `FnOnce(&Timeout) + Send + 'static` closure is a `TimerTask`, so
-/// most code never names this trait. Implement it on your own type when you
-/// also want to hear about cancellation.
-///
-/// # Examples
-///
-/// ```
-/// use hashed_wheel_timer::{HashedWheelTimer, Timeout, TimerTask};
-/// use std::sync::atomic::{AtomicBool, Ordering};
-/// use std::sync::Arc;
-/// use std::time::Duration;
-///
-/// struct Retry { gave_up: Arc<AtomicBool> }
-///
-/// impl TimerTask for Retry {
-///     fn run(self: Box<Self>, _timeout: &Timeout) {
-///         // resend the request ...
-///     }
-///     fn cancelled(self: Box<Self>, _timeout: &Timeout) {
-///         self.gave_up.store(true, Ordering::SeqCst);
-///     }
-/// }
-///
-/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-/// let gave_up = Arc::new(AtomicBool::new(false));
-/// let t = timer.new_timeout_task(Retry { gave_up: gave_up.clone() }, Duration::from_secs(1))?;
-/// assert!(t.cancel());
-/// assert!(gave_up.load(Ordering::SeqCst));
-/// # Ok::<(), hashed_wheel_timer::TimerError>(())
-/// ```
-pub trait TimerTask: Send + 'static {
-    /// Runs the task. Called at most once, after the deadline has passed,
-    /// on the timer's worker thread (or the thread calling
-    /// [`advance`](crate::HashedWheelTimer::advance) on a manual clock), or
-    /// on the [`Executor`](crate::Executor) the timer was built with.
-    ///
-    /// A panic is caught and logged; the timeout then reports
-    /// [`Timeout::is_panicked`].
-    fn run(self: Box<Self>, timeout: &Timeout);
-
-    /// Called instead of [`run`](TimerTask::run), on the cancelling thread,
-    /// when [`Timeout::cancel`] wins (also for a timeout that
-    /// [`stop`](crate::HashedWheelTimer::stop) returned and that is
-    /// cancelled afterwards). Does nothing by default.
-    fn cancelled(self: Box<Self>, timeout: &Timeout) {
-        let _ = timeout;
-    }
-}
-
-impl<F> TimerTask for F
-where
-    F: FnOnce(&Timeout) + Send + 'static,
-{
-    fn run(self: Box<Self>, timeout: &Timeout) {
-        (*self)(timeout)
-    }
+/// A one-shot task as an entry stores it. The engine hands it its
+/// timeout's handle as `&dyn Any`: an entry's task then need not name the
+/// handle type, which holds the timer that holds the entry (the loop
+/// ARCHITECTURE.md describes). The public `TimerTask` implements it by
+/// downcasting, one type-id compare per call.
+pub(crate) trait Callback: Send + 'static {
+    /// Runs the task with its timeout's handle.
+    fn run(self: Box<Self>, timeout: &dyn Any);
+    /// Tells the task its cancel won.
+    fn cancelled(self: Box<Self>, timeout: &dyn Any);
 }
 
 /// The payload of an entry.
 pub(crate) enum Task {
     /// A user callback, consumed when it runs.
-    Callback(UserBox<dyn TimerTask>),
+    Callback(UserBox<dyn Callback>),
     /// A periodic task: taken out for each run, put back when it re-arms.
     /// Boxed so that one-shot entries stay as small as before.
     Periodic(UserBox<Periodic>),
@@ -89,7 +40,7 @@ pub(crate) enum Task {
 
 impl Task {
     /// A user callback.
-    pub(crate) fn callback(task: Box<dyn TimerTask>) -> Task {
+    pub(crate) fn callback(task: Box<dyn Callback>) -> Task {
         Task::Callback(UserBox::new(task))
     }
 
@@ -102,23 +53,12 @@ impl Task {
     /// panic in it is caught and logged, as Netty does: the cancel has won
     /// all the same.
     #[inline(always)]
-    pub(crate) fn on_cancel(self, timeout: &Timeout) {
+    pub(crate) fn on_cancel(self, timeout: &dyn Any) {
         if let Task::Callback(task) = self {
             let task = task.into_inner();
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| task.cancelled(timeout))) {
                 report_panic(&*panic, "in TimerTask::cancelled");
             }
-        }
-    }
-
-    /// The task as a [`TimerTask`] that runs it once, for
-    /// [`Timeout::take_task`]; `None` for a waker. From here on it is the
-    /// caller's, and so is its drop.
-    pub(crate) fn into_timer_task(self) -> Option<Box<dyn TimerTask>> {
-        match self {
-            Task::Callback(task) => Some(task.into_inner()),
-            Task::Periodic(task) => Some(task.into_inner()),
-            Task::Wake(_) => None,
         }
     }
 }
@@ -143,38 +83,33 @@ impl Every {
     }
 }
 
+/// One run of a periodic task, given its timeout's handle as `&dyn Any`
+/// (see `Callback`).
+type PeriodicRun = dyn FnMut(&dyn Any) + Send;
+
 /// The payload of a periodic entry.
 pub(crate) struct Periodic {
-    task: Box<dyn FnMut(&Timeout) + Send>,
+    task: Box<PeriodicRun>,
     every: Every,
 }
 
 impl Periodic {
-    /// Whatever `task` returns is dropped, as Netty's `void run`.
-    pub(crate) fn new<R>(
-        mut task: impl FnMut(&Timeout) -> R + Send + 'static,
-        every: Every,
-    ) -> Periodic {
+    /// `task` gets its timeout's handle as `&dyn Any`, as a `Callback`
+    /// does.
+    pub(crate) fn new(task: impl FnMut(&dyn Any) + Send + 'static, every: Every) -> Periodic {
         Periodic {
-            task: Box::new(move |t: &Timeout| drop(task(t))),
+            task: Box::new(task),
             every,
         }
     }
 
-    pub(crate) fn run_once(&mut self, timeout: &Timeout) {
+    pub(crate) fn run_once(&mut self, timeout: &dyn Any) {
         (self.task)(timeout)
     }
 
     /// When the run after one due at `due` that ended at `ended` is due.
     pub(crate) fn next_due(&self, due: Nanos, ended: Nanos) -> Nanos {
         self.every.next_due(due, ended)
-    }
-}
-
-/// A stopped periodic task handed out by [`Timeout::take_task`] runs once.
-impl TimerTask for Periodic {
-    fn run(mut self: Box<Self>, timeout: &Timeout) {
-        self.run_once(timeout)
     }
 }
 

@@ -8,7 +8,7 @@ fn entry() -> Entry {
 }
 
 fn periodic() -> Entry {
-    let task = Periodic::new(|_: &crate::Timeout| {}, Every::Rate(10));
+    let task = Periodic::new(|_: &dyn std::any::Any| {}, Every::Rate(10));
     Entry::new(0, Task::periodic(task))
 }
 
@@ -178,7 +178,7 @@ fn the_task_slot_holds_each_kind_through_put_and_take() {
     assert!(matches!(e.take_task(), Some(Task::Wake(None))));
     e.put_task(Task::callback(Box::new(|_: &crate::Timeout| {})));
     assert!(matches!(e.take_task(), Some(Task::Callback(_))));
-    let task = Periodic::new(|_: &crate::Timeout| {}, Every::Rate(10));
+    let task = Periodic::new(|_: &dyn std::any::Any| {}, Every::Rate(10));
     e.put_task(Task::periodic(task));
     assert!(matches!(e.vacate(), Some(Task::Periodic(_))));
     assert!(e.vacate().is_none());

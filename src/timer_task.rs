@@ -1,0 +1,136 @@
+//! `TimerTask`: what a user's callback is, Netty's `TimerTask`, and how the
+//! engine's `Callback` runs it.
+
+use std::any::Any;
+
+use crate::engine::task::{Callback, Periodic, Task};
+use crate::Timeout;
+
+/// A task to run once when its [`Timeout`] expires, Netty's `TimerTask`.
+///
+/// Every `FnOnce(&Timeout) + Send + 'static` closure is a `TimerTask`, so
+/// most code never names this trait. Implement it on your own type when you
+/// also want to hear about cancellation.
+///
+/// # Examples
+///
+/// ```
+/// use hashed_wheel_timer::{HashedWheelTimer, Timeout, TimerTask};
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// struct Retry { gave_up: Arc<AtomicBool> }
+///
+/// impl TimerTask for Retry {
+///     fn run(self: Box<Self>, _timeout: &Timeout) {
+///         // resend the request ...
+///     }
+///     fn cancelled(self: Box<Self>, _timeout: &Timeout) {
+///         self.gave_up.store(true, Ordering::SeqCst);
+///     }
+/// }
+///
+/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+/// let gave_up = Arc::new(AtomicBool::new(false));
+/// let t = timer.new_timeout_task(Retry { gave_up: gave_up.clone() }, Duration::from_secs(1))?;
+/// assert!(t.cancel());
+/// assert!(gave_up.load(Ordering::SeqCst));
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
+pub trait TimerTask: Send + 'static {
+    /// Runs the task. Called at most once, after the deadline has passed,
+    /// on the timer's worker thread (or the thread calling
+    /// [`advance`](crate::HashedWheelTimer::advance) on a manual clock), or
+    /// on the [`Executor`](crate::Executor) the timer was built with.
+    ///
+    /// A panic is caught and logged; the timeout then reports
+    /// [`Timeout::is_panicked`].
+    fn run(self: Box<Self>, timeout: &Timeout);
+
+    /// Called instead of [`run`](TimerTask::run), on the cancelling thread,
+    /// when [`Timeout::cancel`] wins (also for a timeout that
+    /// [`stop`](crate::HashedWheelTimer::stop) returned and that is
+    /// cancelled afterwards). Does nothing by default.
+    fn cancelled(self: Box<Self>, timeout: &Timeout) {
+        let _ = timeout;
+    }
+}
+
+impl<F> TimerTask for F
+where
+    F: FnOnce(&Timeout) + Send + 'static,
+{
+    fn run(self: Box<Self>, timeout: &Timeout) {
+        (*self)(timeout)
+    }
+}
+
+/// The engine calls every `TimerTask` through its own `Callback`, with the
+/// handle erased; it is always a `Timeout`.
+impl<T: TimerTask> Callback for T {
+    #[inline]
+    fn run(self: Box<Self>, timeout: &dyn Any) {
+        if let Some(timeout) = timeout.downcast_ref::<Timeout>() {
+            TimerTask::run(self, timeout)
+        }
+    }
+
+    #[inline]
+    fn cancelled(self: Box<Self>, timeout: &dyn Any) {
+        if let Some(timeout) = timeout.downcast_ref::<Timeout>() {
+            TimerTask::cancelled(self, timeout)
+        }
+    }
+}
+
+/// A closure from `new_timeout`. It has no cancel hook, so a cancel costs
+/// no downcast: one virtual call, as before the handle was erased.
+pub(crate) struct Closure<F>(pub(crate) F);
+
+impl<F> Callback for Closure<F>
+where
+    F: FnOnce(&Timeout) + Send + 'static,
+{
+    #[inline]
+    fn run(self: Box<Self>, timeout: &dyn Any) {
+        if let Some(timeout) = timeout.downcast_ref::<Timeout>() {
+            (self.0)(timeout)
+        }
+    }
+
+    #[inline]
+    fn cancelled(self: Box<Self>, _: &dyn Any) {}
+}
+
+/// The task of a stopped timeout as a [`TimerTask`] that runs it once, for
+/// [`Timeout::take_task`]; `None` for a future's waker.
+pub(crate) fn into_timer_task(task: Task) -> Option<Box<dyn TimerTask>> {
+    match task {
+        Task::Callback(task) => Some(Box::new(Stored(task.into_inner()))),
+        Task::Periodic(task) => Some(Box::new(OneRun(task.into_inner()))),
+        Task::Wake(_) => None,
+    }
+}
+
+/// A callback as the engine stored it.
+struct Stored(Box<dyn Callback>);
+
+impl TimerTask for Stored {
+    fn run(self: Box<Self>, timeout: &Timeout) {
+        self.0.run(timeout)
+    }
+
+    fn cancelled(self: Box<Self>, timeout: &Timeout) {
+        self.0.cancelled(timeout)
+    }
+}
+
+/// A stopped periodic task, handed out to run once.
+struct OneRun(Box<Periodic>);
+
+impl TimerTask for OneRun {
+    fn run(mut self: Box<Self>, timeout: &Timeout) {
+        self.0.run_once(timeout)
+    }
+}
