@@ -4,7 +4,7 @@
 //! Wherever it runs, a task runs marked as a task of its timer (so `stop()`
 //! from inside it is an error, not a deadlock), and a panic is caught,
 //! logged and recorded on the entry. A periodic run then ends in
-//! `periodic.rs`: re-armed, or finished by its panic.
+//! `rearm.rs`: re-armed, or finished by its panic.
 //!
 //! A waker is always woken where it fired: waking is cheap, and the woken
 //! future runs on its own runtime anyway.
