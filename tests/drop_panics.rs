@@ -30,6 +30,14 @@ fn bomb() -> (PanicsOnDrop, Arc<AtomicUsize>) {
     (PanicsOnDrop(drops.clone()), drops)
 }
 
+/// Schedules a one-shot task that only holds `bomb`, `delay` away.
+fn holding(timer: &HashedWheelTimer, bomb: PanicsOnDrop, delay: Duration) -> Timeout {
+    let task = move |_: &Timeout| {
+        let _keep = &bomb;
+    };
+    timer.new_timeout(task, delay).unwrap()
+}
+
 /// A periodic task that cancels itself in its first run; the run returns,
 /// and the timer drops it on the thread that ran it.
 fn self_cancelling(timer: &HashedWheelTimer, delay: Duration) -> Arc<AtomicUsize> {
@@ -123,14 +131,7 @@ fn a_panicking_cancelled_hook_or_drop_does_not_escape_cancel() {
         .new_timeout_task(PanickingHook(hook_calls.clone()), MS * 5)
         .unwrap();
     let (plain, plain_drops) = bomb();
-    let u = timer
-        .new_timeout(
-            move |_| {
-                let _keep = &plain;
-            },
-            MS * 5,
-        )
-        .unwrap();
+    let u = holding(&timer, plain, MS * 5);
     timer.advance(MS); // both filed in the wheel
     assert!(t.cancel(), "the cancel still wins");
     assert!(u.cancel());
@@ -145,14 +146,7 @@ fn a_panicking_cancelled_hook_or_drop_does_not_escape_cancel() {
 fn stopped_tasks_that_panic_when_dropped_are_freed_with_their_handles() {
     let timer = manual(MS);
     let (bomb, drops) = bomb();
-    timer
-        .new_timeout(
-            move |_| {
-                let _keep = &bomb;
-            },
-            Duration::from_secs(60),
-        )
-        .unwrap();
+    holding(&timer, bomb, Duration::from_secs(60));
     let stopped = timer.stop().unwrap();
     assert_eq!(stopped.len(), 1);
     drop(stopped); // the last reference frees the task here
@@ -165,14 +159,7 @@ fn dropping_the_last_timer_handle_frees_every_task_even_if_one_panics() {
     let (first, first_drops) = bomb();
     let (second, second_drops) = bomb();
     for bomb in [first, second] {
-        timer
-            .new_timeout(
-                move |_| {
-                    let _keep = &bomb;
-                },
-                Duration::from_secs(60),
-            )
-            .unwrap();
+        holding(&timer, bomb, Duration::from_secs(60));
     }
     drop(timer); // must not unwind out of the drop
     assert_eq!(first_drops.load(Ordering::SeqCst), 1);
