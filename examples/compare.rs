@@ -14,6 +14,8 @@
 
 #[path = "support/proc.rs"]
 mod proc;
+#[path = "support/rpc.rs"]
+mod rpc;
 
 use futures::FutureExt;
 use hashed_wheel_timer::{HashedWheelTimer, Timeout};
@@ -36,6 +38,26 @@ fn main() {
         return;
     }
     let mut table = Table::default();
+
+    let rpc = "RPC pattern, 2 threads x 125k/s, 99 % cancelled 1-60 ms later: CPU per timeout (ns, whole process less harness, median of 5)";
+    let rpc_peers = [
+        "tokio::time",
+        "hashed-wheel-timer",
+        "hashed-wheel-timer Sleep",
+        "futures-timer",
+        "async-io Timer",
+    ];
+    let mut rpc_runs: Vec<Vec<f64>> = vec![Vec::new(); rpc_peers.len()];
+    for _ in 0..RUNS {
+        let harness = rpc::harness_cpu();
+        for (peer, runs) in rpc_peers.iter().zip(&mut rpc_runs) {
+            runs.push(rpc::cpu_ns_per_timeout(peer, harness));
+        }
+    }
+    for (peer, mut runs) in rpc_peers.into_iter().zip(rpc_runs) {
+        runs.sort_by(f64::total_cmp);
+        table.add(rpc, peer, runs[runs.len() / 2]);
+    }
 
     let one = "schedule+cancel, 1 thread (ns/op)";
     for (peer, ns) in best_interleaved(&PEERS, |peer| schedule_cancel(peer, 1)) {
