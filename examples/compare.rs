@@ -3,6 +3,11 @@
 //!
 //!     cargo run --release --example compare
 //!
+//! The first row is the RPC pattern (`support/rpc.rs`): timeouts
+//! cancelled 1-60 ms after they are made, as whole-process CPU per timeout
+//! less a harness that makes none. The back-to-back rows after it cancel
+//! at once, before the worker sees the timeout.
+//!
 //! A peer's sleep counts as scheduled once it has been created and polled
 //! once, since tokio and async-io register on first poll. Each scenario is
 //! run five times and the best run is kept, to damp a noisy machine (the
