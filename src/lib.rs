@@ -74,7 +74,10 @@
 //! # When to choose this over `tokio::time`
 //!
 //! - You track very many timeouts that are mostly cancelled (RPC deadlines,
-//!   idle connections): schedule and cancel never take a lock.
+//!   idle connections): schedule and cancel never take a lock, and a
+//!   pending timeout takes 56 bytes against tokio's 136. (In CPU, a timeout
+//!   cancelled milliseconds after it was made still costs more here than
+//!   in `tokio::time`; one cancelled at once costs about a third.)
 //! - You schedule from threads with no tokio runtime, or want callbacks
 //!   rather than futures.
 //! - You come from Netty or Java's schedulers and want their semantics:
