@@ -42,6 +42,14 @@ fn main() {
         println!("{}", bytes_per_pending(peer));
         return;
     }
+    if let Some(peer) = args.iter().position(|a| a == "--rpc").map(|i| &args[i + 1]) {
+        // One peer's RPC row alone, e.g. under `perf`: a run each of the
+        // harness and the peer, CPU ns per timeout.
+        let harness = rpc::harness_cpu();
+        let ns = rpc::cpu_ns_per_timeout(peer, harness);
+        println!("{ns:.0} ns per timeout (harness {harness:.3} s CPU)");
+        return;
+    }
     let mut table = Table::default();
 
     let rpc = "RPC pattern, 2 threads x 125k/s, 99 % cancelled 1-60 ms later: CPU per timeout (ns, whole process less harness, median of 5)";

@@ -87,8 +87,17 @@ fn main() {
     }
     let peak = monitor.join().expect("monitor");
     report(&timer, &stats, send_elapsed, start.elapsed(), peak);
-    if let Some(cpu) = proc::thread_id("demo-timer").and_then(|tid| proc::thread_cpu(&tid)) {
-        println!("  worker CPU time     {:.3} s", cpu.as_secs_f64());
+    if let Some(tid) = proc::thread_id("demo-timer") {
+        if let Some(cpu) = proc::thread_cpu(&tid) {
+            println!(
+                "  worker CPU time     {:.3} s ({:.0} ns per timeout)",
+                cpu.as_secs_f64(),
+                cpu.as_nanos() as f64 / REQUESTS as f64
+            );
+        }
+        if let Some(wakeups) = proc::thread_wakeups(&tid) {
+            println!("  worker wake-ups     {wakeups}");
+        }
     }
 }
 

@@ -81,6 +81,18 @@ impl Clock {
         self.now() >= deadline
     }
 
+    /// `deadline >= now() + span`, or close to it: a real clock compares
+    /// with an upper bound of `now()`, so it may say false a few
+    /// microseconds early, never true.
+    #[inline(always)]
+    pub(crate) fn is_at_least_from_now(&self, deadline: Nanos, span: Nanos) -> bool {
+        let now = match &self.manual {
+            Some(manual) => manual.now.load(Ordering::Acquire),
+            None => self.upper_now(),
+        };
+        deadline >= now.saturating_add(span)
+    }
+
     /// At least `now()`, and at most a few microseconds more.
     #[inline(always)]
     fn upper_now(&self) -> Nanos {

@@ -14,10 +14,12 @@ use std::time::Duration;
 
 use crate::engine::clock::{saturating_nanos, Nanos};
 use crate::engine::entry::Entry;
+use crate::engine::intake::{earliest, Drain};
 use crate::engine::key::Key;
-use crate::engine::shared::{Core, Shared};
+use crate::engine::shared::{Core, Shared, IDLE};
 use crate::engine::sync::{fence, AtomicU64, Ordering};
 use crate::engine::task::Task;
+use crate::engine::wheel::Wheel;
 
 /// The most new timeouts the worker files into buckets per tick, as in
 /// Netty: a flood of new timeouts cannot stall expiry. The rest wait in the
@@ -49,58 +51,83 @@ impl Shared {
         }
     }
 
-    /// Files up to `DRAIN_CAP` new entries. Returns true if more are waiting.
-    pub(crate) fn drain_intake(&self, core: &mut Core) -> bool {
+    /// Files up to `DRAIN_CAP` new entries due to be filed at tick `now`
+    /// (see `hold.rs`). Says whether more are waiting, and by when the
+    /// driver must look again for the keys it holds.
+    pub(crate) fn drain_intake(&self, core: &mut Core, now: u64) -> Drain {
+        let Core { wheel, holds, .. } = core;
         self.intake
-            .drain(DRAIN_CAP_PER_TICK, |key| self.file(core, key))
+            .drain(DRAIN_CAP_PER_TICK, holds, now, |key| self.file(wheel, key))
     }
 
     /// Puts a key taken from the intake into its bucket, unless it was
     /// cancelled (or stopped) on the way.
-    fn file(&self, core: &mut Core, key: Key) {
+    fn file(&self, wheel: &mut Wheel, key: Key) {
         if !self.entry(key).is_waiting() {
             self.slots.release_locked(key);
             return;
         }
-        core.wheel.insert(&self.slots, key);
+        wheel.insert(&self.slots, key);
         // Pairs with the fence in `Shared::cancel`: a cancel that raced
         // the insert either sees it filed or is seen here.
         fence(Ordering::SeqCst);
-        if self.entry(key).is_cancelled() {
-            self.remove_from_wheel(core, key);
+        if self.entry(key).is_cancelled() && wheel.remove(&self.slots, key) {
+            self.slots.release_locked(key);
         }
     }
 
+    /// The worker, at tick `now`, about to sleep until tick `next` (`None`:
+    /// until woken): publishes that in `planned_wake`, then looks at what
+    /// producers queued meanwhile (see `file_late_arrivals`). Returns when
+    /// to wake, or `Err` to go round again at once.
+    pub(crate) fn plan_sleep(&self, now: u64, next: Option<u64>) -> Result<Option<u64>, ()> {
+        self.planned_wake
+            .store(next.unwrap_or(IDLE), Ordering::SeqCst);
+        // Pairs with the producer's push; fence; load of `planned_wake`.
+        fence(Ordering::SeqCst);
+        if self.is_shutdown() {
+            return Err(());
+        }
+        self.file_late_arrivals(now, next)
+    }
+
     /// The worker, after publishing that it sleeps until tick `next`:
-    /// files what producers queued while it was busy (they saw it busy and
-    /// did not wake it). True if it must go round again instead of
-    /// sleeping: more is queued than one drain takes, or something filed is
-    /// due before `next`.
+    /// looks at what producers queued while it was busy (they saw it busy
+    /// and did not wake it). Files what must not wait, and returns when it
+    /// must wake instead (`next`, or sooner for keys it holds); `Err` if it
+    /// must go round again at once: more is queued than one drain takes,
+    /// or something filed is due before `next`.
     ///
     /// Going round again whenever the intake was not empty would keep the
     /// worker spinning beside a busy producer, filing each timeout just
     /// before its producer cancels it.
-    pub(crate) fn file_late_arrivals(&self, next: Option<u64>) -> bool {
-        if self.intake.is_empty() {
-            return false;
-        }
+    fn file_late_arrivals(&self, now: u64, next: Option<u64>) -> Result<Option<u64>, ()> {
         let mut core = self.lock_core();
-        let more = self.drain_intake(&mut core);
+        let arrivals = self.intake.arrivals(&mut core.holds);
+        let next = earliest(next, arrivals.look_by);
+        if !arrivals.more {
+            return Ok(next);
+        }
+        let drained = self.drain_intake(&mut core, now);
         let sooner = core
             .wheel
             .next_work_tick()
             .is_some_and(|filed| next.map_or(true, |next| filed < next));
-        more || sooner
+        if drained.more || sooner {
+            return Err(());
+        }
+        Ok(earliest(next, drained.look_by))
     }
 
     /// One worker step: everything due up to `now_tick` lands in `due`.
-    /// Returns true if the intake still holds entries (the cap was hit).
-    pub(crate) fn step(&self, now_tick: u64, due: &mut Vec<Key>) -> bool {
+    /// Says whether the intake still holds entries due to be filed (the
+    /// cap was hit), and by when the worker must look at those it holds.
+    pub(crate) fn step(&self, now_tick: u64, due: &mut Vec<Key>) -> Drain {
         let mut core = self.lock_core();
         self.remove_cancelled(&mut core, now_tick, false);
-        let more = self.drain_intake(&mut core);
+        let drained = self.drain_intake(&mut core, now_tick);
         while core.wheel.expire_next(&self.slots, now_tick, due).is_some() {}
-        more
+        drained
     }
 
     /// Fires `due` in deadline order (stable: equal deadlines keep
@@ -185,25 +212,29 @@ impl Shared {
         let mut due = Vec::new();
         while !self.is_shutdown() {
             let upto = self.clock.ticks_at(target.load(Ordering::Acquire));
-            let (fired_tick, current, more) = {
+            let (fired_tick, drained_at, current, more) = {
                 let mut core = self.lock_core();
                 let current = core.wheel.current_tick();
                 self.remove_cancelled(&mut core, current, true);
-                let more = self.drain_intake(&mut core);
+                let drained = self.drain_intake(&mut core, current);
+                let more = drained.more;
                 // With intake left over, go one tick at a time, as the
-                // worker would, so the rest is filed before later ticks.
+                // worker would, so the rest is filed before later ticks;
+                // and stop where held keys are due to be filed.
                 let limit = if more {
                     upto.min(current.saturating_add(1))
                 } else {
-                    upto
+                    drained.look_by.map_or(upto, |look| upto.min(look))
                 };
                 let tick = core.wheel.expire_next(&self.slots, limit, &mut due);
-                (tick, core.wheel.current_tick(), more)
+                (tick, current, core.wheel.current_tick(), more)
             };
             self.clock
                 .set_manual(self.clock.time_of(fired_tick.unwrap_or(current)));
             self.fire(&mut due);
-            if fired_tick.is_none() && !more && current >= upto {
+            // Done once the last tick's drain found nothing more to file,
+            // and nothing fired: the wheel is at `upto`.
+            if fired_tick.is_none() && !more && drained_at >= upto {
                 break;
             }
         }
@@ -234,7 +265,7 @@ impl Shared {
             let mut drained = Vec::new();
             core.wheel.drain_all(&self.slots, &mut drained);
             self.intake.close();
-            self.intake.drain(usize::MAX, |key| drained.push(key));
+            self.intake.drain_all(|key| drained.push(key));
             while let Some(key) = self.cancelled.pop() {
                 self.slots.release_locked(key);
             }

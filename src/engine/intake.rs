@@ -25,8 +25,9 @@ use std::sync::{Arc, OnceLock};
 use crossbeam_queue::SegQueue;
 
 use crate::engine::entry::Entry;
+use crate::engine::hold::{LaneHold, Policy, Reading};
 use crate::engine::key::Key;
-use crate::engine::lane::{unmark, Lane};
+use crate::engine::lane::{unmark, Lane, KEEP_WHEN_ASKED};
 use crate::engine::local;
 use crate::engine::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
 
@@ -38,6 +39,46 @@ const MAX_LANES: usize = 256;
 /// bounds the backlog it would find (and file, `DRAIN_CAP_PER_TICK` a
 /// tick) when it wakes. A lane asks once per drain when it spills.
 const SHARED_LOOK_EVERY: usize = 1024;
+
+/// What a drain of the intake did, or what `arrivals` found.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Drain {
+    /// Keys due to be filed were left behind: drain again now.
+    pub(crate) more: bool,
+    /// The tick by which the driver must drain again, for keys it holds.
+    pub(crate) look_by: Option<u64>,
+}
+
+/// The earlier of two optional ticks.
+pub(crate) fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What the driver knows of each lane's held keys, by lane index.
+pub(crate) struct Holds {
+    pub(crate) policy: Policy,
+    lanes: Vec<LaneHold>,
+}
+
+impl Holds {
+    pub(crate) fn new(policy: Policy) -> Holds {
+        Holds {
+            policy,
+            lanes: Vec::new(),
+        }
+    }
+
+    fn lane(&mut self, index: u32) -> &mut LaneHold {
+        let index = index as usize;
+        if self.lanes.len() <= index {
+            self.lanes.resize_with(index + 1, LaneHold::default);
+        }
+        &mut self.lanes[index]
+    }
+}
 
 /// What `Intake::push` did.
 pub(crate) struct Queued {
@@ -84,17 +125,24 @@ impl Intake {
         self.lanes.get(index)?.get().map(|lane| &**lane)
     }
 
-    /// Queues `key`, whose entry is filled, from this thread.
-    pub(crate) fn push(&self, key: Key, entry: &Entry) -> Queued {
-        self.push_on(self.own_lane(), key, entry)
+    /// Queues `key`, whose entry is filled, from this thread; `urgent` if
+    /// the driver must not hold it (see `hold.rs`).
+    pub(crate) fn push(&self, key: Key, entry: &Entry, urgent: bool) -> Queued {
+        self.push_on(self.own_lane(), key, entry, urgent)
     }
 
     /// `push`, for a caller that looked up this thread's `lane`.
     #[inline]
-    pub(crate) fn push_on(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
-        match lane.and_then(|lane| lane.try_push(key, entry)) {
+    pub(crate) fn push_on(
+        &self,
+        lane: Option<&Lane>,
+        key: Key,
+        entry: &Entry,
+        urgent: bool,
+    ) -> Queued {
+        match lane.and_then(|lane| lane.try_push(key, entry, urgent)) {
             Some(wake) => Queued { wake, look: false },
-            None => self.push_elsewhere(lane, key, entry),
+            None => self.push_elsewhere(lane, key, entry, urgent),
         }
     }
 
@@ -102,14 +150,14 @@ impl Intake {
     /// or if it has none, on a lane adopted now, or else on the shared
     /// queue.
     #[cold]
-    fn push_elsewhere(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
+    fn push_elsewhere(&self, lane: Option<&Lane>, key: Key, entry: &Entry, urgent: bool) -> Queued {
         let wake = match lane {
             Some(lane) => Some(lane.spill(key, entry)),
             None => self
                 .adopt_lane()
                 .then(|| self.own_lane())
                 .flatten()
-                .map(|lane| lane.push(key, entry)),
+                .map(|lane| lane.push(key, entry, urgent)),
         };
         match wake {
             Some(wake) => Queued { wake, look: false },
@@ -166,38 +214,94 @@ impl Intake {
             .is_some_and(|lane| lane.withdraw(cell, key))
     }
 
-    /// Worker only: passes up to `limit` queued keys to `out`, the lanes'
-    /// first. Returns true if keys were left behind.
-    pub(crate) fn drain(&self, limit: usize, mut out: impl FnMut(Key)) -> bool {
-        let mut left = limit;
-        let mut more = false;
+    /// Passes every queued key to `out`, the lanes' first, holding none
+    /// back: for `stop()`, with no driver running.
+    pub(crate) fn drain_all(&self, mut out: impl FnMut(Key)) {
         for lane in self.lanes() {
-            let drained = lane.drain(left, &mut out);
+            lane.drain(usize::MAX, &mut out);
+        }
+        while let Some(key) = self.shared.pop() {
+            out(key);
+        }
+    }
+
+    /// Driver only: passes up to `limit` queued keys to `out`, the lanes'
+    /// first, at tick `now`. From each lane, the keys `holds` says are due
+    /// to be filed (see `hold.rs`); every key of the shared queue.
+    pub(crate) fn drain(
+        &self,
+        limit: usize,
+        holds: &mut Holds,
+        now: u64,
+        mut out: impl FnMut(Key),
+    ) -> Drain {
+        let mut left = limit;
+        let mut result = Drain::default();
+        let policy = holds.policy;
+        for lane in self.lanes() {
+            let view = lane.view();
+            let keep_at_most = if view.spilling {
+                0
+            } else if view.asked {
+                KEEP_WHEN_ASKED
+            } else {
+                u64::MAX
+            };
+            let hold = holds.lane(lane.index);
+            let upto = hold.upto(
+                &policy,
+                Reading {
+                    now,
+                    head: view.head,
+                    tail: view.tail,
+                    urgent: view.urgent,
+                    keep_at_most,
+                },
+            );
+            let drained = lane.drain_to(&view, upto, left, &mut out);
+            let hold = holds.lane(lane.index);
+            hold.filed(drained.head);
+            result.look_by = earliest(result.look_by, hold.next_look(&policy));
             left -= drained.taken;
-            more |= drained.more;
+            result.more |= drained.more;
             if drained.skipped {
                 self.saw_withdrawn.store(true, Ordering::Relaxed);
             }
         }
         while left > 0 {
             let Some(key) = self.shared.pop() else {
-                return more;
+                return result;
             };
             out(key);
             left -= 1;
         }
-        more || !self.shared.is_empty()
+        result.more |= !self.shared.is_empty();
+        result
+    }
+
+    /// Driver only, after it published when it next wakes: what arrived
+    /// since its last drain. Some lanes, or the shared queue, hold keys it
+    /// must file before it sleeps (`file_now`), or keys it may hold but must
+    /// look at again by tick `look_by`.
+    pub(crate) fn arrivals(&self, holds: &mut Holds) -> Drain {
+        let mut result = Drain {
+            more: !self.shared.is_empty(),
+            look_by: None,
+        };
+        let policy = holds.policy;
+        for lane in self.lanes() {
+            let view = lane.view();
+            result.more |= view.urgent > view.head || view.asked || view.spilling;
+            let arrived = holds.lane(lane.index).look_for_arrivals(&policy, view.tail);
+            result.look_by = earliest(result.look_by, arrived);
+        }
+        result
     }
 
     /// Worker only: true if a drain since the last call found cells
     /// withdrawn by cancels, the sign of producers cancelling young.
     pub(crate) fn take_saw_withdrawn(&self) -> bool {
         self.saw_withdrawn.swap(false, Ordering::Relaxed)
-    }
-
-    /// True if nothing waits to be drained (withdrawn cells may count).
-    pub(crate) fn is_empty(&self) -> bool {
-        self.shared.is_empty() && self.lanes().all(|lane| lane.is_empty())
     }
 
     /// Cells and queue places not yet drained, withdrawn cells included.

@@ -52,6 +52,12 @@ use crate::engine::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 /// Cells per ring: enough for a tick's worth of schedules at full speed.
 pub(crate) const RING_BITS: u32 = if cfg!(loom) { 2 } else { 14 };
 const RING: u64 = 1 << RING_BITS;
+/// Cells in use at which the owner asks the worker to drain: the worker
+/// holds young keys (see `hold.rs`), and then files the oldest, leaving
+/// `KEEP_WHEN_ASKED`.
+const ASK_AT: u64 = RING / 4 * 3;
+/// Cells the worker leaves in a ring it was asked to drain.
+pub(crate) const KEEP_WHEN_ASKED: u64 = RING / 2;
 /// Free slots a lane keeps for its owner; the rest go to the shared list.
 const FREE_MAX: u32 = if cfg!(loom) { 2 } else { 4096 };
 
@@ -73,7 +79,7 @@ pub(crate) struct Lane {
     /// Overflow keys the worker has taken: worker only, read by the owner
     /// when the ring looks full.
     overflow_taken: AtomicU64,
-    /// Set by the owner when the ring is half full, or it spills, cleared
+    /// Set by the owner when the ring is three quarters full, or it spills, cleared
     /// by the worker once it has drained the lane: one wake-up per drain.
     drain_asked: AtomicBool,
     /// True while a thread owns the lane.
@@ -89,6 +95,9 @@ struct ProducerSide {
     head_seen: AtomicU64,
     /// Keys pushed to the overflow, ever.
     spilled: AtomicU64,
+    /// Just past the last urgent key pushed: the driver files up to here
+    /// at every look (see `hold.rs`).
+    urgent: AtomicU64,
     /// Top of the owner's free stack, a packed key.
     free: AtomicU32,
     free_len: AtomicU32,
@@ -103,8 +112,26 @@ pub(crate) struct Drained {
     pub(crate) taken: usize,
     /// Some cells passed were empty: withdrawn by a cancel.
     pub(crate) skipped: bool,
-    /// Keys were left behind.
+    /// Keys this drain was to take were left behind.
     pub(crate) more: bool,
+    /// The lane's head after the drain: every cell before it is empty.
+    pub(crate) head: u64,
+}
+
+/// What the owner has pushed, as the worker read it (see `Lane::view`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct View {
+    spilled: u64,
+    /// Just past the last urgent key.
+    pub(crate) urgent: u64,
+    /// The next cell the owner writes.
+    pub(crate) tail: u64,
+    /// The oldest cell that may hold a key.
+    pub(crate) head: u64,
+    /// The owner asked for a drain: the ring is filling up.
+    pub(crate) asked: bool,
+    /// The owner is pushing to the overflow: drain the ring to the tail.
+    pub(crate) spilling: bool,
 }
 
 /// Where a queued entry sits, for a withdrawal: lane index + 1 and cell.
@@ -128,6 +155,7 @@ impl Lane {
                 tail: AtomicU64::new(0),
                 head_seen: AtomicU64::new(0),
                 spilled: AtomicU64::new(0),
+                urgent: AtomicU64::new(0),
                 free: AtomicU32::new(0),
                 free_len: AtomicU32::new(0),
                 net_pending: AtomicU64::new(0),
@@ -182,17 +210,18 @@ impl Lane {
     }
 
     /// Owner only: queues `key`, in the next cell or, if the ring is full
-    /// or the overflow still holds keys, in the overflow. True if the
-    /// worker should be woken to drain the lane.
-    pub(crate) fn push(&self, key: Key, entry: &Entry) -> bool {
-        self.try_push(key, entry)
+    /// or the overflow still holds keys, in the overflow. `urgent` if the
+    /// driver must file it at its next look, rather than hold it (see
+    /// `hold.rs`). True if the worker should be woken to drain the lane.
+    pub(crate) fn push(&self, key: Key, entry: &Entry, urgent: bool) -> bool {
+        self.try_push(key, entry, urgent)
             .unwrap_or_else(|| self.spill(key, entry))
     }
 
     /// `push`, but `None` for a key that must go to the overflow: the
     /// caller then passes it to `spill`, off the hot path.
     #[inline(always)]
-    pub(crate) fn try_push(&self, key: Key, entry: &Entry) -> Option<bool> {
+    pub(crate) fn try_push(&self, key: Key, entry: &Entry, urgent: bool) -> Option<bool> {
         let p = &self.producer;
         let tail = p.tail.load(Ordering::Relaxed);
         let mut head = p.head_seen.load(Ordering::Relaxed);
@@ -207,7 +236,12 @@ impl Lane {
         entry.set_queue_mark(mark);
         self.cells[cell as usize].store(key.pack(), Ordering::Release);
         p.tail.store(tail + 1, Ordering::Release);
-        Some(tail + 1 - head >= RING / 2 && self.ask_for_drain(tail + 1))
+        if urgent {
+            // After `tail`: a driver that reads this, then `tail`, finds
+            // the key.
+            p.urgent.store(tail + 1, Ordering::Release);
+        }
+        Some(tail + 1 - head >= ASK_AT && self.ask_for_drain(tail + 1))
     }
 
     /// Owner only, with the ring full by its last look at `head`: `head`
@@ -236,12 +270,13 @@ impl Lane {
         self.ask()
     }
 
-    /// Owner only, with the ring half full by its last look at `head`:
-    /// true if the worker should be woken to drain it. Once per drain.
+    /// Owner only, with the ring three quarters full by its last look at
+    /// `head`: true if the worker should be woken to drain it. Once per
+    /// drain.
     #[cold]
     fn ask_for_drain(&self, tail: u64) -> bool {
         let head = self.reclaim(tail);
-        tail - head >= RING / 2 && self.ask()
+        tail - head >= ASK_AT && self.ask()
     }
 
     /// True the first time since the worker last drained the lane.
@@ -283,24 +318,56 @@ impl Lane {
         })
     }
 
+    /// Worker only: what the owner has pushed, read in the order `drain_to`
+    /// needs.
+    pub(crate) fn view(&self) -> View {
+        // `spilled` before `tail`: the owner spilled these keys before it
+        // pushed any key at or past the tail read next, so they are taken
+        // after the ring up to that tail and before anything later.
+        // Reading `tail` first, the owner could fill the ring past it and
+        // spill meanwhile. `urgent` before `tail` too: the tail read is at
+        // least as far.
+        let spilled = self.producer.spilled.load(Ordering::Acquire);
+        let urgent = self.producer.urgent.load(Ordering::Acquire);
+        let tail = self.producer.tail.load(Ordering::Acquire);
+        View {
+            spilled,
+            urgent,
+            tail,
+            head: self.head.load(Ordering::Acquire),
+            asked: self.drain_asked.load(Ordering::Acquire),
+            spilling: spilled != self.overflow_taken.load(Ordering::Relaxed),
+        }
+    }
+
     /// Worker only: takes up to `limit` keys, oldest first, into `out`:
-    /// the ring's, then, if it drained the ring, the overflow's.
+    /// every one the ring holds, then, having drained the ring, the
+    /// overflow's.
+    pub(crate) fn drain(&self, limit: usize, out: &mut impl FnMut(Key)) -> Drained {
+        let view = self.view();
+        self.drain_to(&view, view.tail, limit, out)
+    }
+
+    /// Worker only: takes up to `limit` keys from the ring's cells before
+    /// `upto`, oldest first, into `out`; then, if that drained the ring up
+    /// to `view.tail`, the overflow's.
     ///
     /// The owner may move `head` on meanwhile (see `reclaim`), past cells
     /// this drain has yet to read, and even write one of them again after
     /// wrapping round. Such a key is taken early, which is harmless: every
     /// key is claimed by one swap, by the worker or by a withdrawal.
-    pub(crate) fn drain(&self, limit: usize, out: &mut impl FnMut(Key)) -> Drained {
-        // Before `tail`: the owner spilled these keys before it pushed any
-        // key at or past the tail read next, so they are taken after the
-        // ring up to that tail and before anything later. Reading `tail`
-        // first, the owner could fill the ring past it and spill meanwhile.
-        let spilled = self.producer.spilled.load(Ordering::Acquire);
-        let tail = self.producer.tail.load(Ordering::Acquire);
+    pub(crate) fn drain_to(
+        &self,
+        view: &View,
+        upto: u64,
+        limit: usize,
+        out: &mut impl FnMut(Key),
+    ) -> Drained {
+        let end = upto.min(view.tail);
         let start = self.head.load(Ordering::Acquire);
         let mut head = start;
         let mut taken = 0;
-        while head < tail && taken < limit {
+        while head < end && taken < limit {
             let cell = &self.cells[(head & (RING - 1)) as usize];
             // Skip a withdrawn cell without a read-modify-write.
             if cell.load(Ordering::Relaxed) != 0 {
@@ -313,11 +380,16 @@ impl Lane {
         }
         let skipped = head - start > taken as u64;
         // The owner may have moved `head` past empty cells meanwhile.
-        let reached = head.max(self.head.fetch_max(head, Ordering::AcqRel)) >= tail;
+        let head = if head > start {
+            head.max(self.head.fetch_max(head, Ordering::AcqRel))
+        } else {
+            self.head.load(Ordering::Acquire)
+        };
+        let reached = head >= view.tail;
         let before = self.overflow_taken.load(Ordering::Relaxed);
         let mut took = before;
         // An older key waits in the ring: the overflow waits too.
-        while reached && took < spilled && taken < limit {
+        while reached && took < view.spilled && taken < limit {
             let Some(key) = self.overflow.pop() else {
                 break; // not seen yet: the next drain takes it
             };
@@ -328,7 +400,7 @@ impl Lane {
         if took != before {
             self.overflow_taken.store(took, Ordering::Release);
         }
-        let more = !reached || took < spilled;
+        let more = head < end || (reached && took < view.spilled);
         if !more {
             self.drain_asked.store(false, Ordering::Release);
         }
@@ -336,10 +408,12 @@ impl Lane {
             taken,
             skipped,
             more,
+            head,
         }
     }
 
-    /// True if the lane may hold keys the worker has not looked at.
+    /// True if the lane holds no key the worker has not looked at.
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.producer.spilled.load(Ordering::Acquire) == self.overflow_taken.load(Ordering::Acquire)
             && self.producer.tail.load(Ordering::Acquire) == self.head.load(Ordering::Acquire)
@@ -422,7 +496,7 @@ mod tests {
 
         fn push(&self, keys: Range<u32>) {
             for n in keys {
-                self.lane.push(key(n), self.slots.get(self.marked));
+                self.lane.push(key(n), self.slots.get(self.marked), false);
             }
         }
 

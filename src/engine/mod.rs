@@ -14,11 +14,14 @@ pub(crate) mod driver;
 pub(crate) mod entry;
 pub(crate) mod handle;
 pub(crate) mod handoff;
+pub(crate) mod hold;
 pub(crate) mod intake;
 pub(crate) mod jobs;
 pub(crate) mod key;
 pub(crate) mod lane;
 pub(crate) mod local;
+#[cfg(all(test, loom))]
+mod loom_models;
 pub(crate) mod nanos;
 pub(crate) mod packed_task;
 pub(crate) mod rearm;

@@ -20,7 +20,7 @@
 //! once per tick, so a flood costs at most a wake-up or two per tick, a
 //! cancelled entry's memory comes back within a tick, and the shared queue
 //! cannot grow unseen while the worker sleeps towards a far deadline. A
-//! lane whose ring is half full of keys not withdrawn, or that spills into
+//! lane whose ring is three quarters full of keys not withdrawn, or that spills into
 //! its overflow, wakes the worker, once per drain.
 
 use std::any::Any;
@@ -33,7 +33,8 @@ use crossbeam_queue::SegQueue;
 use crate::engine::clock::{Clock, Nanos};
 use crate::engine::entry::{CancelOutcome, Entry};
 use crate::engine::handoff::Handoff;
-use crate::engine::intake::{Intake, Queued};
+use crate::engine::hold::Policy;
+use crate::engine::intake::{Holds, Intake, Queued};
 use crate::engine::jobs::Jobs;
 use crate::engine::key::Key;
 use crate::engine::lane::Lane;
@@ -100,10 +101,15 @@ pub(crate) struct Core {
     /// the timer shut down meanwhile: stopped and uncounted already, each
     /// with the timer's reference, for `stop()` to return.
     pub(crate) unfired: Vec<Key>,
+    /// What the driver knows of the keys it holds in the lanes.
+    pub(crate) holds: Holds,
 }
 
 pub(crate) struct Shared {
     pub(crate) id: u64,
+    /// A timeout due within this long of its push is urgent: the driver
+    /// files it at once rather than hold it (see `hold.rs`).
+    urgent_nanos: u64,
     pub(crate) config: Config,
     pub(crate) clock: Clock,
     pub(crate) slots: Slots,
@@ -118,6 +124,9 @@ pub(crate) struct Shared {
     /// Times round the worker's loop, one per wake-up at most; for tests.
     #[cfg(test)]
     pub(crate) worker_rounds: AtomicUsize,
+    /// Calls to `unpark_worker`, for tests.
+    #[cfg(test)]
+    pub(crate) unparks: AtomicUsize,
     core: Mutex<Core>,
     /// Jobs in the executor's hands (see `dispatch.rs`).
     pub(crate) jobs: Mutex<Jobs>,
@@ -134,13 +143,16 @@ impl Shared {
     pub(crate) fn new(config: Config, manual: bool) -> Shared {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let hold = Policy::new(config.tick_nanos);
         Shared {
             id,
+            urgent_nanos: hold.urgent_nanos,
             clock: Clock::new(config.tick_nanos, manual),
             core: Mutex::new(Core {
                 wheel: Wheel::new(config.ticks_per_wheel, config.tick_nanos),
                 last_housekeeping: None,
                 unfired: Vec::new(),
+                holds: Holds::new(hold),
             }),
             slots: Slots::new(),
             config,
@@ -152,6 +164,8 @@ impl Shared {
             planned_wake: AtomicU64::new(BUSY),
             #[cfg(test)]
             worker_rounds: AtomicUsize::new(0),
+            #[cfg(test)]
+            unparks: AtomicUsize::new(0),
             jobs: Mutex::new(Jobs::new()),
             driver: Mutex::new(()),
             worker: Mutex::new(None),
@@ -229,6 +243,8 @@ impl Shared {
     }
 
     pub(crate) fn unpark_worker(&self) {
+        #[cfg(test)]
+        self.unparks.fetch_add(1, Ordering::Relaxed);
         if let Some(thread) = self.worker_thread.get() {
             thread.unpark();
         }
@@ -312,7 +328,8 @@ impl Shared {
             });
         };
         entry.occupy(deadline, task, 2);
-        let queued = self.intake.push_on(lane, key, entry);
+        let urgent = self.is_urgent(deadline);
+        let queued = self.intake.push_on(lane, key, entry, urgent);
         if !self.after_push(queued, entry) && self.take_back(key) {
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
@@ -333,7 +350,15 @@ impl Shared {
     }
 
     fn enqueue_entry(&self, key: Key, entry: &Entry) -> bool {
-        self.after_push(self.intake.push(key, entry), entry)
+        let urgent = self.is_urgent(entry.deadline());
+        self.after_push(self.intake.push(key, entry, urgent), entry)
+    }
+
+    /// True if a timeout due at `deadline`, queued now, must be filed at
+    /// the driver's next look rather than held in its lane.
+    #[inline(always)]
+    fn is_urgent(&self, deadline: Nanos) -> bool {
+        !self.clock.is_at_least_from_now(deadline, self.urgent_nanos)
     }
 
     /// The rest of `enqueue`, once the entry is queued.

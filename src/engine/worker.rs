@@ -17,9 +17,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use crate::engine::intake::earliest;
 use crate::engine::refusal::Refusal;
-use crate::engine::shared::{Shared, BUSY, IDLE};
-use crate::engine::sync::{fence, Ordering};
+use crate::engine::shared::{Shared, BUSY};
+use crate::engine::sync::Ordering;
 
 /// Starts the worker if this timer has none yet.
 #[inline(always)]
@@ -60,7 +61,7 @@ fn run(shared: Arc<Shared>) {
         #[cfg(test)]
         shared.worker_rounds.fetch_add(1, Ordering::Relaxed);
         let now_tick = clock.ticks_at(clock.now());
-        let more = shared.step(now_tick, &mut due);
+        let drained = shared.step(now_tick, &mut due);
         shared.fire(&mut due);
 
         let cancelling_young = shared.intake.take_saw_withdrawn();
@@ -71,21 +72,16 @@ fn run(shared: Arc<Shared>) {
                 .next_work_tick()
                 .or_else(|| cancelling_young.then(linger))
         };
-        if more {
+        next = earliest(next, drained.look_by);
+        if drained.more {
             next = Some(now_tick.saturating_add(1));
         }
         if shared.housekeeping_requested.load(Ordering::SeqCst) {
-            let at = now_tick.saturating_add(1);
-            next = Some(next.map_or(at, |n| n.min(at)));
+            next = earliest(next, Some(now_tick.saturating_add(1)));
         }
-        shared
-            .planned_wake
-            .store(next.unwrap_or(IDLE), Ordering::SeqCst);
-        // Pairs with the producer's push; fence; load of `planned_wake`.
-        fence(Ordering::SeqCst);
-        if shared.is_shutdown() || shared.file_late_arrivals(next) {
+        let Ok(next) = shared.plan_sleep(now_tick, next) else {
             continue;
-        }
+        };
         match next {
             None => thread::park(),
             Some(tick) => {
