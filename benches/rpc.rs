@@ -17,6 +17,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use futures::task::noop_waker_ref;
 use hashed_wheel_timer::{HashedWheelTimer, Timeout};
 use std::future::Future;
+use std::hint::black_box;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::Context;
@@ -85,7 +86,9 @@ fn rpc_pattern(c: &mut Criterion) {
         b.iter(|| {
             pattern.step(
                 |d| timer.new_timeout(|_: &Timeout| {}, d).unwrap(),
-                |t| drop(t.cancel()),
+                |t| {
+                    black_box(t.cancel());
+                },
             )
         })
     });
@@ -130,7 +133,9 @@ fn rpc_pattern(c: &mut Criterion) {
         b.iter(|| {
             pattern.step(
                 |d| queue.lock().unwrap().insert((), d),
-                |key| drop(queue.lock().unwrap().try_remove(&key)),
+                |key| {
+                    black_box(queue.lock().unwrap().try_remove(&key));
+                },
             )
         })
     });
