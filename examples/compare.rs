@@ -44,8 +44,13 @@ fn main() {
     }
     if let Some(peer) = args.iter().position(|a| a == "--rpc").map(|i| &args[i + 1]) {
         // One peer's RPC row alone, e.g. under `perf`: a run each of the
-        // harness and the peer, CPU ns per timeout.
-        let harness = rpc::harness_cpu();
+        // harness and the peer, CPU ns per timeout. With `--alone`, the
+        // peer's run only, for a whole-process timer to measure.
+        let harness = if args.iter().any(|a| a == "--alone") {
+            0.0
+        } else {
+            rpc::harness_cpu()
+        };
         let ns = rpc::cpu_ns_per_timeout(peer, harness);
         println!("{ns:.0} ns per timeout (harness {harness:.3} s CPU)");
         return;

@@ -91,6 +91,9 @@ pub struct Sleep {
     /// (earlier after a `reset` to a later deadline, see there), or spent.
     /// Holds one of its references.
     entry: Option<Key>,
+    /// Where `entry` was queued in a lane, or 0: its drop reaches the
+    /// lane's cell without waiting for the entry (see `cancel_sole`).
+    mark: u32,
 }
 
 impl HashedWheelTimer {
@@ -128,6 +131,7 @@ impl Sleep {
             deadline,
             deadline_nanos,
             entry: None,
+            mark: 0,
         }
     }
 
@@ -191,8 +195,8 @@ impl Sleep {
             return; // in time; a poll re-arms it if early
         }
         let already_due = clock.has_passed(self.deadline_nanos);
-        let cancelled = shared.cancel(key);
-        self.set_entry(None);
+        self.entry = None;
+        let cancelled = shared.cancel_sole(key, self.mark);
         // Lost to the worker or to `stop()`: the task was woken, and its
         // next poll files a new entry or completes.
         let Some(Task::Wake(Some(waker))) = cancelled else {
@@ -207,7 +211,10 @@ impl Sleep {
             .timer
             .schedule_waker(self.deadline_nanos, waker.clone())
         {
-            Ok(key) => self.entry = Some(key),
+            Ok((key, mark)) => {
+                self.entry = Some(key);
+                self.mark = mark;
+            }
             // Let the task's next poll deal with it (complete or retry).
             Err(_) => waker.wake(),
         }
@@ -233,8 +240,9 @@ impl Sleep {
             .timer
             .schedule_waker(self.deadline_nanos, cx.waker().clone())
         {
-            Ok(key) => {
+            Ok((key, mark)) => {
                 self.set_entry(Some(key));
+                self.mark = mark;
                 Poll::Pending
             }
             Err(TimerError::Shutdown) => {
@@ -290,9 +298,10 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some(key) = self.entry {
-            self.timer.shared().cancel(key);
-            self.set_entry(None);
+        if let Some(key) = self.entry.take() {
+            // The entry's only holder: a cancel that finds it in its lane
+            // frees it with no swap.
+            drop(self.timer.shared().cancel_sole(key, self.mark));
         }
     }
 }
@@ -418,16 +427,15 @@ mod tests {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let mut sleep = task::spawn(timer.sleep(MS * 10));
         assert_pending!(sleep.poll());
-        let first = sleep.entry.unwrap();
         let shared = timer.shared();
-        shared.slots.retain(first); // so that its slot is not reused
+        let filed_for = |sleep: &Sleep| shared.entry(sleep.entry.unwrap()).deadline();
+        let first = filed_for(&sleep);
         sleep.reset(timer.now() + MS * 50);
-        assert_eq!(sleep.entry, Some(first));
+        assert_eq!(filed_for(&sleep), first, "kept");
         sleep.reset(timer.now() + MS * 2);
-        assert_ne!(sleep.entry, Some(first));
-        assert!(shared.entry(first).is_cancelled());
+        assert_eq!(filed_for(&sleep), 2_000_000, "swapped for one 2 ms away");
         assert_eq!(timer.pending_timeouts(), 1);
-        shared.slots.release(first);
+        assert_eq!(shared.live(), 1, "the first one freed");
     }
 
     #[test]

@@ -22,7 +22,7 @@ impl Timeout {
     /// this thread.
     #[inline]
     pub fn cancel(&self) -> bool {
-        match self.shared().cancel(self.key()) {
+        match self.shared().cancel_at(self.key(), self.mark()) {
             Some(task) => {
                 task.on_cancel(self);
                 true

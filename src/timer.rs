@@ -169,12 +169,17 @@ impl HashedWheelTimer {
     pub(crate) fn schedule_entry(&self, deadline: u64, task: Task) -> Result<Timeout, TimerError> {
         let shared = self.shared();
         self.ensure_worker()?;
-        let key = shared.schedule(deadline, task)?;
-        Ok(Timeout::from_parts(key, shared))
+        let (key, mark) = shared.schedule(deadline, task)?;
+        Ok(Timeout::queued_at(key, mark, shared))
     }
 
     /// Schedules a future's waker, the payload of `Sleep`.
-    pub(crate) fn schedule_waker(&self, deadline: u64, waker: Waker) -> Result<Key, TimerError> {
+    /// Returns the key and where it was queued (see `Shared::cancel_sole`).
+    pub(crate) fn schedule_waker(
+        &self,
+        deadline: u64,
+        waker: Waker,
+    ) -> Result<(Key, u32), TimerError> {
         self.ensure_worker()?;
         Ok(self.shared().schedule(deadline, Task::Wake(Some(waker)))?)
     }

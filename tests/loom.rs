@@ -198,6 +198,41 @@ fn sleep_repoll_with_new_waker_against_fire() {
     });
 }
 
+/// A `Sleep` dropped on one thread while the driving thread drains its
+/// lane, and a third stops the timer: the drop withdraws the entry from the
+/// lane with no swap on the entry only if neither took it. Whoever ends it,
+/// it is uncounted once and its waker dropped once, and the slot is
+/// reused cleanly by the next sleep.
+#[test]
+fn a_dropped_sleep_against_drain_and_stop() {
+    use std::future::Future;
+    use std::task::Context;
+
+    loom::model(|| {
+        let timer = manual();
+        let (wakes, waker) = counting_waker();
+        let mut sleep = Box::pin(timer.sleep(TICK * 5));
+        assert!(sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.advance(Duration::ZERO))
+        };
+        let stopper = {
+            let timer = timer.clone();
+            thread::spawn(move || drop(timer.stop()))
+        };
+        drop(sleep);
+        driver.join().unwrap();
+        stopper.join().unwrap();
+        assert_eq!(timer.pending_timeouts(), 0);
+        drop(waker);
+        assert_eq!(Arc::strong_count(&wakes), 1, "the stored waker was dropped");
+    });
+}
+
 /// A periodic run ends while another thread cancels it: the runner puts the
 /// task back as the canceller wins, and loom checks that the two never touch
 /// the entry's task slot at once. The task never runs again.

@@ -61,6 +61,10 @@ pub struct Timeout {
     anchor: Arc<Anchor>,
     /// Holds one of the entry's references.
     key: Key,
+    /// Where the key was queued in a lane, or 0: a cancel reaches the
+    /// lane's cell without waiting for the entry (see `Shared::cancel_at`).
+    /// Stale once the worker took it, which a cancel finds out.
+    mark: u32,
 }
 
 impl Timeout {
@@ -70,10 +74,24 @@ impl Timeout {
         Timeout::on_anchor(key, anchor::here(shared))
     }
 
+    /// `from_parts`, for a key just queued at `mark`.
+    #[inline(always)]
+    pub(crate) fn queued_at(key: Key, mark: u32, shared: &Arc<Shared>) -> Timeout {
+        Timeout {
+            anchor: anchor::here(shared),
+            key,
+            mark,
+        }
+    }
+
     /// `from_parts` on a given anchor: handles made in a batch share one.
     #[inline(always)]
     pub(crate) fn on_anchor(key: Key, anchor: Arc<Anchor>) -> Timeout {
-        Timeout { anchor, key }
+        Timeout {
+            anchor,
+            key,
+            mark: 0,
+        }
     }
 
     #[cfg(test)]
@@ -83,6 +101,11 @@ impl Timeout {
 
     pub(crate) fn key(&self) -> Key {
         self.key
+    }
+
+    /// Where the key was queued, or 0 (see the field).
+    pub(crate) fn mark(&self) -> u32 {
+        self.mark
     }
 
     pub(crate) fn entry(&self) -> &Entry {
@@ -97,7 +120,11 @@ impl Timeout {
 impl Clone for Timeout {
     fn clone(&self) -> Timeout {
         self.shared().slots.retain(self.key);
-        Timeout::on_anchor(self.key, self.anchor.clone())
+        Timeout {
+            anchor: self.anchor.clone(),
+            key: self.key,
+            mark: self.mark,
+        }
     }
 }
 

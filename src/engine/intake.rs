@@ -29,6 +29,7 @@ use crate::engine::hold::{LaneHold, Policy, Reading};
 use crate::engine::key::Key;
 use crate::engine::lane::{unmark, Lane, KEEP_WHEN_ASKED};
 use crate::engine::local;
+use crate::engine::prefetch::prefetch;
 use crate::engine::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
 
 /// Lanes per timer: at most this many threads queue without contention.
@@ -82,6 +83,8 @@ impl Holds {
 
 /// What `Intake::push` did.
 pub(crate) struct Queued {
+    /// Where the key waits in a lane (`lane::cell_mark`), or 0.
+    pub(crate) mark: u32,
     /// The lane is filling up: wake the worker to drain it.
     pub(crate) wake: bool,
     /// The shared queue has grown by `SHARED_LOOK_EVERY`: ask the worker
@@ -141,7 +144,11 @@ impl Intake {
         urgent: bool,
     ) -> Queued {
         match lane.and_then(|lane| lane.try_push(key, entry, urgent)) {
-            Some(wake) => Queued { wake, look: false },
+            Some((wake, mark)) => Queued {
+                mark,
+                wake,
+                look: false,
+            },
             None => self.push_elsewhere(lane, key, entry, urgent),
         }
     }
@@ -160,7 +167,11 @@ impl Intake {
                 .map(|lane| lane.push(key, entry, urgent)),
         };
         match wake {
-            Some(wake) => Queued { wake, look: false },
+            Some(wake) => Queued {
+                mark: entry.queue_mark(),
+                wake,
+                look: false,
+            },
             None => self.push_shared(key, entry),
         }
     }
@@ -170,6 +181,7 @@ impl Intake {
         entry.set_queue_mark(0);
         self.shared.push(key);
         Queued {
+            mark: 0,
             wake: false,
             look: self.shared.len() % SHARED_LOOK_EVERY == 0,
         }
@@ -203,15 +215,38 @@ impl Intake {
     /// never sees the entry.
     #[inline(always)]
     pub(crate) fn withdraw(&self, entry: &Entry, key: Key) -> bool {
-        let Some((lane, cell)) = unmark(entry.queue_mark()) else {
+        self.withdraw_at(entry.queue_mark(), key)
+    }
+
+    /// `withdraw`, for a caller that knows where `key` was queued: `mark`,
+    /// as `push` returned it. The mark may be stale (the worker reuses the
+    /// entry's field once it took the key, and a periodic entry is queued
+    /// again elsewhere), but a cell holding this key is always its place.
+    #[inline(always)]
+    pub(crate) fn withdraw_at(&self, mark: u32, key: Key) -> bool {
+        let Some((lane, cell)) = unmark(mark) else {
             return false;
         };
-        // The mark may be stale (the worker reuses the field once it took
-        // the key), but a cell holding this key is always its place.
         self.lanes
             .get(lane)
             .and_then(OnceLock::get)
             .is_some_and(|lane| lane.withdraw(cell, key))
+    }
+
+    /// Starts loading the cell at `mark` into the cache, for a withdrawal
+    /// that is to follow a read of the entry: the two misses overlap.
+    #[inline(always)]
+    pub(crate) fn prefetch_cell(&self, mark: u32) {
+        if let Some((lane, cell)) = unmark(mark) {
+            if let Some(cell) = self
+                .lanes
+                .get(lane)
+                .and_then(OnceLock::get)
+                .and_then(|l| l.cell(cell))
+            {
+                prefetch(cell);
+            }
+        }
     }
 
     /// Passes every queued key to `out`, the lanes' first, holding none

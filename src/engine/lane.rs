@@ -214,14 +214,20 @@ impl Lane {
     /// driver must file it at its next look, rather than hold it (see
     /// `hold.rs`). True if the worker should be woken to drain the lane.
     pub(crate) fn push(&self, key: Key, entry: &Entry, urgent: bool) -> bool {
-        self.try_push(key, entry, urgent)
-            .unwrap_or_else(|| self.spill(key, entry))
+        match self.try_push(key, entry, urgent) {
+            Some((wake, _)) => wake,
+            None => self.spill(key, entry),
+        }
     }
 
     /// `push`, but `None` for a key that must go to the overflow: the
     /// caller then passes it to `spill`, off the hot path.
     #[inline(always)]
-    pub(crate) fn try_push(&self, key: Key, entry: &Entry, urgent: bool) -> Option<bool> {
+    ///
+    /// Also returns where the key waits (`cell_mark`), which the entry
+    /// keeps too, for a handle to keep: a cancel that knows it can reach
+    /// the cell without reading the entry first.
+    pub(crate) fn try_push(&self, key: Key, entry: &Entry, urgent: bool) -> Option<(bool, u32)> {
         let p = &self.producer;
         let tail = p.tail.load(Ordering::Relaxed);
         let mut head = p.head_seen.load(Ordering::Relaxed);
@@ -241,7 +247,8 @@ impl Lane {
             // the key.
             p.urgent.store(tail + 1, Ordering::Release);
         }
-        Some(tail + 1 - head >= ASK_AT && self.ask_for_drain(tail + 1))
+        let wake = tail + 1 - head >= ASK_AT && self.ask_for_drain(tail + 1);
+        Some((wake, mark))
     }
 
     /// Owner only, with the ring full by its last look at `head`: `head`
@@ -316,6 +323,12 @@ impl Lane {
             c.compare_exchange(key.pack(), 0, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         })
+    }
+
+    /// The cell at `cell`, to prefetch before a withdrawal.
+    #[inline(always)]
+    pub(crate) fn cell(&self, cell: usize) -> Option<&AtomicU32> {
+        self.cells.get(cell)
     }
 
     /// Worker only: what the owner has pushed, read in the order `drain_to`

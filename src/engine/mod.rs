@@ -24,6 +24,7 @@ pub(crate) mod local;
 mod loom_models;
 pub(crate) mod nanos;
 pub(crate) mod packed_task;
+pub(crate) mod prefetch;
 pub(crate) mod rearm;
 pub(crate) mod refusal;
 pub(crate) mod shared;

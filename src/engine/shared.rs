@@ -306,8 +306,10 @@ impl Shared {
 
     /// The producer path: counts, queues and, if needed, wakes the worker.
     /// The new entry has two references: the timer's, and the caller's.
+    /// Also returns where the key waits in a lane (or 0), for a handle to
+    /// keep: see `cancel_at`.
     #[inline(always)]
-    pub(crate) fn schedule(&self, deadline: Nanos, task: Task) -> Result<Key, Refusal> {
+    pub(crate) fn schedule(&self, deadline: Nanos, task: Task) -> Result<(Key, u32), Refusal> {
         if self.is_shutdown() {
             return Err(Refusal::Shutdown);
         }
@@ -330,6 +332,7 @@ impl Shared {
         entry.occupy(deadline, task, 2);
         let urgent = self.is_urgent(deadline);
         let queued = self.intake.push_on(lane, key, entry, urgent);
+        let mark = queued.mark;
         if !self.after_push(queued, entry) && self.take_back(key) {
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
@@ -337,7 +340,7 @@ impl Shared {
             self.release(key);
             return Err(Refusal::Shutdown);
         }
-        Ok(key)
+        Ok((key, mark))
     }
 
     /// Queues a pending entry for the worker (a new one, or a periodic one
@@ -397,14 +400,21 @@ impl Shared {
 
     /// The cancel path, for a caller holding a reference to `key`. Returns
     /// the task, if the caller won, for its `cancelled` hook.
+    ///
+    /// `mark` is where the caller saw `key` queued, as `schedule` returned
+    /// it (0 if it did not keep it): the lane's cell is then on its way
+    /// into the cache while the entry is read.
     #[inline(always)]
-    pub(crate) fn cancel(&self, key: Key) -> Option<Task> {
+    pub(crate) fn cancel_at(&self, key: Key, mark: u32) -> Option<Task> {
+        self.intake.prefetch_cell(mark);
         let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
         if outcome != CancelOutcome::Stopped {
             self.uncount_here();
         }
-        if self.intake.withdraw(entry, key) {
+        let withdrawn = (mark != 0 && self.intake.withdraw_at(mark, key))
+            || (entry.queue_mark() != mark && self.intake.withdraw(entry, key));
+        if withdrawn {
             // The worker never saw it. We hold its reference now, and the
             // caller holds one too, so this is not the last.
             entry.keep_withdrawn_reference();
@@ -417,6 +427,30 @@ impl Shared {
         };
         // Not `unwrap_or`: it would drop the unused default, a call per cancel.
         Some(task.unwrap_or_else(|| Task::Wake(None)))
+    }
+
+    /// `cancel_at`, then `release`, for the only holder of `key` (a `Sleep`).
+    /// If the entry still waits in a lane, withdrawing it is the whole
+    /// cancel: no other handle names it, and neither the driver nor
+    /// `stop()` took it, so its state, references and task are the
+    /// caller's, with no swap on the entry. Returns the task if this cancel
+    /// won it, for the caller to drop.
+    /// `mark` is where the key was queued, as `schedule` returned
+    /// it: the cell is reached while the entry is on its way into the
+    /// cache.
+    #[inline(always)]
+    pub(crate) fn cancel_sole(&self, key: Key, mark: u32) -> Option<Task> {
+        let entry = self.entry(key);
+        entry.prefetch();
+        if self.intake.withdraw_at(mark, key) {
+            self.uncount_here();
+            let task = entry.vacate_withdrawn();
+            self.keep_free(key, entry);
+            return task;
+        }
+        let task = self.cancel_at(key, mark);
+        self.release(key);
+        task
     }
 
     /// A cancelled entry the worker took from the intake: it is filed, or
@@ -442,9 +476,16 @@ impl Shared {
         let entry = self.entry(key);
         if entry.release() {
             drop(entry.vacate()); // may run user code: before the lane
-            if !self.intake.push_free(key, entry) {
-                self.slots.push_free(key, entry);
-            }
+            self.keep_free(key, entry);
+        }
+    }
+
+    /// Keeps a vacated slot for this thread's next schedule, if this thread
+    /// has a lane with room, or else frees it to the arena.
+    #[inline(always)]
+    fn keep_free(&self, key: Key, entry: &Entry) {
+        if !self.intake.push_free(key, entry) {
+            self.slots.push_free(key, entry);
         }
     }
 

@@ -64,6 +64,7 @@
 use crate::engine::clock::Nanos;
 use crate::engine::key::Key;
 use crate::engine::packed_task::{Kind, PackedTask};
+use crate::engine::prefetch::prefetch;
 use crate::engine::sync::{spin, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
 use crate::engine::task::Task;
 
@@ -166,6 +167,29 @@ impl Entry {
         if Kind::from_bits(self.task_word.load(Ordering::Relaxed)) == Kind::Empty {
             return None; // the common case: fired or cancelled, task taken
         }
+        self.with_task_alone(Option::take)
+    }
+
+    /// Starts loading the entry into the cache: both lines, when it
+    /// straddles two (see `prefetch.rs`).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self) {
+        prefetch(&self.state);
+        prefetch(&self.deadline);
+        prefetch(&self.task);
+    }
+
+    /// Empties an entry that its only holder withdrew from its lane
+    /// (see `Shared::cancel_sole`), and returns its task. Nobody else can
+    /// name it: no handle, and neither the driver nor `stop()` took it from
+    /// the lane. So plain stores do, where a cancel and a release would each
+    /// swap.
+    #[inline(always)]
+    pub(crate) fn vacate_withdrawn(&self) -> Option<Task> {
+        debug_assert_eq!(self.state.load(Ordering::Relaxed), PENDING);
+        debug_assert_eq!(self.refs.load(Ordering::Relaxed), 2);
+        self.state.store(CANCELLED, Ordering::Relaxed);
+        self.refs.store(0, Ordering::Relaxed);
         self.with_task_alone(Option::take)
     }
 
@@ -434,8 +458,10 @@ impl Entry {
         let word = self.task_word.load(Ordering::Relaxed);
         debug_assert!(word & LOCKED == 0, "nobody else holds it");
         // SAFETY: only the filler of a slot taken from a free list, the
-        // holder of its last reference (see `slots.rs`), or the cancel that
-        // won the entry from `PENDING` (see `take_task_won`) calls this.
+        // holder of its last reference (see `slots.rs`), the cancel that
+        // won the entry from `PENDING` (see `take_task_won`), or the only
+        // holder that withdrew it from its lane (`vacate_withdrawn`) calls
+        // this.
         // Nothing else touches `task` until this returns. The acquire that
         // made this thread the one (the free-list pop, the last `release`,
         // the winning swap) orders it after every earlier access.
