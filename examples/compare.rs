@@ -5,8 +5,15 @@
 //!
 //! The first row is the RPC pattern (`support/rpc.rs`): timeouts
 //! cancelled 1-60 ms after they are made, as whole-process CPU per timeout
-//! less a harness that makes none. The back-to-back rows after it cancel
-//! at once, before the worker sees the timeout.
+//! less a harness that makes none (the median of five runs). tokio-util's
+//! `DelayQueue` is there behind a `Mutex`, as code that shares one between
+//! threads must hold it. The back-to-back rows after it cancel at once,
+//! before the worker sees the timeout.
+//!
+//!     cargo run --release --example compare -- --rpc 'tokio::time'
+//!
+//! runs one peer's RPC row alone (add `--alone` to skip the harness's run,
+//! for a whole-process timer).
 //!
 //! A peer's sleep counts as scheduled once it has been created and polled
 //! once, since tokio and async-io register on first poll. Each scenario is
@@ -62,6 +69,7 @@ fn main() {
         "tokio::time",
         "hashed-wheel-timer",
         "hashed-wheel-timer Sleep",
+        "tokio-util DelayQueue (Mutex)",
         "futures-timer",
         "async-io Timer",
     ];

@@ -8,7 +8,9 @@ use futures::FutureExt;
 use hashed_wheel_timer::{HashedWheelTimer, Timeout};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio_util::time::DelayQueue;
 
 /// Timeouts made per second by each of the two threads.
 const RATE: u64 = 125_000;
@@ -24,7 +26,18 @@ const BUCKETS: usize = 64;
 enum Held {
     Callback(Timeout),
     Future(Pin<Box<dyn Future<Output = ()> + Send>>),
+    Queued(tokio_util::time::delay_queue::Key),
     Nothing,
+}
+
+/// tokio-util's `DelayQueue` takes `&mut self`: code that shares one
+/// between threads puts it behind a lock, and a task takes what expires.
+type SharedQueue = Arc<Mutex<DelayQueue<()>>>;
+
+/// What the peers share in one run.
+struct Peers<'a> {
+    timer: &'a HashedWheelTimer,
+    queue: &'a SharedQueue,
 }
 
 /// CPU seconds (user + system) this process has used, exited threads
@@ -43,11 +56,15 @@ fn process_cpu() -> f64 {
 
 /// Makes one timeout `delay` away, as `peer` would, registered as its
 /// future would be by a first poll.
-fn make(peer: &str, timer: &HashedWheelTimer, delay: Duration) -> Held {
+fn make(peer: &str, peers: &Peers, delay: Duration) -> Held {
+    let timer = peers.timer;
     let future: Pin<Box<dyn Future<Output = ()> + Send>> = match peer {
         "harness" => return Held::Nothing,
         "hashed-wheel-timer" => {
             return Held::Callback(timer.new_timeout(|_: &Timeout| {}, delay).unwrap())
+        }
+        "tokio-util DelayQueue (Mutex)" => {
+            return Held::Queued(peers.queue.lock().unwrap().insert((), delay))
         }
         "hashed-wheel-timer Sleep" => Box::pin(timer.sleep(delay)),
         "tokio::time" => Box::pin(tokio::time::sleep(delay)),
@@ -61,17 +78,18 @@ fn make(peer: &str, timer: &HashedWheelTimer, delay: Duration) -> Held {
 }
 
 /// The response came: cancel the timeout (a future is dropped).
-fn answer(held: Held) {
+fn answer(held: Held, peers: &Peers) {
     match held {
         Held::Callback(t) => drop(t.cancel()),
         Held::Future(future) => drop(future),
+        Held::Queued(key) => drop(peers.queue.lock().unwrap().try_remove(&key)),
         Held::Nothing => {}
     }
 }
 
 /// One producer thread: makes timeouts at `RATE` for `SPAN`, cancels each
 /// answered one when its response is due. Returns those left to fire.
-fn produce(peer: &str, timer: &HashedWheelTimer, seed: u64) -> Vec<Held> {
+fn produce(peer: &str, peers: &Peers, seed: u64) -> Vec<Held> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut due: Vec<Vec<Held>> = (0..BUCKETS).map(|_| Vec::new()).collect();
     let mut unanswered = Vec::new();
@@ -84,12 +102,14 @@ fn produce(peer: &str, timer: &HashedWheelTimer, seed: u64) -> Vec<Held> {
         // Cancel what was answered by now, a millisecond at a time.
         while ms_done < ms {
             ms_done += 1;
-            due[ms_done as usize % BUCKETS].drain(..).for_each(answer);
+            for held in due[ms_done as usize % BUCKETS].drain(..) {
+                answer(held, peers);
+            }
         }
         let target = (RATE * start.elapsed().as_micros() as u64 / 1_000_000).min(total);
         while made < target {
             let delay = Duration::from_millis(rng.u64(200..=1000));
-            let held = make(peer, timer, delay);
+            let held = make(peer, peers, delay);
             if rng.u8(0..100) == 0 {
                 unanswered.push(held);
             } else {
@@ -105,6 +125,18 @@ fn produce(peer: &str, timer: &HashedWheelTimer, seed: u64) -> Vec<Held> {
     unanswered
 }
 
+/// The task that takes expired items from a shared `DelayQueue`. An empty
+/// queue ends its stream until the next insert, so the task then waits a
+/// millisecond before it looks again.
+async fn take_expired(queue: SharedQueue) {
+    loop {
+        let expired = std::future::poll_fn(|cx| queue.lock().unwrap().poll_expired(cx)).await;
+        if expired.is_none() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
 /// CPU seconds the whole run of `peer` took, every deadline passed.
 fn run_cpu(peer: &str) -> f64 {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -113,14 +145,21 @@ fn run_cpu(peer: &str) -> f64 {
         .build()
         .unwrap();
     let timer = HashedWheelTimer::new();
+    let queue = SharedQueue::default();
     let before = process_cpu();
+    let expiring =
+        (peer == "tokio-util DelayQueue (Mutex)").then(|| rt.spawn(take_expired(queue.clone())));
+    let peers = Peers {
+        timer: &timer,
+        queue: &queue,
+    };
     let left: Vec<Vec<Held>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..THREADS as u64)
             .map(|seed| {
-                let (rt, timer) = (&rt, &timer);
+                let (rt, peers) = (&rt, &peers);
                 s.spawn(move || {
                     let _rt = rt.enter();
-                    produce(peer, timer, seed)
+                    produce(peer, peers, seed)
                 })
             })
             .collect();
@@ -129,6 +168,7 @@ fn run_cpu(peer: &str) -> f64 {
     // Let the 1 % fire: the latest deadline is 1 s after the last one made.
     std::thread::sleep(Duration::from_millis(1_100));
     let cpu = process_cpu() - before;
+    expiring.into_iter().for_each(|task| task.abort());
     drop(left);
     drop(rt);
     cpu
