@@ -187,7 +187,8 @@ impl HashedWheelTimer {
         initial_delay: Duration,
     ) -> Result<Timeout, TimerError> {
         let deadline = self.shared().clock.deadline_after(initial_delay);
-        self.schedule_entry(deadline, Task::periodic(task))
+        let urgent = self.shared().is_urgent_delay(initial_delay);
+        self.schedule_entry(deadline, Task::periodic(task), urgent)
     }
 }
 

@@ -408,6 +408,13 @@ mod tests {
         assert_eq!(live(), 0, "all back once the futures are gone");
     }
 
+    /// The memory row of `examples/compare` boxes a `Sleep` per pending
+    /// timeout: 40 bytes, a 48-byte heap chunk.
+    #[test]
+    fn a_sleep_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<Sleep>(), 40);
+    }
+
     #[test]
     fn a_dropped_sleep_leaves_the_wheel_within_a_tick() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();

@@ -148,8 +148,10 @@ impl HashedWheelTimer {
     {
         // Whatever the task returns is dropped, as Netty's `void run`.
         let task = Closure(move |t: &Timeout| drop(task(t)));
-        let deadline = self.shared().clock.deadline_after(delay);
-        self.schedule_entry(deadline, Task::callback(Box::new(task)))
+        let shared = self.shared();
+        let deadline = shared.clock.deadline_after(delay);
+        let urgent = shared.is_urgent_delay(delay);
+        self.schedule_entry(deadline, Task::callback(Box::new(task)), urgent)
     }
 
     /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`], such as one
@@ -162,14 +164,21 @@ impl HashedWheelTimer {
     ) -> Result<Timeout, TimerError> {
         let shared = self.shared();
         let deadline = shared.clock.deadline_after(delay);
-        self.schedule_entry(deadline, Task::callback(Box::new(task)))
+        let urgent = shared.is_urgent_delay(delay);
+        self.schedule_entry(deadline, Task::callback(Box::new(task)), urgent)
     }
 
     #[inline]
-    pub(crate) fn schedule_entry(&self, deadline: u64, task: Task) -> Result<Timeout, TimerError> {
+    /// `urgent`: see `Shared::is_urgent`.
+    pub(crate) fn schedule_entry(
+        &self,
+        deadline: u64,
+        task: Task,
+        urgent: bool,
+    ) -> Result<Timeout, TimerError> {
         let shared = self.shared();
         self.ensure_worker()?;
-        let (key, mark) = shared.schedule(deadline, task)?;
+        let (key, mark) = shared.schedule(deadline, task, urgent)?;
         Ok(Timeout::queued_at(key, mark, shared))
     }
 
@@ -181,7 +190,9 @@ impl HashedWheelTimer {
         waker: Waker,
     ) -> Result<(Key, u32), TimerError> {
         self.ensure_worker()?;
-        Ok(self.shared().schedule(deadline, Task::Wake(Some(waker)))?)
+        let shared = self.shared();
+        let urgent = shared.is_urgent(deadline);
+        Ok(shared.schedule(deadline, Task::Wake(Some(waker)), urgent)?)
     }
 
     #[inline(always)]

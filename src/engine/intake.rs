@@ -27,10 +27,9 @@ use crossbeam_queue::SegQueue;
 use crate::engine::entry::Entry;
 use crate::engine::hold::{LaneHold, Policy, Reading};
 use crate::engine::key::Key;
-use crate::engine::lane::{unmark, Lane, KEEP_WHEN_ASKED};
+use crate::engine::lane::{unmark, withdraw, Lane, KEEP_WHEN_ASKED};
 use crate::engine::local;
-use crate::engine::prefetch::prefetch;
-use crate::engine::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
+use crate::engine::sync::{AtomicBool, AtomicU32, AtomicUsize, Mutex, Ordering};
 
 /// Lanes per timer: at most this many threads queue without contention.
 const MAX_LANES: usize = 256;
@@ -224,29 +223,15 @@ impl Intake {
     /// again elsewhere), but a cell holding this key is always its place.
     #[inline(always)]
     pub(crate) fn withdraw_at(&self, mark: u32, key: Key) -> bool {
-        let Some((lane, cell)) = unmark(mark) else {
-            return false;
-        };
-        self.lanes
-            .get(lane)
-            .and_then(OnceLock::get)
-            .is_some_and(|lane| lane.withdraw(cell, key))
+        self.cell_at(mark).is_some_and(|cell| withdraw(cell, key))
     }
 
-    /// Starts loading the cell at `mark` into the cache, for a withdrawal
-    /// that is to follow a read of the entry: the two misses overlap.
+    /// The lane cell at `mark`, if `mark` names one: to prefetch, then to
+    /// `withdraw` from, with one look-up.
     #[inline(always)]
-    pub(crate) fn prefetch_cell(&self, mark: u32) {
-        if let Some((lane, cell)) = unmark(mark) {
-            if let Some(cell) = self
-                .lanes
-                .get(lane)
-                .and_then(OnceLock::get)
-                .and_then(|l| l.cell(cell))
-            {
-                prefetch(cell);
-            }
-        }
+    pub(crate) fn cell_at(&self, mark: u32) -> Option<&AtomicU32> {
+        let (lane, cell) = unmark(mark)?;
+        self.lanes.get(lane)?.get()?.cell(cell)
     }
 
     /// Passes every queued key to `out`, the lanes' first, holding none

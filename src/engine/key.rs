@@ -1,31 +1,35 @@
 //! The name of an entry in its timer's arena (see `slots.rs`): an index,
 //! with the packing the arena's and the wheel's links use.
 
-/// The name of an entry in its timer's `Slots`.
+use std::num::NonZeroU32;
+
+/// The name of an entry in its timer's `Slots`: its index + 1, so that an
+/// `Option<Key>` takes 4 bytes (a `Sleep` holds one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Key(u32);
+pub(crate) struct Key(NonZeroU32);
 
 impl Key {
-    /// The key of the entry at `index` in the arena.
+    /// The key of the entry at `index` in the arena, which holds fewer
+    /// than `u32::MAX` entries.
     #[inline(always)]
     pub(crate) fn at(index: u32) -> Key {
-        Key(index)
+        Key(NonZeroU32::new(index.wrapping_add(1)).expect("an index below u32::MAX"))
     }
 
     /// The key packed with `Key::pack`, or `None` for 0.
     #[inline(always)]
     pub(crate) fn unpack(link: u32) -> Option<Key> {
-        link.checked_sub(1).map(Key)
+        NonZeroU32::new(link).map(Key)
     }
 
-    /// The key + 1, so that 0 can mean "none" in a link.
+    /// The key as a nonzero `u32`, so that 0 can mean "none" in a link.
     #[inline(always)]
     pub(crate) fn pack(self) -> u32 {
-        self.0 + 1
+        self.0.get()
     }
 
     #[inline(always)]
     pub(crate) fn index(self) -> usize {
-        self.0 as usize
+        self.0.get() as usize - 1
     }
 }

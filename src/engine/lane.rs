@@ -134,6 +134,15 @@ pub(crate) struct View {
     pub(crate) spilling: bool,
 }
 
+/// Any thread: takes `key` back out of `cell`, a lane's, if the worker has
+/// not taken it yet. True if it did; the caller then holds the reference
+/// the queue held.
+#[inline(always)]
+pub(crate) fn withdraw(cell: &AtomicU32, key: Key) -> bool {
+    cell.compare_exchange(key.pack(), 0, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+}
+
 /// Where a queued entry sits, for a withdrawal: lane index + 1 and cell.
 pub(crate) fn cell_mark(lane: u32, cell: u64) -> u32 {
     (lane + 1) << RING_BITS | cell as u32
@@ -314,18 +323,13 @@ impl Lane {
         head
     }
 
-    /// Any thread: takes `key` back out of `cell` if the worker has not
-    /// taken it yet. True if it did; the caller then holds the reference
-    /// the queue held.
-    #[inline(always)]
+    /// `withdraw` (the function) on the cell at `cell`, for tests.
+    #[cfg(test)]
     pub(crate) fn withdraw(&self, cell: usize, key: Key) -> bool {
-        self.cells.get(cell).is_some_and(|c| {
-            c.compare_exchange(key.pack(), 0, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        })
+        self.cells.get(cell).is_some_and(|c| withdraw(c, key))
     }
 
-    /// The cell at `cell`, to prefetch before a withdrawal.
+    /// The cell at `cell`, for `withdraw` (the function).
     #[inline(always)]
     pub(crate) fn cell(&self, cell: usize) -> Option<&AtomicU32> {
         self.cells.get(cell)

@@ -27,17 +27,19 @@ use std::any::Any;
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
 
 use crossbeam_queue::SegQueue;
 
-use crate::engine::clock::{Clock, Nanos};
+use crate::engine::clock::{saturating_nanos, Clock, Nanos};
 use crate::engine::entry::{CancelOutcome, Entry};
 use crate::engine::handoff::Handoff;
 use crate::engine::hold::Policy;
 use crate::engine::intake::{Holds, Intake, Queued};
 use crate::engine::jobs::Jobs;
 use crate::engine::key::Key;
-use crate::engine::lane::Lane;
+use crate::engine::lane::{withdraw, Lane};
+use crate::engine::prefetch::prefetch;
 use crate::engine::refusal::Refusal;
 use crate::engine::slots::{Slots, MAX_ENTRIES};
 use crate::engine::sync::{
@@ -306,10 +308,15 @@ impl Shared {
 
     /// The producer path: counts, queues and, if needed, wakes the worker.
     /// The new entry has two references: the timer's, and the caller's.
-    /// Also returns where the key waits in a lane (or 0), for a handle to
-    /// keep: see `cancel_at`.
+    /// `urgent` as `is_urgent` says. Also returns where the key waits in a
+    /// lane (or 0), for a handle to keep: see `cancel_at`.
     #[inline(always)]
-    pub(crate) fn schedule(&self, deadline: Nanos, task: Task) -> Result<(Key, u32), Refusal> {
+    pub(crate) fn schedule(
+        &self,
+        deadline: Nanos,
+        task: Task,
+        urgent: bool,
+    ) -> Result<(Key, u32), Refusal> {
         if self.is_shutdown() {
             return Err(Refusal::Shutdown);
         }
@@ -330,7 +337,6 @@ impl Shared {
             });
         };
         entry.occupy(deadline, task, 2);
-        let urgent = self.is_urgent(deadline);
         let queued = self.intake.push_on(lane, key, entry, urgent);
         let mark = queued.mark;
         if !self.after_push(queued, entry) && self.take_back(key) {
@@ -358,10 +364,18 @@ impl Shared {
     }
 
     /// True if a timeout due at `deadline`, queued now, must be filed at
-    /// the driver's next look rather than held in its lane.
+    /// the driver's next look rather than held in its lane (see
+    /// `hold.rs`). Reads the clock.
     #[inline(always)]
-    fn is_urgent(&self, deadline: Nanos) -> bool {
+    pub(crate) fn is_urgent(&self, deadline: Nanos) -> bool {
         !self.clock.is_at_least_from_now(deadline, self.urgent_nanos)
+    }
+
+    /// `is_urgent` for a deadline `delay` after a reading of the clock
+    /// just taken: no second reading.
+    #[inline(always)]
+    pub(crate) fn is_urgent_delay(&self, delay: Duration) -> bool {
+        saturating_nanos(delay) < self.urgent_nanos
     }
 
     /// The rest of `enqueue`, once the entry is queued.
@@ -406,13 +420,16 @@ impl Shared {
     /// into the cache while the entry is read.
     #[inline(always)]
     pub(crate) fn cancel_at(&self, key: Key, mark: u32) -> Option<Task> {
-        self.intake.prefetch_cell(mark);
+        let cell = self.intake.cell_at(mark);
+        if let Some(cell) = cell {
+            prefetch(cell);
+        }
         let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
         if outcome != CancelOutcome::Stopped {
             self.uncount_here();
         }
-        let withdrawn = (mark != 0 && self.intake.withdraw_at(mark, key))
+        let withdrawn = cell.is_some_and(|cell| withdraw(cell, key))
             || (entry.queue_mark() != mark && self.intake.withdraw(entry, key));
         if withdrawn {
             // The worker never saw it. We hold its reference now, and the
