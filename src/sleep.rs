@@ -194,7 +194,9 @@ impl Sleep {
         if clock.tick_of(self.deadline_nanos) >= clock.tick_of(shared.entry(key).deadline()) {
             return; // in time; a poll re-arms it if early
         }
-        let already_due = clock.has_passed(self.deadline_nanos);
+        let upper = clock.upper_bound();
+        let already_due = clock.has_passed_by(self.deadline_nanos, upper);
+        let urgent = shared.is_urgent_by(self.deadline_nanos, upper);
         self.entry = None;
         let cancelled = shared.cancel_sole(key, self.mark);
         // Lost to the worker or to `stop()`: the task was woken, and its
@@ -209,7 +211,7 @@ impl Sleep {
         }
         match self
             .timer
-            .schedule_waker(self.deadline_nanos, waker.clone())
+            .schedule_waker(self.deadline_nanos, waker.clone(), urgent)
         {
             Ok((key, mark)) => {
                 self.entry = Some(key);
@@ -223,22 +225,27 @@ impl Sleep {
     /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)` if
     /// the timer stopped before it.
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
-        if self.is_elapsed() {
+        let shared = self.timer.shared();
+        // One reading of the clock, for "elapsed?" and, if not, "urgent?".
+        let mut upper = shared.clock.upper_bound();
+        if shared.clock.has_passed_by(self.deadline_nanos, upper) {
             return Poll::Ready(Ok(()));
         }
         if let Some(key) = self.entry {
-            if still_waiting(self.timer.shared().entry(key), cx.waker()) {
+            if still_waiting(shared.entry(key), cx.waker()) {
                 return Poll::Pending;
             }
             // Spent: it fired (maybe just now, after the check above) or the
             // timer stopped. Only a deadline still ahead needs a new entry.
-            if self.is_elapsed() {
+            upper = shared.clock.upper_bound();
+            if shared.clock.has_passed_by(self.deadline_nanos, upper) {
                 return Poll::Ready(Ok(()));
             }
         }
+        let urgent = shared.is_urgent_by(self.deadline_nanos, upper);
         match self
             .timer
-            .schedule_waker(self.deadline_nanos, cx.waker().clone())
+            .schedule_waker(self.deadline_nanos, cx.waker().clone(), urgent)
         {
             Ok((key, mark)) => {
                 self.set_entry(Some(key));

@@ -183,16 +183,18 @@ impl HashedWheelTimer {
     }
 
     /// Schedules a future's waker, the payload of `Sleep`.
-    /// Returns the key and where it was queued (see `Shared::cancel_sole`).
+    /// `urgent`: see `Shared::is_urgent`. Returns the key and where it was
+    /// queued (see `Shared::cancel_sole`).
     pub(crate) fn schedule_waker(
         &self,
         deadline: u64,
         waker: Waker,
+        urgent: bool,
     ) -> Result<(Key, u32), TimerError> {
         self.ensure_worker()?;
-        let shared = self.shared();
-        let urgent = shared.is_urgent(deadline);
-        Ok(shared.schedule(deadline, Task::Wake(Some(waker)), urgent)?)
+        Ok(self
+            .shared()
+            .schedule(deadline, Task::Wake(Some(waker)), urgent)?)
     }
 
     #[inline(always)]

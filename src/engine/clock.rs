@@ -75,22 +75,24 @@ impl Clock {
     /// upper bound of `tsc.rs` has surely not passed, and then the exact
     /// clock is not read.
     pub(crate) fn has_passed(&self, deadline: Nanos) -> bool {
-        if self.manual.is_none() && deadline > self.upper_now() {
-            return false;
-        }
-        self.now() >= deadline
+        self.has_passed_by(deadline, self.upper_bound())
     }
 
-    /// `deadline >= now() + span`, or close to it: a real clock compares
-    /// with an upper bound of `now()`, so it may say false a few
-    /// microseconds early, never true.
+    /// `has_passed`, given `upper`, an `upper_bound()` just read: a caller
+    /// that needs the reading for more than this reads the clock once.
     #[inline(always)]
-    pub(crate) fn is_at_least_from_now(&self, deadline: Nanos, span: Nanos) -> bool {
-        let now = match &self.manual {
+    pub(crate) fn has_passed_by(&self, deadline: Nanos, upper: Nanos) -> bool {
+        deadline <= upper && self.now() >= deadline
+    }
+
+    /// At least `now()`: on a real clock, at most a few microseconds more,
+    /// read cheaply (see `tsc.rs`); on a manual clock, `now()`.
+    #[inline(always)]
+    pub(crate) fn upper_bound(&self) -> Nanos {
+        match &self.manual {
             Some(manual) => manual.now.load(Ordering::Acquire),
             None => self.upper_now(),
-        };
-        deadline >= now.saturating_add(span)
+        }
     }
 
     /// At least `now()`, and at most a few microseconds more.

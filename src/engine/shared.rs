@@ -368,7 +368,13 @@ impl Shared {
     /// `hold.rs`). Reads the clock.
     #[inline(always)]
     pub(crate) fn is_urgent(&self, deadline: Nanos) -> bool {
-        !self.clock.is_at_least_from_now(deadline, self.urgent_nanos)
+        self.is_urgent_by(deadline, self.clock.upper_bound())
+    }
+
+    /// `is_urgent`, given `upper`, a `Clock::upper_bound()` just read.
+    #[inline(always)]
+    pub(crate) fn is_urgent_by(&self, deadline: Nanos, upper: Nanos) -> bool {
+        deadline < upper.saturating_add(self.urgent_nanos)
     }
 
     /// `is_urgent` for a deadline `delay` after a reading of the clock
