@@ -605,7 +605,9 @@ mod tests {
                 .shared()
                 .planned_wake
                 .load(std::sync::atomic::Ordering::SeqCst);
-            planned != BUSY && planned != IDLE && planned > 100
+            // Later than the 20 ms timeout below: it must wake the worker.
+            let later = timer.shared().clock.now() + 40_000_000;
+            planned != BUSY && planned != IDLE && planned > later
         };
         let cancelled_young = eventually(|| {
             for _ in 0..100 {

@@ -130,13 +130,6 @@ impl Clock {
         tick_of(deadline, self.tick_nanos)
     }
 
-    /// `tick_of(deadline) < tick`, with a multiplication instead of a
-    /// division: this is on every schedule's path.
-    #[inline]
-    pub(crate) fn due_before(&self, deadline: Nanos, tick: u64) -> bool {
-        tick != 0 && deadline <= (tick - 1).saturating_mul(self.tick_nanos)
-    }
-
     /// The last tick that has fully ended at `now`, but never the tick of
     /// a saturated deadline (`u64::MAX`): that one means never.
     pub(crate) fn ticks_at(&self, now: Nanos) -> u64 {
@@ -186,25 +179,6 @@ mod tests {
                 "first such tick"
             );
         }
-    }
-
-    #[test]
-    fn due_before_agrees_with_tick_of() {
-        let clock = Clock::new(10, true);
-        for deadline in 0..200u64 {
-            for tick in (0..25).chain([u64::MAX - 1, u64::MAX]) {
-                let expected = clock.tick_of(deadline) < tick;
-                assert_eq!(
-                    clock.due_before(deadline, tick),
-                    expected,
-                    "{deadline} {tick}"
-                );
-            }
-        }
-        assert!(
-            clock.due_before(u64::MAX, u64::MAX),
-            "even the latest, when idle"
-        );
     }
 
     #[test]

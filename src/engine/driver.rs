@@ -76,57 +76,78 @@ impl Shared {
         }
     }
 
-    /// The worker, at tick `now`, about to sleep until tick `next` (`None`:
-    /// until woken): publishes that in `planned_wake`, then looks at what
-    /// producers queued meanwhile (see `file_late_arrivals`). Returns when
-    /// to wake, or `Err` to go round again at once.
-    pub(crate) fn plan_sleep(&self, now: u64, next: Option<u64>) -> Result<Option<u64>, ()> {
-        self.planned_wake
-            .store(next.unwrap_or(IDLE), Ordering::SeqCst);
+    /// The worker, at tick `now`, about to sleep until the time `wake`
+    /// (`None`: until woken): publishes that in `planned_wake`, then looks
+    /// at what producers queued meanwhile (see `file_late_arrivals`).
+    /// Returns when to wake, or `Err` to go round again at once.
+    pub(crate) fn plan_sleep(&self, now: u64, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
+        // A deadline a tick or more before the wake-up would fire late.
+        let planned = wake.map_or(IDLE, |wake| wake.saturating_sub(self.config.tick_nanos));
+        self.planned_wake.store(planned, Ordering::SeqCst);
         // Pairs with the producer's push; fence; load of `planned_wake`.
         fence(Ordering::SeqCst);
         if self.is_shutdown() {
             return Err(());
         }
-        self.file_late_arrivals(now, next)
+        self.file_late_arrivals(now, wake)
     }
 
-    /// The worker, after publishing that it sleeps until tick `next`:
-    /// looks at what producers queued while it was busy (they saw it busy
-    /// and did not wake it). Files what must not wait, and returns when it
-    /// must wake instead (`next`, or sooner for keys it holds); `Err` if it
-    /// must go round again at once: more is queued than one drain takes,
-    /// or something filed is due before `next`.
+    /// When the worker must wake for what the wheel holds: at the end of
+    /// the next tick with work, or a little later if one wake-up can then
+    /// fire the tick after it too, none more than a tick late (see
+    /// `Wheel::one_wake_for_two_ticks`).
+    pub(crate) fn wheel_wake(&self, core: &Core) -> Option<Nanos> {
+        let tick = core.wheel.next_work_tick()?;
+        let end = self.clock.time_of(tick);
+        Some(
+            core.wheel
+                .one_wake_for_two_ticks(&self.slots, tick)
+                .map_or(end, |both| both.max(end)),
+        )
+    }
+
+    /// The worker, after publishing that it sleeps until `wake`: looks at
+    /// what producers queued while it was busy (they saw it busy and did
+    /// not wake it). Files what must not wait, and returns when it must
+    /// wake instead (`wake`, or sooner for keys it holds); `Err` if it must
+    /// go round again at once: more is queued than one drain takes, or
+    /// something filed is due before `wake`.
     ///
     /// Going round again whenever the intake was not empty would keep the
     /// worker spinning beside a busy producer, filing each timeout just
     /// before its producer cancels it.
-    fn file_late_arrivals(&self, now: u64, next: Option<u64>) -> Result<Option<u64>, ()> {
+    fn file_late_arrivals(&self, now: u64, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         let mut core = self.lock_core();
         let arrivals = self.intake.arrivals(&mut core.holds);
-        let next = earliest(next, arrivals.look_by);
+        let wake = earliest(wake, arrivals.look_by.map(|tick| self.clock.time_of(tick)));
         if !arrivals.more {
-            return Ok(next);
+            return Ok(wake);
         }
         let drained = self.drain_intake(&mut core, now);
-        let sooner = core
-            .wheel
-            .next_work_tick()
-            .is_some_and(|filed| next.map_or(true, |next| filed < next));
+        let sooner = self
+            .wheel_wake(&core)
+            .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
         if drained.more || sooner {
             return Err(());
         }
-        Ok(earliest(next, drained.look_by))
+        Ok(earliest(
+            wake,
+            drained.look_by.map(|tick| self.clock.time_of(tick)),
+        ))
     }
 
     /// One worker step: everything due up to `now_tick` lands in `due`.
     /// Says whether the intake still holds entries due to be filed (the
     /// cap was hit), and by when the worker must look at those it holds.
-    pub(crate) fn step(&self, now_tick: u64, due: &mut Vec<Key>) -> Drain {
+    ///
+    /// `now` is the time: a worker woken between two tick ends also fires
+    /// what in the next tick is due by then (see `wheel_wake`).
+    pub(crate) fn step(&self, now: Nanos, now_tick: u64, due: &mut Vec<Key>) -> Drain {
         let mut core = self.lock_core();
         self.remove_cancelled(&mut core, now_tick, false);
         let drained = self.drain_intake(&mut core, now_tick);
         while core.wheel.expire_next(&self.slots, now_tick, due).is_some() {}
+        core.wheel.expire_due_next_tick(&self.slots, now, due);
         drained
     }
 

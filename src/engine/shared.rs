@@ -3,10 +3,11 @@
 //!
 //! # Waking the worker
 //!
-//! The worker publishes the tick it sleeps until in `planned_wake`
-//! (`u64::MAX` when parked for good, 0 while it is busy and will look at the
-//! queue anyway). A producer pushes, then reads `planned_wake`, and unparks
-//! only if its deadline is earlier. The worker stores `planned_wake`, then
+//! The worker publishes in `planned_wake` the earliest deadline it will
+//! fire within a tick if it sleeps as planned: one tick before the time it
+//! wakes (`u64::MAX` when parked for good, 0 while it is busy and will
+//! look at the queue anyway). A producer pushes, then reads `planned_wake`,
+//! and unparks only if its deadline is earlier. The worker stores `planned_wake`, then
 //! re-checks the queue before it parks. A `SeqCst` fence on each side
 //! (store; fence; load) means at least one of them sees the other, so no
 //! wake-up is lost and a later deadline costs no unpark.
@@ -395,11 +396,7 @@ impl Shared {
         if queued.look {
             self.request_housekeeping();
         }
-        if queued.wake
-            || self
-                .clock
-                .due_before(deadline, self.planned_wake.load(Ordering::SeqCst))
-        {
+        if queued.wake || deadline < self.planned_wake.load(Ordering::SeqCst) {
             self.unpark_worker();
         }
         true

@@ -1,9 +1,12 @@
 //! The worker thread: one per timer with a real clock, started by the first
 //! timeout, ended by `stop()` or by dropping the last timer handle.
 //!
-//! Each loop: step the wheel up to the current tick, fire what is due, then
-//! sleep until the next tick with work. With nothing pending it parks with
-//! no timeout, so an idle timer costs no wake-ups at all.
+//! Each loop: step the wheel up to the current tick (and fire what in the
+//! next tick is due by now), fire what is due, then sleep until the next
+//! tick with work, or a little past its end if one wake-up can then serve
+//! the tick after it too, with nothing more than a tick late (see
+//! `Shared::wheel_wake`). With nothing pending it parks with no timeout,
+//! so an idle timer costs no wake-ups at all.
 //!
 //! Except while producers cancel timeouts young: when the worker finds
 //! cells withdrawn from the lanes and an empty wheel, it sleeps one round
@@ -60,32 +63,33 @@ fn run(shared: Arc<Shared>) {
         }
         #[cfg(test)]
         shared.worker_rounds.fetch_add(1, Ordering::Relaxed);
-        let now_tick = clock.ticks_at(clock.now());
-        let drained = shared.step(now_tick, &mut due);
+        let now = clock.now();
+        let now_tick = clock.ticks_at(now);
+        let drained = shared.step(now, now_tick, &mut due);
         shared.fire(&mut due);
 
         let cancelling_young = shared.intake.take_saw_withdrawn();
+        let at_tick = |tick: u64| Some(clock.time_of(tick));
         let mut next = {
             let core = shared.lock_core();
-            let linger = || now_tick.saturating_add(core.wheel.ticks_per_round());
-            core.wheel
-                .next_work_tick()
+            let linger = || clock.time_of(now_tick.saturating_add(core.wheel.ticks_per_round()));
+            shared
+                .wheel_wake(&core)
                 .or_else(|| cancelling_young.then(linger))
         };
-        next = earliest(next, drained.look_by);
+        next = earliest(next, drained.look_by.and_then(at_tick));
         if drained.more {
-            next = Some(now_tick.saturating_add(1));
+            next = at_tick(now_tick.saturating_add(1));
         }
         if shared.housekeeping_requested.load(Ordering::SeqCst) {
-            next = earliest(next, Some(now_tick.saturating_add(1)));
+            next = earliest(next, at_tick(now_tick.saturating_add(1)));
         }
         let Ok(next) = shared.plan_sleep(now_tick, next) else {
             continue;
         };
         match next {
             None => thread::park(),
-            Some(tick) => {
-                let wake_at = clock.time_of(tick);
+            Some(wake_at) => {
                 let now = clock.now();
                 if wake_at > now {
                     thread::park_timeout(Duration::from_nanos(wake_at - now));

@@ -61,6 +61,11 @@ impl List {
         }
     }
 
+    /// The keys in order, for a walk that does not change the list.
+    pub(crate) fn iter<'s>(&self, slots: &'s Slots) -> impl Iterator<Item = Key> + 's {
+        std::iter::successors(self.head, move |&key| slots.get(key).next_link())
+    }
+
     /// Removes and returns the head.
     pub(crate) fn pop_front(&mut self, slots: &Slots) -> Option<Key> {
         let head = self.head?;

@@ -38,7 +38,7 @@ mod list;
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
-use crate::engine::clock::tick_of;
+use crate::engine::clock::{tick_of, Nanos};
 use crate::engine::entry::Entry;
 use crate::engine::key::Key;
 use crate::engine::slots::Slots;
@@ -169,6 +169,57 @@ impl Wheel {
         Some(tick)
     }
 
+    /// A time, past `tick`'s end, at which one wake-up could fire all of
+    /// `tick` and all of the tick after it with none more than a tick
+    /// late: the latest deadline of the next tick, if it is within a tick
+    /// of `tick`'s earliest. `None` if there is no such time, or the ticks
+    /// are not both in the current round (a later round's entries wait in
+    /// one list for the whole round, too long to walk). Walks the two
+    /// buckets: their entries are the next to fire, and few.
+    pub(crate) fn one_wake_for_two_ticks(&self, slots: &Slots, tick: u64) -> Option<Nanos> {
+        let next = tick.checked_add(1)?;
+        let (Place::Bucket(this), Place::Bucket(after)) =
+            (self.place_of(tick), self.place_of(next))
+        else {
+            return None;
+        };
+        let deadlines = |bucket: usize| {
+            List::unpack(self.buckets[bucket])
+                .iter(slots)
+                .map(|key| slots.get(key).deadline())
+        };
+        let last_after = deadlines(after).max()?;
+        let first = deadlines(this).min()?;
+        (last_after <= first.saturating_add(self.tick_nanos)).then_some(last_after)
+    }
+
+    /// Appends to `due`, in bucket order, the entries filed under the
+    /// tick after the current one whose deadline is at or before `now`,
+    /// ahead of that tick's end: a driver that woke between two tick ends
+    /// fires what is due by then.
+    pub(crate) fn expire_due_next_tick(&mut self, slots: &Slots, now: Nanos, due: &mut Vec<Key>) {
+        let Place::Bucket(bucket) = self.place_of(self.current.saturating_add(1)) else {
+            return;
+        };
+        if self.buckets[bucket].is_none() {
+            return;
+        }
+        let before = due.len();
+        self.with_list(Place::Bucket(bucket), |list| {
+            let mut at = list.head;
+            while let Some(key) = at {
+                let entry = slots.get(key);
+                at = entry.next_link();
+                if entry.deadline() <= now {
+                    list.unlink(slots, key);
+                    entry.set_in_wheel(false);
+                    due.push(key);
+                }
+            }
+        });
+        self.len -= due.len() - before;
+    }
+
     /// Moves round `round` from `overflow` into the (empty) buckets.
     fn cascade(&mut self, slots: &Slots, round: u64) {
         let Some(mut list) = self.overflow.remove(&round) else {
@@ -255,6 +306,49 @@ mod tests {
         let key = entry(slots, deadline);
         wheel.insert(slots, key);
         key
+    }
+
+    /// Ticks of 10 ns: deadlines 11-20 are tick 2's, 21-30 tick 3's.
+    fn wheel_of_10ns_ticks() -> (Wheel, Slots) {
+        (Wheel::new(64, 10), Slots::new())
+    }
+
+    #[test]
+    fn one_wake_up_serves_two_ticks_only_if_none_is_more_than_a_tick_late() {
+        let (mut wheel, slots) = wheel_of_10ns_ticks();
+        insert(&mut wheel, &slots, 14);
+        assert_eq!(
+            wheel.one_wake_for_two_ticks(&slots, 2),
+            None,
+            "tick 3 is empty"
+        );
+        insert(&mut wheel, &slots, 22);
+        insert(&mut wheel, &slots, 23);
+        // Tick 2's earliest is 14: a wake-up at 23 fires it 9 ns late.
+        assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), Some(23));
+        insert(&mut wheel, &slots, 25);
+        // At 25 the one due at 14 would be 11 ns late: more than a tick.
+        assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), None);
+    }
+
+    #[test]
+    fn entries_of_the_next_tick_due_by_now_fire_ahead_of_its_end() {
+        let (mut wheel, slots) = wheel_of_10ns_ticks();
+        let keys: Vec<Key> = [14, 22, 23, 29]
+            .iter()
+            .map(|&d| insert(&mut wheel, &slots, d))
+            .collect();
+        let mut due = vec![];
+        assert_eq!(wheel.expire_next(&slots, 2, &mut due), Some(2));
+        wheel.expire_due_next_tick(&slots, 23, &mut due);
+        assert_eq!(due, keys[..3].to_vec(), "never one not due yet");
+        assert_eq!(wheel.len(), 1);
+        assert!(!slots.get(keys[1]).in_wheel());
+        // The rest of tick 3 fires at its end.
+        due.clear();
+        assert_eq!(wheel.expire_next(&slots, 3, &mut due), Some(3));
+        assert_eq!(due, vec![keys[3]]);
+        assert_eq!(wheel.len(), 0);
     }
 
     fn run_to(wheel: &mut Wheel, slots: &Slots, upto: u64) -> Vec<(u64, u64)> {
