@@ -79,8 +79,8 @@
 //!   70 ms or more ahead waits in its producer's lane until it is 64 ms
 //!   old, so the cancel RPC code makes a few milliseconds later happens
 //!   there, on the producer's core. In CPU per timeout, cancelled 1-60 ms
-//!   after it was made, callbacks cost about 0.55x `tokio::time`; `Sleep`
-//!   futures about the same as `tokio::time`. Cancelled at once, a
+//!   after it was made, callbacks cost about half of `tokio::time`'s CPU;
+//!   `Sleep` futures about the same as `tokio::time`. Cancelled at once, a
 //!   timeout costs about a third.
 //! - You schedule from threads with no tokio runtime, or want callbacks
 //!   rather than futures.
