@@ -168,8 +168,9 @@ impl HashedWheelTimer {
         self.schedule_entry(deadline, Task::callback(Box::new(task)), urgent)
     }
 
-    #[inline]
-    /// `urgent`: see `Shared::is_urgent`.
+    /// `urgent`: see `Shared::is_urgent`. Inlined: a 16-byte `Timeout`
+    /// returned through memory stalls its caller's first read of it.
+    #[inline(always)]
     pub(crate) fn schedule_entry(
         &self,
         deadline: u64,

@@ -233,7 +233,7 @@ impl Shared {
         let mut due = Vec::new();
         while !self.is_shutdown() {
             let upto = self.clock.ticks_at(target.load(Ordering::Acquire));
-            let (fired_tick, drained_at, current, more) = {
+            let (fired_tick, current, more, look_by) = {
                 let mut core = self.lock_core();
                 let current = core.wheel.current_tick();
                 self.remove_cancelled(&mut core, current, true);
@@ -248,14 +248,15 @@ impl Shared {
                     drained.look_by.map_or(upto, |look| upto.min(look))
                 };
                 let tick = core.wheel.expire_next(&self.slots, limit, &mut due);
-                (tick, current, core.wheel.current_tick(), more)
+                (tick, core.wheel.current_tick(), more, drained.look_by)
             };
             self.clock
                 .set_manual(self.clock.time_of(fired_tick.unwrap_or(current)));
             self.fire(&mut due);
-            // Done once the last tick's drain found nothing more to file,
-            // and nothing fired: the wheel is at `upto`.
-            if fired_tick.is_none() && !more && drained_at >= upto {
+            // Done once the wheel is at `upto` with nothing fired, nothing
+            // more to file, and no held key due to be filed by `upto`.
+            let held_due = look_by.is_some_and(|look| look <= upto);
+            if fired_tick.is_none() && !more && current >= upto && !held_due {
                 break;
             }
         }
