@@ -98,3 +98,81 @@ fn run(shared: Arc<Shared>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::HashedWheelTimer;
+    use std::time::Duration;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Polls `cond` for up to a minute.
+    fn eventually(cond: impl Fn() -> bool) -> bool {
+        (0..60_000).any(|_| {
+            cond() || {
+                std::thread::sleep(MS);
+                false
+            }
+        })
+    }
+
+    /// Invariant 4 while the worker sleeps towards a far tick, as it does
+    /// lingering a round (5.12 s at 10 ms ticks) or waiting on a timeout
+    /// 60 s away: an earlier timeout must still wake it.
+    #[test]
+    fn a_worker_sleeping_far_ahead_still_fires_an_earlier_timeout_in_time() {
+        use crate::engine::shared::{BUSY, IDLE};
+        let timer = HashedWheelTimer::builder()
+            .tick_duration(MS * 10)
+            .build()
+            .unwrap();
+        let sleeping_far = || {
+            let planned = timer
+                .shared()
+                .planned_wake
+                .load(std::sync::atomic::Ordering::SeqCst);
+            // Later than the 20 ms timeout below: it must wake the worker.
+            let later = timer.shared().clock.now() + 40_000_000;
+            planned != BUSY && planned != IDLE && planned > later
+        };
+        let cancelled_young = eventually(|| {
+            for _ in 0..100 {
+                let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
+                t.cancel();
+            }
+            sleeping_far()
+        });
+        assert!(cancelled_young, "the worker sleeps far ahead");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let start = std::time::Instant::now();
+        timer
+            .new_timeout(move |_| tx.send(()).unwrap(), MS * 20)
+            .unwrap();
+        rx.recv_timeout(Duration::from_secs(60)).expect("it fired");
+        let took = start.elapsed();
+        assert!(took < Duration::from_secs(2), "fired after {took:?}");
+    }
+
+    #[test]
+    fn a_producer_cancelling_young_timeouts_rarely_wakes_the_worker() {
+        let timer = HashedWheelTimer::new();
+        let ops = 500_000;
+        let start = std::time::Instant::now();
+        for _ in 0..ops {
+            let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
+            t.cancel();
+        }
+        // A wake-up for the first, and then one per hold (64 ms), to look
+        // at what it holds: a slower run is allowed more. Parking for good
+        // whenever the wheel emptied cost one per few timeouts.
+        let holds = start.elapsed().as_millis() / crate::engine::hold::HOLD.as_millis();
+        let rounds = timer
+            .shared()
+            .worker_rounds
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            (rounds as u128) < 2 * holds + 20,
+            "{rounds} wake-ups for {ops} timeouts in {holds} holds"
+        );
+    }
+}
