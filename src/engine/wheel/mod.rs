@@ -45,6 +45,10 @@ use crate::engine::slots::Slots;
 use bitmap::Bitmap;
 use list::List;
 
+/// The most entries a bucket may hold for `one_wake_for_two_ticks` to walk
+/// it: busier ticks have a wake-up each.
+const WALK_AT_MOST: usize = 16;
+
 /// Where an entry due at some tick is kept right now.
 #[derive(Clone, Copy)]
 enum Place {
@@ -174,8 +178,9 @@ impl Wheel {
     /// late: the latest deadline of the next tick, if it is within a tick
     /// of `tick`'s earliest. `None` if there is no such time, or the ticks
     /// are not both in the current round (a later round's entries wait in
-    /// one list for the whole round, too long to walk). Walks the two
-    /// buckets: their entries are the next to fire, and few.
+    /// one list for the whole round, too long to walk), or either holds more
+    /// than `WALK_AT_MOST` entries. Walks the two buckets: their entries are
+    /// the next to fire.
     pub(crate) fn one_wake_for_two_ticks(&self, slots: &Slots, tick: u64) -> Option<Nanos> {
         let next = tick.checked_add(1)?;
         let (Place::Bucket(this), Place::Bucket(after)) =
@@ -183,13 +188,23 @@ impl Wheel {
         else {
             return None;
         };
-        let deadlines = |bucket: usize| {
-            List::unpack(self.buckets[bucket])
-                .iter(slots)
-                .map(|key| slots.get(key).deadline())
+        // The earliest or latest deadline of a bucket with few entries;
+        // `None` for a crowded one, whose walk would cost more than the
+        // wake-up it could save.
+        let extreme = |bucket: usize, pick: fn(Nanos, Nanos) -> Nanos| {
+            let mut found = None;
+            let keys = List::unpack(self.buckets[bucket]).iter(slots);
+            for (seen, key) in keys.enumerate() {
+                if seen == WALK_AT_MOST {
+                    return None;
+                }
+                let deadline = slots.get(key).deadline();
+                found = Some(found.map_or(deadline, |so_far| pick(so_far, deadline)));
+            }
+            found
         };
-        let last_after = deadlines(after).max()?;
-        let first = deadlines(this).min()?;
+        let last_after = extreme(after, Nanos::max)?;
+        let first = extreme(this, Nanos::min)?;
         (last_after <= first.saturating_add(self.tick_nanos)).then_some(last_after)
     }
 
@@ -328,6 +343,18 @@ mod tests {
         assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), Some(23));
         insert(&mut wheel, &slots, 25);
         // At 25 the one due at 14 would be 11 ns late: more than a tick.
+        assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), None);
+    }
+
+    #[test]
+    fn a_crowded_tick_is_not_walked() {
+        let (mut wheel, slots) = wheel_of_10ns_ticks();
+        for _ in 0..WALK_AT_MOST {
+            insert(&mut wheel, &slots, 14);
+        }
+        insert(&mut wheel, &slots, 22);
+        assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), Some(22));
+        insert(&mut wheel, &slots, 15);
         assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), None);
     }
 
