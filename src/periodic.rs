@@ -12,8 +12,8 @@
 //! Re-arming computes the next due time, puts the task back, swaps
 //! `RUNNING -> PENDING` and pushes the entry onto the intake queue, exactly
 //! as a new timeout is scheduled. On the thread driving the wheel the next
-//! step files it; from an executor thread the push wakes the worker if the
-//! run is due before the tick it sleeps to.
+//! step files it; from an executor thread the push wakes the worker if its
+//! planned wake-up would fire the run more than a tick late.
 //!
 //! | schedule | next run due at | after an overrun |
 //! |---|---|---|

@@ -352,7 +352,8 @@ impl Shared {
 
     /// Queues a pending entry for the worker (a new one, or a periodic one
     /// re-armed after a run), handing it the timer's reference, and wakes
-    /// the worker if this deadline is earlier than the tick it sleeps to.
+    /// the worker if its planned wake-up would fire this deadline more than
+    /// a tick late.
     /// False if the timer was shut down meanwhile: the caller then calls
     /// `take_back`.
     pub(crate) fn enqueue(&self, key: Key) -> bool {
