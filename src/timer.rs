@@ -356,6 +356,7 @@ impl fmt::Debug for HashedWheelTimer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::worker::tests::eventually;
 
     fn in_wheel(timer: &HashedWheelTimer) -> usize {
         timer.shared().lock_core().wheel.len()
@@ -477,16 +478,6 @@ mod tests {
         }
         assert_eq!(in_wheel(&timer), 1, "the worker woke to remove them");
         assert!(keep.cancel());
-    }
-
-    /// Polls `cond` for up to a minute.
-    fn eventually(cond: impl Fn() -> bool) -> bool {
-        (0..60_000).any(|_| {
-            cond() || {
-                std::thread::sleep(MS);
-                false
-            }
-        })
     }
 
     #[test]

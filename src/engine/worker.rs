@@ -100,14 +100,14 @@ fn run(shared: Arc<Shared>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::HashedWheelTimer;
     use std::time::Duration;
 
     const MS: Duration = Duration::from_millis(1);
 
-    /// Polls `cond` for up to a minute.
-    fn eventually(cond: impl Fn() -> bool) -> bool {
+    /// Polls `cond` for up to a minute; for tests that watch the worker.
+    pub(crate) fn eventually(cond: impl Fn() -> bool) -> bool {
         (0..60_000).any(|_| {
             cond() || {
                 std::thread::sleep(MS);
