@@ -49,7 +49,7 @@ pub(crate) struct Drain {
     pub(crate) look_by: Option<u64>,
 }
 
-/// The earlier of two optional ticks.
+/// The earlier of two optional ticks (or times).
 pub(crate) fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -279,7 +279,6 @@ impl Intake {
                 },
             );
             let drained = lane.drain_to(&view, upto, left, &mut out);
-            let hold = holds.lane(lane.index);
             hold.filed(drained.head);
             result.look_by = earliest(result.look_by, hold.next_look(&policy));
             left -= drained.taken;
@@ -301,7 +300,7 @@ impl Intake {
 
     /// Driver only, after it published when it next wakes: what arrived
     /// since its last drain. Some lanes, or the shared queue, hold keys it
-    /// must file before it sleeps (`file_now`), or keys it may hold but must
+    /// must file before it sleeps (`more`), or keys it may hold but must
     /// look at again by tick `look_by`.
     pub(crate) fn arrivals(&self, holds: &mut Holds) -> Drain {
         let mut result = Drain {

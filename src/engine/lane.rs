@@ -231,11 +231,11 @@ impl Lane {
 
     /// `push`, but `None` for a key that must go to the overflow: the
     /// caller then passes it to `spill`, off the hot path.
-    #[inline(always)]
     ///
     /// Also returns where the key waits (`cell_mark`), which the entry
     /// keeps too, for a handle to keep: a cancel that knows it can reach
     /// the cell without reading the entry first.
+    #[inline(always)]
     pub(crate) fn try_push(&self, key: Key, entry: &Entry, urgent: bool) -> Option<(bool, u32)> {
         let p = &self.producer;
         let tail = p.tail.load(Ordering::Relaxed);

@@ -456,6 +456,7 @@ impl Shared {
     /// `stop()` took it, so its state, references and task are the
     /// caller's, with no swap on the entry. Returns the task if this cancel
     /// won it, for the caller to drop.
+    ///
     /// `mark` is where the key was queued, as `schedule` returned
     /// it: the cell is reached while the entry is on its way into the
     /// cache.
