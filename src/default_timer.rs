@@ -142,3 +142,27 @@ where
 {
     default_timer().new_timeout(task, delay)
 }
+
+/// Runs `task` once at `deadline`, on the [default timer](default_timer)'s
+/// thread; see [`HashedWheelTimer::new_timeout_at`].
+///
+/// # Errors
+///
+/// As [`new_timeout`].
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::{Duration, Instant};
+///
+/// let (tx, rx) = mpsc::channel();
+/// let at = Instant::now() + Duration::from_millis(1);
+/// hashed_wheel_timer::new_timeout_at(move |_| tx.send(()).unwrap(), at)?;
+/// rx.recv().unwrap();
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
+pub fn new_timeout_at<F, R>(task: F, deadline: Instant) -> Result<Timeout, TimerError>
+where
+    F: FnOnce(&Timeout) -> R + Send + 'static,
+{
+    default_timer().new_timeout_at(task, deadline)
+}

@@ -123,9 +123,11 @@ mod engine;
 mod error;
 mod executor;
 mod interval;
+mod one_shot;
 mod periodic;
 mod registry;
 mod sleep;
+mod stats;
 mod timeout;
 mod timeout_future;
 mod timer;
@@ -133,8 +135,8 @@ mod timer_task;
 
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
 pub use default_timer::{
-    default_timer, interval, interval_at, new_timeout, sleep, sleep_until, timeout, timeout_at,
-    try_interval, try_interval_at,
+    default_timer, interval, interval_at, new_timeout, new_timeout_at, sleep, sleep_until, timeout,
+    timeout_at, try_interval, try_interval_at,
 };
 pub use engine::driver::DRAIN_CAP_PER_TICK;
 pub use engine::handle::Timeout;
@@ -143,6 +145,7 @@ pub use executor::{Executor, Job, TokioExecutor};
 pub use interval::{Interval, MissedTickBehavior};
 pub use registry::TOO_MANY_TIMERS;
 pub use sleep::Sleep;
+pub use stats::TimerStats;
 pub use timeout_future::TimeoutFuture;
 pub use timer::HashedWheelTimer;
 pub use timer_task::TimerTask;

@@ -161,13 +161,14 @@ impl Sleep {
     /// Moves the deadline, earlier or later, even after completion: the
     /// `Sleep` is then pending again until the new deadline.
     ///
-    /// The wheel entry is kept where it can be. A later deadline in another
-    /// tick keeps it too: when it fires, the task is woken, finds its
-    /// deadline ahead, and files a new entry. So a deadline pushed back
-    /// again and again (an idle timeout) costs nothing per push. Only an
-    /// earlier deadline in another tick swaps the entry, at once and with
-    /// the stored waker, so the task needs no poll to be woken in time; a
-    /// deadline already past wakes the task at once, with no entry.
+    /// The wheel entry is kept where it can be. A later deadline moves it
+    /// in place (as [`Timeout::reset`](crate::Timeout::reset)): the task is
+    /// not woken at the old deadline, and the timer's thread does no work
+    /// for it until then, so a deadline pushed back again and again (an idle
+    /// timeout) costs a few atomic writes per push. An earlier deadline in
+    /// another tick swaps the entry, at once and with the stored waker, so
+    /// the task needs no poll to be woken in time; a deadline already past
+    /// wakes the task at once, with no entry.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -186,13 +187,21 @@ impl Sleep {
     pub fn reset(&mut self, deadline: Instant) {
         let shared = self.timer.shared();
         let clock = &shared.clock;
+        let old_tick = clock.tick_of(self.deadline_nanos);
         self.deadline = deadline;
         self.deadline_nanos = clock.to_nanos(deadline);
         let Some(key) = self.entry else {
             return;
         };
-        if clock.tick_of(self.deadline_nanos) >= clock.tick_of(shared.entry(key).deadline()) {
-            return; // in time; a poll re-arms it if early
+        let new_tick = clock.tick_of(self.deadline_nanos);
+        if new_tick >= old_tick {
+            // In the same tick, the entry fires in time as it is. Later, it
+            // moves in place; if it cannot, it fired or the timer stopped,
+            // the task was woken, and its next poll files a new entry.
+            if new_tick > old_tick {
+                shared.reset(key, self.deadline_nanos);
+            }
+            return;
         }
         let upper = clock.upper_bound();
         let already_due = clock.has_passed_by(self.deadline_nanos, upper);

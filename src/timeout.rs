@@ -3,7 +3,7 @@
 //! reference, its identity), is the engine's: see `handle.rs`.
 
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::engine::handle::Timeout;
 
@@ -121,10 +121,83 @@ impl Timeout {
     }
 
     /// When it is due, on the timer's clock: for a periodic task, when its
-    /// next run is due (during a run, when that run was due). A delay too
-    /// large to represent saturates to a point centuries away.
+    /// next run is due (during a run, when that run was due); after a
+    /// [`reset`](Timeout::reset), the new deadline. A delay too large to
+    /// represent saturates to a point centuries away.
     pub fn deadline(&self) -> Instant {
-        self.shared().clock.to_instant(self.entry().deadline())
+        let shared = self.shared();
+        shared.clock.to_instant(shared.deadline_of(self.key()))
+    }
+
+    /// Time left until its deadline, on the timer's own clock (so a manual
+    /// or paused clock gives the answer a test expects), as
+    /// `ScheduledFuture.getDelay`. Zero once the deadline has passed, and
+    /// once it fired, is running, was cancelled or stopped. For a periodic
+    /// task, the time to its next run.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let t = timer.new_timeout(|_| {}, Duration::from_secs(10))?;
+    /// timer.advance(Duration::from_secs(4));
+    /// assert_eq!(t.remaining(), Duration::from_secs(6));
+    /// t.cancel();
+    /// assert_eq!(t.remaining(), Duration::ZERO);
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn remaining(&self) -> Duration {
+        let shared = self.shared();
+        if !self.entry().is_pending() || shared.is_shutdown() {
+            return Duration::ZERO;
+        }
+        let deadline = shared.deadline_of(self.key());
+        Duration::from_nanos(deadline.saturating_sub(shared.clock.now()))
+    }
+
+    /// Moves a pending one-shot timeout to fire `delay` from now instead,
+    /// later or earlier, without cancelling it and scheduling it again: the
+    /// same task, the same handles. The idle-connection pattern (Netty's
+    /// `IdleStateHandler`, tokio-util's `DelayQueue::reset`) does this on
+    /// every message.
+    ///
+    /// It then fires once, at the new deadline, never at the old one,
+    /// never early; a deadline already past fires on the next tick. Returns
+    /// true if it moved it. False, changing nothing, once it fired or is
+    /// running, was cancelled, or the timer stopped, and for a periodic
+    /// task; a reset racing the fire has exactly one winner.
+    ///
+    /// A reset to a later deadline writes the deadline and nothing more:
+    /// the timer's thread does no work for it until the old deadline comes,
+    /// and then files it once, however many resets came in between. An
+    /// earlier deadline is handed to the timer's thread, as a schedule is.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let idle = timer.new_timeout(|_| println!("idle: closing"), Duration::from_secs(30))?;
+    /// timer.advance(Duration::from_secs(20));
+    /// assert!(idle.reset(Duration::from_secs(30))); // a message came
+    /// timer.advance(Duration::from_secs(20));
+    /// assert!(idle.is_pending(), "not at the old deadline");
+    /// timer.advance(Duration::from_secs(10));
+    /// assert!(idle.is_expired());
+    /// assert!(!idle.reset(Duration::from_secs(30)), "too late");
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn reset(&self, delay: Duration) -> bool {
+        let shared = self.shared();
+        shared.reset(self.key(), shared.clock.deadline_after(delay))
+    }
+
+    /// [`reset`](Timeout::reset) to an absolute deadline on the timer's
+    /// clock (see [`HashedWheelTimer::now`](crate::HashedWheelTimer::now)).
+    pub fn reset_at(&self, deadline: Instant) -> bool {
+        let shared = self.shared();
+        shared.reset(self.key(), shared.clock.to_nanos(deadline))
     }
 
     /// When the current run was due, as `java.util.TimerTask`'s

@@ -12,8 +12,6 @@ use crate::engine::shared::{Config, Shared};
 use crate::engine::task::Task;
 use crate::engine::worker;
 use crate::registry::Registration;
-use crate::timer_task::Closure;
-use crate::TimerTask;
 use crate::{Timeout, TimerError};
 
 /// A hashed timing wheel with one worker thread, Netty's `HashedWheelTimer`.
@@ -108,64 +106,6 @@ impl HashedWheelTimer {
     #[inline(always)]
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.owner.shared
-    }
-
-    /// Schedules `task` to run once, `delay` from now, on the worker thread
-    /// (or the [`executor`](Builder::executor), if the timer has one).
-    ///
-    /// Callable from any thread, with or without a tokio runtime; it takes
-    /// no lock. A zero delay fires on the next tick; a delay too large to
-    /// represent saturates and never fires. A panicking task is caught and
-    /// logged, and the timer keeps running. Whatever the task returns (say,
-    /// the `Result` of a channel send) is dropped.
-    ///
-    /// # Errors
-    ///
-    /// [`TimerError::Shutdown`] after [`stop`](Self::stop),
-    /// [`TimerError::AtCapacity`] at `max_pending_timeouts`, and
-    /// [`TimerError::WorkerSpawn`] if the worker thread could not start.
-    /// The pending count is unchanged by a refused call.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use hashed_wheel_timer::{HashedWheelTimer, Timeout};
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let t = timer.new_timeout(|t: &Timeout| println!("due at {:?}", t.deadline()),
-    ///                           Duration::from_millis(3))?;
-    /// assert_eq!(timer.pending_timeouts(), 1);
-    /// timer.advance(Duration::from_millis(3));
-    /// assert!(t.is_expired());
-    /// assert_eq!(timer.pending_timeouts(), 0);
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
-    #[inline]
-    pub fn new_timeout<F, R>(&self, task: F, delay: Duration) -> Result<Timeout, TimerError>
-    where
-        F: FnOnce(&Timeout) -> R + Send + 'static,
-    {
-        // Whatever the task returns is dropped, as Netty's `void run`.
-        let task = Closure(move |t: &Timeout| drop(task(t)));
-        let shared = self.shared();
-        let deadline = shared.clock.deadline_after(delay);
-        let urgent = shared.is_urgent_delay(delay);
-        self.schedule_entry(deadline, Task::callback(Box::new(task)), urgent)
-    }
-
-    /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`], such as one
-    /// that also wants to hear of its cancellation.
-    #[inline]
-    pub fn new_timeout_task<T: TimerTask>(
-        &self,
-        task: T,
-        delay: Duration,
-    ) -> Result<Timeout, TimerError> {
-        let shared = self.shared();
-        let deadline = shared.clock.deadline_after(delay);
-        let urgent = shared.is_urgent_delay(delay);
-        self.schedule_entry(deadline, Task::callback(Box::new(task)), urgent)
     }
 
     /// `urgent`: see `Shared::is_urgent`. Inlined: a 16-byte `Timeout`

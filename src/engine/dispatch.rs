@@ -17,6 +17,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use crate::engine::counts::Ended;
 use crate::engine::entry::Entry;
 use crate::engine::handle::Timeout;
 use crate::engine::handoff::Handoff;
@@ -144,7 +145,7 @@ impl Shared {
     /// task left in the slot, for the caller to drop outside any lock.
     pub(crate) fn end_unrun(&self, entry: &Entry) -> Option<Task> {
         match entry.try_stop_fired() {
-            Some(true) => self.uncount(1),
+            Some(true) => self.uncount(1, Ended::Stopped),
             Some(false) => {}
             None => return entry.take_task(),
         }

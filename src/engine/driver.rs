@@ -13,7 +13,8 @@ use std::task::Waker;
 use std::time::Duration;
 
 use crate::engine::clock::{saturating_nanos, Nanos};
-use crate::engine::entry::Entry;
+use crate::engine::counts::Ended;
+use crate::engine::entry::{Entry, Fire};
 use crate::engine::intake::{earliest, Drain};
 use crate::engine::key::Key;
 use crate::engine::shared::{Core, Shared, IDLE};
@@ -60,13 +61,16 @@ impl Shared {
             .drain(DRAIN_CAP_PER_TICK, holds, now, |key| self.file(wheel, key))
     }
 
-    /// Puts a key taken from the intake into its bucket, unless it was
-    /// cancelled (or stopped) on the way.
-    fn file(&self, wheel: &mut Wheel, key: Key) {
-        if !self.entry(key).is_waiting() {
+    /// Puts a key taken from the intake (or out of its bucket) into its
+    /// bucket, by the deadline a reset moved it to if one did, unless it
+    /// was cancelled (or stopped) on the way.
+    pub(crate) fn file(&self, wheel: &mut Wheel, key: Key) {
+        let entry = self.entry(key);
+        if !entry.is_waiting() {
             self.slots.release_locked(key);
             return;
         }
+        entry.adopt_reset(|| self.reset_deadline(key), || {});
         wheel.insert(&self.slots, key);
         // Pairs with the fence in `Shared::cancel`: a cancel that raced
         // the insert either sees it filed or is seen here.
@@ -118,6 +122,9 @@ impl Shared {
     /// before its producer cancels it.
     fn file_late_arrivals(&self, now: u64, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         let mut core = self.lock_core();
+        if !self.moved.is_empty() {
+            return Err(()); // a reset moved a deadline earlier: file it
+        }
         let arrivals = self.intake.arrivals(&mut core.holds);
         let wake = earliest(wake, arrivals.look_by.map(|tick| self.clock.time_of(tick)));
         if !arrivals.more {
@@ -145,6 +152,7 @@ impl Shared {
     pub(crate) fn step(&self, now: Nanos, now_tick: u64, due: &mut Vec<Key>) -> Drain {
         let mut core = self.lock_core();
         self.remove_cancelled(&mut core, now_tick, false);
+        self.refile_moved(&mut core);
         let drained = self.drain_intake(&mut core, now_tick);
         while core.wheel.expire_next(&self.slots, now_tick, due).is_some() {}
         core.wheel.expire_due_next_tick(&self.slots, now, due);
@@ -155,31 +163,64 @@ impl Shared {
     /// submission order). Entries cancelled meanwhile are skipped. Between
     /// two tasks it looks for a shutdown: once the timer is stopped, a run
     /// in progress finishes and nothing else starts.
+    ///
+    /// An entry a reset moved past now is filed again instead (see
+    /// `reset.rs`).
     pub(crate) fn fire(self: &Arc<Self>, due: &mut Vec<Key>) {
-        let deadline = |key: &Key| self.entry(*key).deadline();
+        if due.is_empty() {
+            return;
+        }
+        // By the deadline in force: a reset may have moved one in its tick.
+        let deadline = |key: &Key| self.deadline_of(*key);
         if due.windows(2).any(|w| deadline(&w[0]) > deadline(&w[1])) {
             due.sort_by_key(deadline);
         }
+        let now = self.clock.now();
+        let mut moved = Vec::new();
         let mut keys = due.drain(..);
         while let Some(key) = keys.next() {
             if self.is_shutdown() {
-                self.set_aside(std::iter::once(key).chain(keys));
+                self.set_aside(std::iter::once(key).chain(keys).chain(moved));
                 return;
             }
             let entry = self.entry(key);
-            if !entry.try_fire() {
-                self.slots.release(key);
-                continue;
+            match entry.fire_due(now, || self.reset_deadline(key)) {
+                Fire::Won => {}
+                Fire::Lost => {
+                    self.slots.release(key);
+                    continue;
+                }
+                Fire::Moved => {
+                    moved.push(key);
+                    continue;
+                }
             }
             if !entry.is_periodic() {
                 // A periodic entry stays counted while it runs.
-                self.uncount(1);
+                self.uncount(1, Ended::Fired);
             }
+            self.note_lateness(now.saturating_sub(entry.deadline()));
             match entry.take_task() {
                 Some(task) => self.dispatch(key, task),
                 None => self.slots.release(key),
             }
         }
+        if !moved.is_empty() {
+            self.file_again(moved);
+        }
+    }
+
+    /// Files again entries a reset moved past the time they came due by.
+    #[cold]
+    fn file_again(&self, keys: Vec<Key>) {
+        let mut core = self.lock_core();
+        if self.is_shutdown() {
+            drop(core);
+            self.set_aside(keys.into_iter());
+            return;
+        }
+        keys.into_iter()
+            .for_each(|key| self.file(&mut core.wheel, key));
     }
 
     /// Due entries that will not fire, as the timer shut down: stopped and
@@ -191,9 +232,9 @@ impl Shared {
         {
             let mut core = self.lock_core();
             for key in keys {
-                if self.entry(key).try_stop() {
+                if self.try_stop(key) {
                     core.unfired.push(key);
-                    self.uncount(1);
+                    self.uncount(1, Ended::Stopped);
                 } else {
                     released.push(key); // cancelled meanwhile
                 }
@@ -237,6 +278,7 @@ impl Shared {
                 let mut core = self.lock_core();
                 let current = core.wheel.current_tick();
                 self.remove_cancelled(&mut core, current, true);
+                self.refile_moved(&mut core);
                 let drained = self.drain_intake(&mut core, current);
                 let more = drained.more;
                 // With intake left over, go one tick at a time, as the
@@ -288,11 +330,11 @@ impl Shared {
             core.wheel.drain_all(&self.slots, &mut drained);
             self.intake.close();
             self.intake.drain_all(|key| drained.push(key));
-            while let Some(key) = self.cancelled.pop() {
+            while let Some(key) = self.cancelled.pop().or_else(|| self.moved.pop()) {
                 self.slots.release_locked(key);
             }
             for key in drained {
-                if self.entry(key).try_stop() {
+                if self.try_stop(key) {
                     uncounted += 1;
                     all.push(key);
                 } else {
@@ -300,7 +342,7 @@ impl Shared {
                 }
             }
             all.append(&mut core.unfired);
-            self.uncount(uncounted);
+            self.uncount(uncounted, Ended::Stopped);
         }
         released.into_iter().for_each(|key| self.slots.release(key));
         // Futures are woken, not returned: they see the shutdown and end.

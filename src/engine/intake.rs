@@ -324,7 +324,6 @@ impl Intake {
     }
 
     /// Cells and queue places not yet drained, withdrawn cells included.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.shared.len() + self.lanes().map(|lane| lane.len()).sum::<usize>()
     }
@@ -340,17 +339,18 @@ impl Intake {
         self.lanes().for_each(|lane| lane.close());
     }
 
-    /// Counts `delta` (wrapping) on this thread's lane. False if it has
-    /// none.
-    #[inline]
-    pub(crate) fn count_here(&self, delta: u64) -> bool {
-        self.own_lane().map(|lane| lane.count(delta)).is_some()
+    /// Timeouts the lanes' owners scheduled and cancelled, wrapping.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        self.lanes().fold((0, 0), |(s, c), lane| {
+            let (scheduled, cancelled) = lane.totals();
+            (s.wrapping_add(scheduled), c.wrapping_add(cancelled))
+        })
     }
 
     /// The lanes' share of the pending count, wrapping.
     pub(crate) fn net_pending(&self) -> u64 {
-        self.lanes()
-            .fold(0u64, |sum, lane| sum.wrapping_add(lane.net_pending()))
+        let (scheduled, cancelled) = self.totals();
+        scheduled.wrapping_sub(cancelled)
     }
 
     /// Keeps a vacated slot on this thread's lane. False if it has none,

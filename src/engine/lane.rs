@@ -101,9 +101,10 @@ struct ProducerSide {
     /// Top of the owner's free stack, a packed key.
     free: AtomicU32,
     free_len: AtomicU32,
-    /// Timeouts this lane's owners counted as pending, less those they
-    /// uncounted; wrapping, as others uncount elsewhere.
-    net_pending: AtomicU64,
+    /// Timeouts this lane's owners scheduled, and those they cancelled
+    /// (see `counts.rs`); wrapping.
+    scheduled: AtomicU64,
+    cancelled: AtomicU64,
 }
 
 /// What `Lane::drain` did.
@@ -143,6 +144,15 @@ pub(crate) fn withdraw(cell: &AtomicU32, key: Key) -> bool {
         .is_ok()
 }
 
+/// Owner only: adds `delta` to `count`, wrapping, with no read-modify-write.
+#[inline(always)]
+fn add(count: &AtomicU64, delta: u64) {
+    count.store(
+        count.load(Ordering::Relaxed).wrapping_add(delta),
+        Ordering::Release,
+    );
+}
+
 /// Where a queued entry sits, for a withdrawal: lane index + 1 and cell.
 pub(crate) fn cell_mark(lane: u32, cell: u64) -> u32 {
     (lane + 1) << RING_BITS | cell as u32
@@ -167,7 +177,8 @@ impl Lane {
                 urgent: AtomicU64::new(0),
                 free: AtomicU32::new(0),
                 free_len: AtomicU32::new(0),
-                net_pending: AtomicU64::new(0),
+                scheduled: AtomicU64::new(0),
+                cancelled: AtomicU64::new(0),
             }),
             head: CachePadded::new(AtomicU64::new(0)),
             overflow: SegQueue::new(),
@@ -203,19 +214,24 @@ impl Lane {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Owner only: adds `delta` (wrapping) to the pending count.
+    /// Owner only: adds `delta` (wrapping) to the timeouts scheduled.
     #[inline(always)]
-    pub(crate) fn count(&self, delta: u64) {
-        let net = &self.producer.net_pending;
-        net.store(
-            net.load(Ordering::Relaxed).wrapping_add(delta),
-            Ordering::Release,
-        );
+    pub(crate) fn count_scheduled(&self, delta: u64) {
+        add(&self.producer.scheduled, delta);
     }
 
-    /// This lane's share of the pending count, wrapping.
-    pub(crate) fn net_pending(&self) -> u64 {
-        self.producer.net_pending.load(Ordering::Acquire)
+    /// Owner only: counts a timeout cancelled.
+    #[inline(always)]
+    pub(crate) fn count_cancelled(&self) {
+        add(&self.producer.cancelled, 1);
+    }
+
+    /// Timeouts this lane's owners scheduled and cancelled, ever.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        // Cancelled first: a racing reader sees no more cancelled than
+        // scheduled.
+        let cancelled = self.producer.cancelled.load(Ordering::Acquire);
+        (self.producer.scheduled.load(Ordering::Acquire), cancelled)
     }
 
     /// Owner only: queues `key`, in the next cell or, if the ring is full
@@ -438,12 +454,12 @@ impl Lane {
 
     /// Cells between the worker and the owner, withdrawn ones included,
     /// and keys in the overflow.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         let tail = self.producer.tail.load(Ordering::Acquire);
         let ring = tail.saturating_sub(self.head.load(Ordering::Acquire));
         let spilled = self.producer.spilled.load(Ordering::Acquire);
-        (ring + spilled - self.overflow_taken.load(Ordering::Acquire)) as usize
+        // Read apart, `overflow_taken` may be ahead of `spilled`.
+        (ring + spilled).saturating_sub(self.overflow_taken.load(Ordering::Acquire)) as usize
     }
 
     /// Owner only: a free slot from the owner's stack.

@@ -9,6 +9,7 @@
 
 pub(crate) mod anchor;
 pub(crate) mod clock;
+pub(crate) mod counts;
 pub(crate) mod dispatch;
 pub(crate) mod driver;
 pub(crate) mod entry;
@@ -27,6 +28,8 @@ pub(crate) mod packed_task;
 pub(crate) mod prefetch;
 pub(crate) mod rearm;
 pub(crate) mod refusal;
+pub(crate) mod reset;
+pub(crate) mod reset_table;
 pub(crate) mod shared;
 pub(crate) mod slots;
 pub(crate) mod sync;

@@ -3,6 +3,7 @@
 //! worker, an `advance`, or an executor job; see `dispatch.rs`) calls it
 //! once the run's code returned.
 
+use crate::engine::counts::Ended;
 use crate::engine::entry::Entry;
 use crate::engine::key::Key;
 use crate::engine::shared::Shared;
@@ -30,6 +31,7 @@ impl Shared {
         }
         self.slots.retain(key); // the queue's reference
         if !self.enqueue(key) && self.take_back(key) {
+            self.uncount(1, Ended::Stopped);
             // Ended stopped by the shutdown. Not left in the slot: the
             // queue's reference may be the last, released by the driver
             // under the core lock.
@@ -41,7 +43,7 @@ impl Shared {
     /// Ends a run that panicked: no later run starts.
     pub(crate) fn end_panicked(&self, entry: &Entry) {
         if entry.try_end_panicked() {
-            self.uncount(1);
+            self.uncount(1, Ended::Fired);
         }
     }
 }

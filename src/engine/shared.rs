@@ -33,19 +33,21 @@ use std::time::Duration;
 use crossbeam_queue::SegQueue;
 
 use crate::engine::clock::{saturating_nanos, Clock, Nanos};
+use crate::engine::counts::Counts;
 use crate::engine::entry::{CancelOutcome, Entry};
 use crate::engine::handoff::Handoff;
 use crate::engine::hold::Policy;
 use crate::engine::intake::{Holds, Intake, Queued};
 use crate::engine::jobs::Jobs;
 use crate::engine::key::Key;
-use crate::engine::lane::{withdraw, Lane};
+use crate::engine::lane::withdraw;
 use crate::engine::prefetch::prefetch;
 use crate::engine::refusal::Refusal;
+use crate::engine::reset_table::ResetTable;
 use crate::engine::slots::{Slots, MAX_ENTRIES};
-use crate::engine::sync::{
-    fence, AtomicBool, AtomicU64, AtomicUsize, LocalKey, Mutex, MutexGuard, Ordering,
-};
+#[cfg(test)]
+use crate::engine::sync::AtomicUsize;
+use crate::engine::sync::{fence, AtomicBool, AtomicU64, LocalKey, Mutex, MutexGuard, Ordering};
 use crate::engine::task::Task;
 use crate::engine::wheel::Wheel;
 
@@ -116,12 +118,17 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) clock: Clock,
     pub(crate) slots: Slots,
-    pending: AtomicUsize,
+    pub(crate) counts: Counts,
     shutdown: AtomicBool,
     /// New and re-armed entries, each with the timer's reference.
     pub(crate) intake: Intake,
     /// Cancelled entries to take out of the wheel, each with a reference.
     pub(crate) cancelled: SegQueue<Key>,
+    /// Entries a reset moved earlier, for the driver to file again, each
+    /// with a reference (see `reset.rs`).
+    pub(crate) moved: SegQueue<Key>,
+    /// Where resets put new deadlines (see `reset_table.rs`).
+    pub(crate) resets: ResetTable,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
     /// Times round the worker's loop, one per wake-up at most; for tests.
@@ -159,10 +166,12 @@ impl Shared {
             }),
             slots: Slots::new(),
             config,
-            pending: AtomicUsize::new(0),
+            counts: Counts::default(),
             shutdown: AtomicBool::new(false),
             intake: Intake::new(id),
             cancelled: SegQueue::new(),
+            moved: SegQueue::new(),
+            resets: ResetTable::default(),
             housekeeping_requested: AtomicBool::new(false),
             planned_wake: AtomicU64::new(BUSY),
             #[cfg(test)]
@@ -184,34 +193,6 @@ impl Shared {
     /// The timer's handle, if it still has one.
     pub(crate) fn owner(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         self.owner.get()?.upgrade()
-    }
-
-    /// Pending timeouts: the shared count plus the lanes' shares. Those
-    /// may be read a moment apart, so a racing reader can see a count off
-    /// by the timeouts in flight; never below 0.
-    pub(crate) fn pending(&self) -> usize {
-        let shared = self.pending.load(Ordering::Acquire) as u64;
-        let total = shared.wrapping_add(self.intake.net_pending()) as i64;
-        total.max(0) as usize
-    }
-
-    pub(crate) fn uncount(&self, n: usize) {
-        self.pending.fetch_sub(n, Ordering::AcqRel);
-    }
-
-    /// Uncounts one, on this thread's lane if the count is kept there.
-    #[inline(always)]
-    fn uncount_here(&self) {
-        if !(self.counts_on_lanes() && self.intake.count_here(1u64.wrapping_neg())) {
-            self.uncount(1);
-        }
-    }
-
-    /// Without a `max_pending_timeouts` to enforce, each producer counts on
-    /// its own lane, and only the sum is exact.
-    #[inline(always)]
-    fn counts_on_lanes(&self) -> bool {
-        self.config.max_pending.is_none()
     }
 
     #[inline(always)]
@@ -273,34 +254,6 @@ impl Shared {
         marked(&DRIVING, self.id, f)
     }
 
-    /// Counts one more pending timeout, on this thread's `lane` if it has
-    /// one and the count is kept there, or says why it cannot.
-    ///
-    /// A future's waker counts but is not refused by `max_pending_timeouts`:
-    /// a `Sleep` has no error to report and must not end early, and futures
-    /// are bounded by the tasks that hold them.
-    #[inline(always)]
-    fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), Refusal> {
-        if self.counts_on_lanes() {
-            // The arena enforces the hard limit.
-            match lane {
-                Some(lane) => lane.count(1),
-                None => drop(self.pending.fetch_add(1, Ordering::AcqRel)),
-            }
-            return Ok(());
-        }
-        let max = match task {
-            Task::Wake(_) => HARD_MAX_PENDING,
-            _ => self.config.max_pending.unwrap_or(HARD_MAX_PENDING),
-        };
-        self.pending
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                (p < max).then_some(p + 1)
-            })
-            .map(drop)
-            .map_err(|pending| Refusal::AtCapacity { pending, max })
-    }
-
     /// The entry named by `key`.
     #[inline]
     pub(crate) fn entry(&self, key: Key) -> &Entry {
@@ -331,7 +284,7 @@ impl Shared {
             Some((key, self.entry(key)))
         });
         let Some((key, entry)) = taken else {
-            self.uncount_here();
+            self.unreserve(lane);
             return Err(Refusal::AtCapacity {
                 pending: self.pending(),
                 max: MAX_ENTRIES,
@@ -341,6 +294,7 @@ impl Shared {
         let queued = self.intake.push_on(lane, key, entry, urgent);
         let mark = queued.mark;
         if !self.after_push(queued, entry) && self.take_back(key) {
+            self.unreserve(lane);
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
             drop(entry.take_task());
@@ -404,16 +358,18 @@ impl Shared {
     }
 
     /// After `enqueue` saw a shutdown: `stop()` may have drained the queue
-    /// before our push, so take the entry back (stopped, uncounted) and
-    /// return true. False if `stop()` took it: it is in its returned Vec.
-    /// Either way the queue keeps the timer's reference: `stop()` releases
-    /// it, or it goes with the queue when the timer is dropped.
+    /// before our push, so take the entry back (stopped, for the caller to
+    /// uncount) and return true. False if `stop()` took it: it is in its
+    /// returned Vec. Either way the queue keeps the timer's reference:
+    /// `stop()` releases it, or it goes with the queue when the timer is
+    /// dropped.
     pub(crate) fn take_back(&self, key: Key) -> bool {
-        let taken = self.entry(key).try_stop();
-        if taken {
-            self.uncount(1);
-        }
-        taken
+        self.try_stop(key)
+    }
+
+    /// `PENDING -> STOPPED` for `key`, adopting a reset deadline.
+    pub(crate) fn try_stop(&self, key: Key) -> bool {
+        self.entry(key).try_stop(|| self.reset_deadline(key))
     }
 
     /// The cancel path, for a caller holding a reference to `key`. Returns
@@ -431,7 +387,7 @@ impl Shared {
         let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
         if outcome != CancelOutcome::Stopped {
-            self.uncount_here();
+            self.uncount_cancelled();
         }
         let withdrawn = cell.is_some_and(|cell| withdraw(cell, key))
             || (entry.queue_mark() != mark && self.intake.withdraw(entry, key));
@@ -465,7 +421,7 @@ impl Shared {
         let entry = self.entry(key);
         entry.prefetch();
         if self.intake.withdraw_at(mark, key) {
-            self.uncount_here();
+            self.uncount_cancelled();
             let task = entry.vacate_withdrawn();
             self.keep_free(key, entry);
             return task;

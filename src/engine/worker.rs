@@ -88,11 +88,15 @@ fn run(shared: Arc<Shared>) {
             continue;
         };
         match next {
-            None => thread::park(),
+            None => {
+                thread::park();
+                shared.note_wakeup();
+            }
             Some(wake_at) => {
                 let now = clock.now();
                 if wake_at > now {
                     thread::park_timeout(Duration::from_nanos(wake_at - now));
+                    shared.note_wakeup();
                 }
             }
         }

@@ -28,7 +28,16 @@
 //! | `PENDING` | `STOPPED` | `stop()` collects it | -1 |
 //! | `STOPPED` | `CANCELLED` | `cancel()` after `stop()` | = |
 //! | `EXPIRED` | `STOPPED` | `stop()` took back a one-shot job not started, or the executor dropped it unrun | = |
+//! | `PENDING` | `LOCKED` -> `PENDING` + `RESET` | a reset of a one-shot entry (see `reset.rs`) | = |
+//! | `PENDING` + `RESET` | `LOCKED` -> `PENDING` | the driver adopts the reset deadline | = |
 //!
+//! - `LOCKED` is held for a few instructions by a reset, or by the driver
+//!   adopting a reset deadline or firing a reset entry. Cancel and `stop()`
+//!   wait for it to pass; the driver never waits (see `reset.rs`). It
+//!   counts as pending. `RESET`, a flag on `PENDING`, says the deadline in
+//!   force is in the reset table: so a fire's one swap from a bare
+//!   `PENDING` fails on an entry a reset moved, however quickly the reset
+//!   came and went.
 //! - `RUNNING` counts as pending, so the pending count goes down exactly
 //!   once per entry: by whoever moves it from `PENDING` or `RUNNING` to a
 //!   final state, and by nobody else.
@@ -55,10 +64,13 @@
 //!   holder of the last reference vacates it, and only the thread that took
 //!   it from the free list fills it: both touch `task` without its lock, as
 //!   nobody else can name the entry then.
-//! - `deadline` never changes for a one-shot entry. For a periodic one only
-//!   its runner writes it: after the run's code returned, while the entry
-//!   is still `RUNNING` and so in no queue and no bucket. During a run it is
-//!   that run's due time.
+//! - `deadline` is where the wheel files the entry, so it changes only
+//!   where the wheel cannot be looking: for a one-shot entry, when the
+//!   driver adopts a reset deadline (under `LOCKED`, with the entry out of
+//!   any bucket); a reset itself writes the reset table. For a periodic one
+//!   only its runner writes it: after the run's code returned, while the
+//!   entry is still `RUNNING` and so in no queue and no bucket. During a
+//!   run it is that run's due time.
 //! - `periodic` never changes after the entry is built.
 
 use crate::engine::clock::Nanos;
@@ -73,15 +85,23 @@ const EXPIRED: u8 = 1;
 const CANCELLED: u8 = 2;
 const STOPPED: u8 = 3;
 const RUNNING: u8 = 4;
+/// Held for a moment by a reset, or by the driver checking a reset entry
+/// (see `reset.rs`): counts as pending; nobody else changes the state.
+const LOCKED: u8 = 5;
 /// Flag bit: a run of the task panicked.
 const PANICKED: u8 = 0x80;
 /// Flag bit: the cancel that won the entry also withdrew it from its lane,
 /// and left the queue's reference counted rather than release it (see
 /// `keep_withdrawn_reference`).
 const WITHDRAWN: u8 = 0x40;
-const FLAGS: u8 = PANICKED | WITHDRAWN;
+/// Flag bit, only ever on `PENDING`: a reset moved the deadline, and the
+/// one in force is in the reset table, not in `deadline` (see `reset.rs`).
+const RESET: u8 = 0x20;
+const FLAGS: u8 = PANICKED | WITHDRAWN | RESET;
+/// `PENDING` with its deadline moved by a reset.
+const MOVED: u8 = PENDING | RESET;
 /// Flag bit of `task_word`: `with_task` holds the task.
-const LOCKED: u8 = 0x80;
+const TASK_LOCKED: u8 = 0x80;
 
 /// What a successful `cancel` found the entry in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +124,7 @@ pub(crate) struct Entry {
     /// Wheel and free-list links: a key + 1, 0 for none.
     prev: AtomicU32,
     next: AtomicU32,
-    /// The [`Kind`] of what `task` holds, with `LOCKED` set while
+    /// The [`Kind`] of what `task` holds, with `TASK_LOCKED` set while
     /// `with_task` reads or writes it.
     task_word: AtomicU8,
     /// Nanoseconds since the timer's start, saturated.
@@ -113,7 +133,7 @@ pub(crate) struct Entry {
 }
 
 // SAFETY: `task` is the one field that is not `Sync` by itself. It is only
-// touched by `with_task`, under the `LOCKED` bit, or by `with_task_alone`,
+// touched by `with_task`, under the `TASK_LOCKED` bit, or by `with_task_alone`,
 // when no other thread can name the entry, so no two threads ever access
 // it at once. `Task` is `Send`.
 unsafe impl Sync for Entry {}
@@ -186,7 +206,7 @@ impl Entry {
     /// swap.
     #[inline(always)]
     pub(crate) fn vacate_withdrawn(&self) -> Option<Task> {
-        debug_assert_eq!(self.state.load(Ordering::Relaxed), PENDING);
+        debug_assert_eq!(self.state.load(Ordering::Relaxed) & !RESET, PENDING);
         debug_assert_eq!(self.refs.load(Ordering::Relaxed), 2);
         self.state.store(CANCELLED, Ordering::Relaxed);
         self.refs.store(0, Ordering::Relaxed);
@@ -219,8 +239,9 @@ impl Entry {
     /// this store through the chain of `release`s after it.
     #[inline(always)]
     pub(crate) fn keep_withdrawn_reference(&self) {
-        debug_assert_eq!(self.state.load(Ordering::Relaxed), CANCELLED);
-        self.state.store(CANCELLED | WITHDRAWN, Ordering::Relaxed);
+        let state = self.state.load(Ordering::Relaxed);
+        debug_assert_eq!(state & !RESET, CANCELLED);
+        self.state.store(state | WITHDRAWN, Ordering::Relaxed);
     }
 
     #[inline]
@@ -275,12 +296,12 @@ impl Entry {
 
     /// Waiting to fire, or (periodic) running and due to fire again.
     pub(crate) fn is_pending(&self) -> bool {
-        matches!(self.state(), PENDING | RUNNING)
+        matches!(self.state(), PENDING | RUNNING | LOCKED)
     }
 
     /// Waiting in the intake or the wheel: the one state that can fire.
     pub(crate) fn is_waiting(&self) -> bool {
-        self.state() == PENDING
+        matches!(self.state(), PENDING | LOCKED)
     }
 
     #[cfg(test)]
@@ -305,7 +326,9 @@ impl Entry {
     }
 
     /// Fires: `PENDING -> EXPIRED`, or `PENDING -> RUNNING` if periodic.
-    /// True for the single winner, who then owns the task.
+    /// True for the single winner, who then owns the task. (The driver
+    /// uses `fire_due`, which also minds resets.)
+    #[cfg(test)]
     pub(crate) fn try_fire(&self) -> bool {
         let to = if self.is_periodic() { RUNNING } else { EXPIRED };
         self.transition(PENDING, to)
@@ -333,9 +356,33 @@ impl Entry {
         self.state.fetch_or(PANICKED, Ordering::AcqRel);
     }
 
-    /// `PENDING -> STOPPED`, used by `stop()` for what never ran.
-    pub(crate) fn try_stop(&self) -> bool {
-        self.transition(PENDING, STOPPED)
+    /// `PENDING -> STOPPED`, used by `stop()` for what never ran, which is
+    /// in no bucket: a deadline a reset moved it to (read by
+    /// `reset_deadline`) becomes its deadline.
+    pub(crate) fn try_stop(&self, reset_deadline: impl FnOnce() -> Nanos) -> bool {
+        let mut stopped = false;
+        let mut moved = false;
+        spin(|| {
+            let current = self.state.load(Ordering::Acquire);
+            match current {
+                PENDING => {
+                    stopped = self.transition(PENDING, STOPPED);
+                    stopped
+                }
+                MOVED => {
+                    moved = self.transition(MOVED, LOCKED);
+                    moved
+                }
+                LOCKED => false, // a reset, for a few instructions
+                _ => true,
+            }
+        });
+        if moved {
+            self.deadline.store(reset_deadline(), Ordering::Release);
+            self.state.store(STOPPED, Ordering::Release);
+            stopped = true;
+        }
+        stopped
     }
 
     /// `RUNNING | EXPIRED -> STOPPED`: a run ended after `stop()`, or the
@@ -366,21 +413,28 @@ impl Entry {
         else {
             return Some(CancelOutcome::Waiting);
         };
-        // Not waiting: running, stopped, or over. A periodic entry can move
-        // between PENDING and RUNNING meanwhile, so retry on what we saw.
+        // Not plainly waiting: reset, running, stopped, or over. A periodic
+        // entry can move between PENDING and RUNNING meanwhile, so retry on
+        // what we saw.
         loop {
             let outcome = match current {
-                PENDING => CancelOutcome::Waiting,
+                PENDING | MOVED => CancelOutcome::Waiting,
                 RUNNING => CancelOutcome::Running,
                 STOPPED => CancelOutcome::Stopped,
+                LOCKED => {
+                    // A reset, for a few instructions.
+                    spin(|| self.state.load(Ordering::Acquire) != LOCKED);
+                    current = self.state.load(Ordering::Acquire);
+                    continue;
+                }
                 _ => return None,
             };
-            match self.state.compare_exchange(
-                current,
-                CANCELLED,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            // A moved entry keeps the flag: its deadline stays readable.
+            let to = CANCELLED | (current & RESET);
+            match self
+                .state
+                .compare_exchange(current, to, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return Some(outcome),
                 Err(actual) => current = actual,
             }
@@ -431,18 +485,18 @@ impl Entry {
         spin(|| {
             let word = self.task_word.load(Ordering::Relaxed);
             kind = Kind::from_bits(word);
-            word & LOCKED == 0
+            word & TASK_LOCKED == 0
                 && self
                     .task_word
                     .compare_exchange_weak(
                         word,
-                        word | LOCKED,
+                        word | TASK_LOCKED,
                         Ordering::Acquire,
                         Ordering::Relaxed,
                     )
                     .is_ok()
         });
-        // SAFETY: this thread set `LOCKED`, and `Unpacked` clears it only
+        // SAFETY: this thread set `TASK_LOCKED`, and `Unpacked` clears it only
         // after putting the task back, so nobody else touches the slot
         // meanwhile; `kind` is what the last holder stored.
         unsafe { self.unpacked(kind) }.with(f)
@@ -456,7 +510,7 @@ impl Entry {
     #[inline(always)]
     fn with_task_alone<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
         let word = self.task_word.load(Ordering::Relaxed);
-        debug_assert!(word & LOCKED == 0, "nobody else holds it");
+        debug_assert!(word & TASK_LOCKED == 0, "nobody else holds it");
         // SAFETY: only the filler of a slot taken from a free list, the
         // holder of its last reference (see `slots.rs`), the cancel that
         // won the entry from `PENDING` (see `take_task_won`), or the only
@@ -494,7 +548,7 @@ impl Entry {
     /// The state's name, for `Debug`.
     pub(crate) fn state_name(&self) -> &'static str {
         match self.state() {
-            PENDING => "pending",
+            PENDING | LOCKED => "pending",
             RUNNING => "running",
             EXPIRED => "expired",
             CANCELLED => "cancelled",
@@ -512,7 +566,7 @@ impl Drop for Entry {
 
 /// A task moved out of its entry's slot; dropping it, even while
 /// unwinding, puts the task back and stores its kind, which also clears
-/// `LOCKED`.
+/// `TASK_LOCKED`.
 struct Unpacked<'a> {
     entry: &'a Entry,
     task: Option<Task>,
@@ -550,5 +604,8 @@ impl std::fmt::Debug for Entry {
     }
 }
 
+mod reset;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use reset::Fire;

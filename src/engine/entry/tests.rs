@@ -36,7 +36,7 @@ fn fire_and_cancel_exclude_each_other() {
 #[test]
 fn stopped_can_be_cancelled_once_without_recount() {
     let e = entry();
-    assert!(e.try_stop());
+    assert!(e.try_stop(|| 0));
     assert!(!e.try_fire());
     assert_eq!(e.try_cancel(), Some(CancelOutcome::Stopped));
     assert_eq!(e.try_cancel(), None);
@@ -50,7 +50,7 @@ fn a_periodic_entry_runs_and_rearms_until_cancelled() {
         assert!(e.try_fire());
         assert!(e.is_running() && e.is_pending() && !e.is_expired());
         assert!(!e.try_fire(), "never two runs at once");
-        assert!(!e.try_stop(), "stop() does not collect a running entry");
+        assert!(!e.try_stop(|| 0), "stop() does not collect a running entry");
         assert!(e.try_rearm());
         assert!(e.is_waiting());
     }
@@ -73,7 +73,7 @@ fn a_panicking_run_ends_the_entry_and_flags_it() {
     assert!(e.try_end_panicked());
     assert!(e.is_expired() && e.is_panicked() && !e.is_pending());
     assert_eq!(e.try_cancel(), None, "nothing left to cancel");
-    assert!(!e.try_fire() && !e.try_rearm() && !e.try_stop());
+    assert!(!e.try_fire() && !e.try_rearm() && !e.try_stop(|| 0));
 
     // Cancelled during the run that then panicked: stays cancelled.
     let e = running();

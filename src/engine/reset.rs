@@ -1,0 +1,89 @@
+//! The timer's side of a reset: moving a pending one-shot timeout's
+//! deadline without cancelling it and scheduling it again (see
+//! `entry/reset.rs` for the entry's side).
+//!
+//! A reset writes the new deadline beside the entry and marks it moved.
+//! What the driver must do then depends on the direction:
+//!
+//! - **Later** (the idle-timeout pattern, a reset on every message): nothing
+//!   until the old deadline comes. The entry is filed by its old deadline;
+//!   when that comes, the driver finds the new one ahead and files the
+//!   entry again. A timeout reset a thousand times costs the driver one
+//!   filing more, not a thousand.
+//! - **Earlier**: the entry may be filed, or held in its lane, too late for
+//!   the new deadline. The reset queues its key on `moved` (with a
+//!   reference) and wakes the driver if it sleeps past the new deadline,
+//!   as a schedule does. The driver, at its next step, takes the entry out
+//!   of its bucket (or its lane) and files it by the new deadline.
+
+use crate::engine::clock::Nanos;
+use crate::engine::key::Key;
+use crate::engine::shared::{Core, Shared};
+use crate::engine::sync::{fence, Ordering};
+
+impl Shared {
+    /// Moves the deadline of `key`, a pending one-shot timeout the caller
+    /// holds a reference to, to `to`. False, changing nothing, if it is
+    /// periodic, no longer pending (fired, running, cancelled, stopped), or
+    /// the timer is shutting down.
+    pub(crate) fn reset(&self, key: Key, to: Nanos) -> bool {
+        let entry = self.entry(key);
+        if entry.is_periodic() || self.is_shutdown() {
+            return false;
+        }
+        let Some(filed) = entry.try_reset(to, self.resets.cell(key)) else {
+            return false;
+        };
+        if self.clock.tick_of(to) < self.clock.tick_of(filed) {
+            self.slots.retain(key); // the `moved` queue's
+            self.moved.push(key);
+            // Pairs with the worker's store of `planned_wake`; fence; look
+            // at `moved` (see `plan_sleep`): it sees our key, or we see
+            // when it plans to wake.
+            fence(Ordering::SeqCst);
+            if to < self.planned_wake.load(Ordering::SeqCst) {
+                self.unpark_worker();
+            }
+        }
+        true
+    }
+
+    /// The deadline in force for `key`: a reset's, or the one it was
+    /// scheduled with.
+    pub(crate) fn deadline_of(&self, key: Key) -> Nanos {
+        self.entry(key)
+            .deadline_in_force(|| self.reset_deadline(key))
+    }
+
+    /// The deadline the last reset of `key` wrote.
+    pub(crate) fn reset_deadline(&self, key: Key) -> Nanos {
+        self.resets.cell(key).load(Ordering::Relaxed)
+    }
+
+    /// The driver: files by its new deadline each entry a reset moved
+    /// earlier, taking it out of its bucket, or out of its lane if it is
+    /// still queued there. One the intake hands over later is filed by
+    /// its new deadline then (see `file`).
+    pub(crate) fn refile_moved(&self, core: &mut Core) {
+        while let Some(key) = self.moved.pop() {
+            let entry = self.entry(key);
+            if !entry.is_moved() {
+                // Adopted already, or no longer pending.
+            } else if entry.in_wheel() {
+                let wheel = &mut core.wheel;
+                if entry.adopt_reset(
+                    || self.reset_deadline(key),
+                    || {
+                        wheel.remove(&self.slots, key);
+                    },
+                ) {
+                    self.file(wheel, key); // with the wheel's reference
+                }
+            } else if self.intake.withdraw(entry, key) {
+                // Ours now, with the queue's reference: `file` adopts it.
+                self.file(&mut core.wheel, key);
+            }
+            self.slots.release_locked(key); // the `moved` queue's
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Scheduling a one-shot callback: `new_timeout` and its kin, after a
+//! delay or at a deadline.
+
+use std::time::{Duration, Instant};
+
+use crate::engine::task::Task;
+use crate::timer_task::Closure;
+use crate::{HashedWheelTimer, Timeout, TimerError, TimerTask};
+
+impl HashedWheelTimer {
+    /// Schedules `task` to run once, `delay` from now, on the worker thread
+    /// (or the [`executor`](Builder::executor), if the timer has one).
+    ///
+    /// Callable from any thread, with or without a tokio runtime; it takes
+    /// no lock. A zero delay fires on the next tick; a delay too large to
+    /// represent saturates and never fires. A panicking task is caught and
+    /// logged, and the timer keeps running. Whatever the task returns (say,
+    /// the `Result` of a channel send) is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::Shutdown`] after [`stop`](Self::stop),
+    /// [`TimerError::AtCapacity`] at `max_pending_timeouts`, and
+    /// [`TimerError::WorkerSpawn`] if the worker thread could not start.
+    /// The pending count is unchanged by a refused call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hashed_wheel_timer::{HashedWheelTimer, Timeout};
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let t = timer.new_timeout(|t: &Timeout| println!("due at {:?}", t.deadline()),
+    ///                           Duration::from_millis(3))?;
+    /// assert_eq!(timer.pending_timeouts(), 1);
+    /// timer.advance(Duration::from_millis(3));
+    /// assert!(t.is_expired());
+    /// assert_eq!(timer.pending_timeouts(), 0);
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    #[inline]
+    pub fn new_timeout<F, R>(&self, task: F, delay: Duration) -> Result<Timeout, TimerError>
+    where
+        F: FnOnce(&Timeout) -> R + Send + 'static,
+    {
+        // Whatever the task returns is dropped, as Netty's `void run`.
+        let task = Closure(move |t: &Timeout| drop(task(t)));
+        let shared = self.shared();
+        let deadline = shared.clock.deadline_after(delay);
+        let urgent = shared.is_urgent_delay(delay);
+        self.schedule_entry(deadline, Task::callback(Box::new(task)), urgent)
+    }
+
+    /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`], such as one
+    /// that also wants to hear of its cancellation.
+    #[inline]
+    pub fn new_timeout_task<T: TimerTask>(
+        &self,
+        task: T,
+        delay: Duration,
+    ) -> Result<Timeout, TimerError> {
+        let shared = self.shared();
+        let deadline = shared.clock.deadline_after(delay);
+        let urgent = shared.is_urgent_delay(delay);
+        self.schedule_entry(deadline, Task::callback(Box::new(task)), urgent)
+    }
+
+    /// [`new_timeout`](Self::new_timeout) at an absolute `deadline` on this
+    /// timer's clock, as `java.util.Timer.schedule(task, Date)`: never
+    /// early, at most a tick late; a deadline already past fires on the next
+    /// tick. The same errors and counting as `new_timeout`.
+    ///
+    /// Take the deadline from [`now`](Self::now), which on a manual clock
+    /// is the manual time, not `Instant::now()`.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let at = timer.now() + Duration::from_secs(2);
+    /// let t = timer.new_timeout_at(|_| println!("two seconds in"), at)?;
+    /// assert_eq!(t.deadline(), at);
+    /// timer.advance(Duration::from_secs(2));
+    /// assert!(t.is_expired());
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn new_timeout_at<F, R>(&self, task: F, deadline: Instant) -> Result<Timeout, TimerError>
+    where
+        F: FnOnce(&Timeout) -> R + Send + 'static,
+    {
+        let task = Closure(move |t: &Timeout| drop(task(t)));
+        self.schedule_at(Task::callback(Box::new(task)), deadline)
+    }
+
+    /// [`new_timeout_task`](Self::new_timeout_task) at an absolute
+    /// `deadline`, as [`new_timeout_at`](Self::new_timeout_at).
+    pub fn new_timeout_task_at<T: TimerTask>(
+        &self,
+        task: T,
+        deadline: Instant,
+    ) -> Result<Timeout, TimerError> {
+        self.schedule_at(Task::callback(Box::new(task)), deadline)
+    }
+
+    fn schedule_at(&self, task: Task, deadline: Instant) -> Result<Timeout, TimerError> {
+        let shared = self.shared();
+        let deadline = shared.clock.to_nanos(deadline);
+        let urgent = shared.is_urgent(deadline);
+        self.schedule_entry(deadline, task, urgent)
+    }
+}
