@@ -17,8 +17,10 @@ fn ops(tick: u64, wheel: u64) -> impl Strategy<Value = Vec<Op>> {
         Just(u64::MAX),
     ];
     let op = prop_oneof![
-        6 => delay.prop_map(Op::Schedule),
+        5 => delay.clone().prop_map(Op::Schedule),
+        1 => delay.clone().prop_map(Op::ScheduleAt),
         3 => any::<usize>().prop_map(Op::Cancel),
+        3 => (any::<usize>(), delay).prop_map(|(n, d)| Op::Reset(n, d)),
         4 => prop_oneof![0..tick * 2, 0..turn * 2, Just(tick)].prop_map(Op::Advance),
         1 => Just(Op::Stop),
     ];

@@ -1,9 +1,9 @@
 //! The reference model and checker shared by `tests/model.rs` (proptest)
 //! and `fuzz/fuzz_targets/operations.rs` (cargo-fuzz): random operation
 //! sequences against a manual-clock timer and a plain `BTreeMap` model.
-//! After every step the fired set and order, cancel results, fates and
-//! `pending_timeouts()` must agree; nothing fires early or more than one
-//! tick late.
+//! After every step the fired set and order, cancel and reset results,
+//! fates, deadlines, `remaining()`, `pending_timeouts()` and `stats()` must
+//! agree; nothing fires early or more than one tick late.
 #![allow(dead_code)]
 
 use hashed_wheel_timer::{HashedWheelTimer, Timeout, TimerError};
@@ -30,6 +30,11 @@ macro_rules! ensure_eq {
 pub enum Op {
     /// Schedule with this delay, in nanoseconds.
     Schedule(u64),
+    /// Schedule with `new_timeout_at`, this many nanoseconds from now.
+    ScheduleAt(u64),
+    /// Reset the n-th timeout scheduled so far (modulo their number) to
+    /// fire this many nanoseconds from now.
+    Reset(usize, u64),
     /// Cancel the n-th timeout scheduled so far (modulo their number).
     Cancel(usize),
     /// Advance the clock by this many nanoseconds.
@@ -54,20 +59,48 @@ struct Model {
     queue: BTreeMap<(u64, u64, usize), usize>,
     fates: Vec<Fate>,
     keys: Vec<(u64, u64, usize)>,
+    /// Next sequence number: a reset takes a new one, as a schedule does.
+    seq: usize,
+    /// Timeouts reset at least once: among equal deadlines, their order
+    /// with others is not defined.
+    reset: HashSet<usize>,
+    /// `stats()` as it must read.
+    scheduled: u64,
+    fired: u64,
+    cancelled: u64,
+    stopped_count: u64,
 }
 
 impl Model {
-    fn schedule(&mut self, delay: u64) -> usize {
-        let id = self.fates.len();
+    fn key(&mut self, delay: u64) -> (u64, u64, usize) {
         let deadline = self.now.saturating_add(delay);
         // The first tick ending at or after the deadline, but never a tick
         // already processed.
         let fire_tick = deadline.div_ceil(self.tick).max(self.now / self.tick + 1);
-        let key = (fire_tick, deadline, id);
+        self.seq += 1;
+        (fire_tick, deadline, self.seq)
+    }
+
+    fn schedule(&mut self, delay: u64) -> usize {
+        let id = self.fates.len();
+        let key = self.key(delay);
         self.queue.insert(key, id);
         self.fates.push(Fate::Pending);
         self.keys.push(key);
+        self.scheduled += 1;
         id
+    }
+
+    fn reset(&mut self, id: usize, delay: u64) -> bool {
+        if self.fates[id] != Fate::Pending || self.stopped {
+            return false;
+        }
+        self.queue.remove(&self.keys[id]);
+        let key = self.key(delay);
+        self.queue.insert(key, id);
+        self.keys[id] = key;
+        self.reset.insert(id);
+        true
     }
 
     fn cancel(&mut self, id: usize) -> bool {
@@ -75,6 +108,7 @@ impl Model {
             Fate::Pending => {
                 self.queue.remove(&self.keys[id]);
                 self.fates[id] = Fate::Cancelled;
+                self.cancelled += 1;
                 true
             }
             Fate::Stopped => {
@@ -99,6 +133,7 @@ impl Model {
             }
             self.queue.remove(&key);
             self.fates[id] = Fate::Fired;
+            self.fired += 1;
             fired.push(id);
         }
         fired
@@ -110,6 +145,7 @@ impl Model {
         for &id in &ids {
             self.fates[id] = Fate::Stopped;
         }
+        self.stopped_count += ids.len() as u64;
         ids
     }
 
@@ -135,19 +171,27 @@ pub fn check(tick: u64, wheel: usize, ops: Vec<Op>) -> Result<(), String> {
         queue: BTreeMap::new(),
         fates: vec![],
         keys: vec![],
+        seq: 0,
+        reset: HashSet::new(),
+        scheduled: 0,
+        fired: 0,
+        cancelled: 0,
+        stopped_count: 0,
     };
     let log: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::default();
     let mut handles: Vec<Timeout> = vec![];
 
     for op in ops {
         match op {
-            Op::Schedule(delay) => {
+            Op::Schedule(delay) | Op::ScheduleAt(delay) => {
                 let log = log.clone();
                 let id = handles.len();
-                let result = timer.new_timeout(
-                    move |t: &Timeout| log.lock().unwrap().push((id, t.timer().unwrap().now())),
-                    Duration::from_nanos(delay),
-                );
+                let task =
+                    move |t: &Timeout| log.lock().unwrap().push((id, t.timer().unwrap().now()));
+                let result = match op {
+                    Op::ScheduleAt(_) => timer.new_timeout_at(task, at(timer.now(), delay)),
+                    _ => timer.new_timeout(task, Duration::from_nanos(delay)),
+                };
                 if model.stopped {
                     ensure_eq!(
                         result.unwrap_err(),
@@ -164,12 +208,25 @@ pub fn check(tick: u64, wheel: usize, ops: Vec<Op>) -> Result<(), String> {
                 ensure_eq!(handles[id].cancel(), model.cancel(id), "cancel of {id}");
             }
             Op::Cancel(_) => {}
+            Op::Reset(n, delay) if !handles.is_empty() => {
+                let id = n % handles.len();
+                let reset = match n % 2 {
+                    0 => handles[id].reset(Duration::from_nanos(delay)),
+                    _ => handles[id].reset_at(at(timer.now(), delay)),
+                };
+                ensure_eq!(reset, model.reset(id, delay), "reset of {id}");
+            }
+            Op::Reset(..) => {}
             Op::Advance(by) => {
                 let expected = model.advance(by);
                 timer.advance(Duration::from_nanos(by));
                 let fired: Vec<(usize, Instant)> = std::mem::take(&mut *log.lock().unwrap());
                 let ids: Vec<usize> = fired.iter().map(|f| f.0).collect();
-                ensure_eq!(ids, expected, "fired set and order");
+                ensure_eq!(
+                    in_order(&model, &ids),
+                    in_order(&model, &expected),
+                    "fired set and order"
+                );
                 for (id, at) in fired {
                     let deadline = handles[id].deadline();
                     ensure!(at >= deadline, "{id} fired early");
@@ -198,6 +255,24 @@ pub fn check(tick: u64, wheel: usize, ops: Vec<Op>) -> Result<(), String> {
             model.pending(),
             "pending_timeouts"
         );
+        let stats = timer.stats();
+        ensure_eq!(
+            (
+                stats.scheduled,
+                stats.fired,
+                stats.cancelled,
+                stats.stopped,
+                stats.pending
+            ),
+            (
+                model.scheduled,
+                model.fired,
+                model.cancelled,
+                model.stopped_count,
+                model.pending()
+            ),
+            "stats (scheduled, fired, cancelled, stopped, pending)"
+        );
         for (id, t) in handles.iter().enumerate() {
             let fate = match (t.is_expired(), t.is_cancelled(), t.is_stopped()) {
                 (true, false, false) => Fate::Fired,
@@ -207,7 +282,47 @@ pub fn check(tick: u64, wheel: usize, ops: Vec<Op>) -> Result<(), String> {
                 other => return Err(format!("{id}: two states {other:?}")),
             };
             ensure_eq!(fate, model.fates[id], "fate of {id}");
+            let deadline = model.keys[id].1;
+            ensure_eq!(t.deadline(), at(origin, deadline), "deadline of {id}");
+            let remaining = match fate {
+                Fate::Pending => deadline.saturating_sub(model.now),
+                _ => 0,
+            };
+            ensure_eq!(
+                t.remaining(),
+                Duration::from_nanos(remaining),
+                "remaining of {id}"
+            );
         }
     }
     Ok(())
+}
+
+/// `from + nanos`, as the timer saturates an instant past what it holds.
+fn at(from: Instant, nanos: u64) -> Instant {
+    from.checked_add(Duration::from_nanos(nanos))
+        .unwrap_or_else(|| from + Duration::from_secs(86_400 * 365 * 30))
+}
+
+/// `ids` as the order they fire in must be checked: by fire tick and
+/// deadline, then by submission, except that a timeout ever reset has no
+/// defined order among others with its deadline (each such group sorted).
+fn in_order(model: &Model, ids: &[usize]) -> Vec<(u64, u64, usize)> {
+    let mut keyed: Vec<(u64, u64, usize)> = ids
+        .iter()
+        .map(|&id| (model.keys[id].0, model.keys[id].1, id))
+        .collect();
+    let mut start = 0;
+    while start < keyed.len() {
+        let group = keyed[start..]
+            .iter()
+            .take_while(|k| (k.0, k.1) == (keyed[start].0, keyed[start].1))
+            .count();
+        let slice = &mut keyed[start..start + group];
+        if slice.iter().any(|k| model.reset.contains(&k.2)) {
+            slice.sort();
+        }
+        start += group;
+    }
+    keyed
 }
