@@ -488,3 +488,60 @@ fn a_full_ring_keeps_submission_order_against_drain() {
         assert_eq!(timer.pending_timeouts(), 0);
     });
 }
+
+/// A reset to a later deadline on one thread while the driving thread
+/// expires the old deadline's tick: exactly one wins. If the reset won, the
+/// timeout does not fire at the old tick but once at the new one; if it
+/// lost, it fired at the old tick and the reset changed nothing.
+#[test]
+fn reset_later_against_expire() {
+    loom::model(|| {
+        let timer = manual();
+        let (t, runs) = counted(&timer, TICK);
+        timer.advance(Duration::ZERO); // filed into its bucket
+        let handle = t.clone();
+        let resetter = thread::spawn(move || handle.reset(TICK * 3));
+        timer.advance(TICK);
+        let at_old_tick = runs.load(SeqCst);
+        let moved = resetter.join().unwrap();
+        if moved {
+            // It may have moved only after the tick fired: then it lost.
+            assert_eq!(at_old_tick, 0, "a reset that won fired at the old tick");
+        } else {
+            assert_eq!(at_old_tick, 1, "a reset that lost left it to fire");
+        }
+        timer.advance(TICK * 5);
+        assert_eq!(runs.load(SeqCst), 1, "exactly once");
+        assert!(t.is_expired());
+        assert_eq!(timer.pending_timeouts(), 0);
+        let s = timer.stats();
+        assert_eq!((s.scheduled, s.fired, s.pending), (1, 1, 0));
+    });
+}
+
+/// A reset to an earlier deadline (queued for the driver to file again)
+/// against a cancel on another thread, while the driving thread files:
+/// the cancel wins (nothing else can), the timeout never fires, and it is
+/// counted once.
+#[test]
+fn reset_earlier_against_cancel() {
+    loom::model(|| {
+        let timer = manual();
+        let (t, runs) = counted(&timer, TICK * 100);
+        timer.advance(TICK * 70); // filed: old enough
+        let handle = t.clone();
+        let resetter = thread::spawn(move || handle.reset(TICK));
+        let canceller = {
+            let handle = t.clone();
+            thread::spawn(move || handle.cancel())
+        };
+        timer.advance(Duration::ZERO); // files what the reset moved
+        resetter.join().unwrap();
+        assert!(canceller.join().unwrap(), "nothing else could win");
+        timer.advance(TICK * 200);
+        assert_eq!(runs.load(SeqCst), 0, "a cancelled timeout never fires");
+        assert!(t.is_cancelled());
+        let s = timer.stats();
+        assert_eq!((s.scheduled, s.cancelled, s.pending), (1, 1, 0));
+    });
+}

@@ -1,5 +1,6 @@
 //! loom models of engine paths that the public API cannot reach from
-//! `tests/loom.rs`: the worker thread's plan to sleep, against a producer.
+//! `tests/loom.rs`: the worker thread's plan to sleep, against a producer
+//! queueing a timeout or moving one earlier.
 //!
 //!     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
 //!         cargo test --release --lib --target-dir target/loom -- loom_models
@@ -62,4 +63,46 @@ fn loom_models_a_held_arrival_against_the_workers_plan() {
 #[test]
 fn loom_models_an_urgent_arrival_against_the_workers_plan() {
     arrival_against_plan(MS * 5);
+}
+
+/// A reset moves a far timeout, already filed, to 5 ms while the worker
+/// plans to sleep towards the old deadline. Whatever the interleaving, the
+/// worker learns of it in time: the resetter woke it, or it goes round
+/// again, or it filed the timeout again by then, or it plans to wake by
+/// the new deadline. And the entry's extra reference (the `moved` queue's)
+/// comes back.
+#[test]
+fn loom_models_a_reset_earlier_against_the_workers_plan() {
+    loom::model(|| {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
+        timer.advance(MS * 70); // filed into the wheel
+        let shared = timer.shared().clone();
+        shared.planned_wake.store(BUSY, Ordering::SeqCst);
+        let resetter = {
+            let t = t.clone();
+            thread::spawn(move || assert!(t.reset(MS * 5)))
+        };
+        let round = {
+            let mut due = Vec::new();
+            let now = shared.clock.now();
+            let tick = shared.clock.ticks_at(now);
+            shared.step(now, tick, &mut due);
+            let next = shared.wheel_wake(&shared.lock_core());
+            shared.plan_sleep(tick, next)
+        };
+        resetter.join().unwrap();
+        let deadline = shared.deadline_of(t.key());
+        let woken = shared.unparks.load(Ordering::Relaxed) > 0;
+        let refiled = shared.entry(t.key()).deadline() == deadline;
+        let wakes_in_time = matches!(round, Ok(Some(wake)) if wake <= deadline + shared.clock.time_of(1));
+        assert!(
+            woken || round.is_err() || refiled || wakes_in_time,
+            "the worker may sleep past the new deadline: planned {round:?}, due at {deadline}"
+        );
+        timer.advance(MS * 10); // files and fires it
+        assert!(t.is_expired());
+        drop(t);
+        assert_eq!(shared.live(), 0, "every reference came back");
+    });
 }
