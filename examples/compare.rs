@@ -13,7 +13,9 @@
 //!     cargo run --release --example compare -- --rpc 'tokio::time'
 //!
 //! runs one peer's RPC row alone (add `--alone` to skip the harness's run,
-//! for a whole-process timer).
+//! for a whole-process timer). The second row is the idle-connection
+//! pattern (`support/idle.rs`): a timeout reset on every message, as CPU
+//! per message; `--idle PEER` runs one peer's alone.
 //!
 //! A peer's sleep counts as scheduled once it has been created and polled
 //! once, since tokio and async-io register on first poll. Each scenario is
@@ -24,6 +26,8 @@
 //! Memory is measured in a child process per peer, so one peer's freed
 //! memory does not flatter the next.
 
+#[path = "support/idle.rs"]
+mod idle;
 #[path = "support/proc.rs"]
 mod proc;
 #[path = "support/rpc.rs"]
@@ -47,6 +51,20 @@ fn main() {
         .map(|i| &args[i + 1])
     {
         println!("{}", bytes_per_pending(peer));
+        return;
+    }
+    if let Some(peer) = args
+        .iter()
+        .position(|a| a == "--idle")
+        .map(|i| &args[i + 1])
+    {
+        let harness = if args.iter().any(|a| a == "--alone") {
+            0.0
+        } else {
+            idle::harness_cpu()
+        };
+        let ns = idle::cpu_ns_per_message(peer, harness);
+        println!("{ns:.0} ns per message (harness {harness:.3} s CPU)");
         return;
     }
     if let Some(peer) = args.iter().position(|a| a == "--rpc").map(|i| &args[i + 1]) {
@@ -83,6 +101,19 @@ fn main() {
     for (peer, mut runs) in rpc_peers.into_iter().zip(rpc_runs) {
         runs.sort_by(f64::total_cmp);
         table.add(rpc, peer, runs[runs.len() / 2]);
+    }
+
+    let resets = "idle connections, 2 threads x 125k messages/s, each resets its 200 ms timeout: CPU per message (ns, whole process less harness, median of 5)";
+    let mut idle_runs: Vec<Vec<f64>> = vec![Vec::new(); idle::PEERS.len()];
+    for _ in 0..RUNS {
+        let harness = idle::harness_cpu();
+        for (peer, runs) in idle::PEERS.iter().zip(&mut idle_runs) {
+            runs.push(idle::cpu_ns_per_message(peer, harness));
+        }
+    }
+    for (peer, mut runs) in idle::PEERS.into_iter().zip(idle_runs) {
+        runs.sort_by(f64::total_cmp);
+        table.add(resets, peer, runs[runs.len() / 2]);
     }
 
     let one = "schedule+cancel, 1 thread (ns/op)";

@@ -100,7 +100,7 @@ impl Shared {
     /// the next tick with work, or a little later if one wake-up can then
     /// fire the tick after it too, none more than a tick late (see
     /// `Wheel::one_wake_for_two_ticks`).
-    pub(crate) fn wheel_wake(&self, core: &Core) -> Option<Nanos> {
+    pub(crate) fn wheel_wake(&self, core: &mut Core) -> Option<Nanos> {
         let tick = core.wheel.next_work_tick()?;
         let end = self.clock.time_of(tick);
         Some(
@@ -132,7 +132,7 @@ impl Shared {
         }
         let drained = self.drain_intake(&mut core, now);
         let sooner = self
-            .wheel_wake(&core)
+            .wheel_wake(&mut core)
             .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
         if drained.more || sooner {
             return Err(());
@@ -156,6 +156,7 @@ impl Shared {
         let drained = self.drain_intake(&mut core, now_tick);
         while core.wheel.expire_next(&self.slots, now_tick, due).is_some() {}
         core.wheel.expire_due_next_tick(&self.slots, now, due);
+        self.refile_moved_due(&mut core, due, now);
         drained
     }
 
@@ -171,9 +172,11 @@ impl Shared {
             return;
         }
         // By the deadline in force: a reset may have moved one in its tick.
+        // Each read once: a reset on another thread may move it meanwhile,
+        // and a sort whose keys change under it panics.
         let deadline = |key: &Key| self.deadline_of(*key);
         if due.windows(2).any(|w| deadline(&w[0]) > deadline(&w[1])) {
-            due.sort_by_key(deadline);
+            due.sort_by_cached_key(deadline);
         }
         let now = self.clock.now();
         let mut moved = Vec::new();
@@ -290,6 +293,8 @@ impl Shared {
                     drained.look_by.map_or(upto, |look| upto.min(look))
                 };
                 let tick = core.wheel.expire_next(&self.slots, limit, &mut due);
+                let at = self.clock.time_of(tick.unwrap_or(current));
+                self.refile_moved_due(&mut core, &mut due, at);
                 (tick, core.wheel.current_tick(), more, drained.look_by)
             };
             self.clock

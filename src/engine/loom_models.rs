@@ -22,7 +22,7 @@ fn worker_round(timer: &HashedWheelTimer) -> Result<Option<u64>, ()> {
     let shared = timer.shared();
     let mut due = Vec::new();
     let drained = shared.step(0, 0, &mut due);
-    let next = shared.wheel_wake(&shared.lock_core());
+    let next = shared.wheel_wake(&mut shared.lock_core());
     let look = drained.look_by.map(|tick| shared.clock.time_of(tick));
     shared.plan_sleep(0, crate::engine::intake::earliest(next, look))
 }
@@ -88,14 +88,15 @@ fn loom_models_a_reset_earlier_against_the_workers_plan() {
             let now = shared.clock.now();
             let tick = shared.clock.ticks_at(now);
             shared.step(now, tick, &mut due);
-            let next = shared.wheel_wake(&shared.lock_core());
+            let next = shared.wheel_wake(&mut shared.lock_core());
             shared.plan_sleep(tick, next)
         };
         resetter.join().unwrap();
         let deadline = shared.deadline_of(t.key());
         let woken = shared.unparks.load(Ordering::Relaxed) > 0;
         let refiled = shared.entry(t.key()).deadline() == deadline;
-        let wakes_in_time = matches!(round, Ok(Some(wake)) if wake <= deadline + shared.clock.time_of(1));
+        let wakes_in_time =
+            matches!(round, Ok(Some(wake)) if wake <= deadline + shared.clock.time_of(1));
         assert!(
             woken || round.is_err() || refiled || wakes_in_time,
             "the worker may sleep past the new deadline: planned {round:?}, due at {deadline}"

@@ -18,6 +18,7 @@
 
 use crate::engine::clock::Nanos;
 use crate::engine::key::Key;
+use crate::engine::prefetch::prefetch;
 use crate::engine::shared::{Core, Shared};
 use crate::engine::sync::{fence, Ordering};
 
@@ -31,7 +32,9 @@ impl Shared {
         if entry.is_periodic() || self.is_shutdown() {
             return false;
         }
-        let Some(filed) = entry.try_reset(to, self.resets.cell(key)) else {
+        let cell = self.resets.cell(key);
+        prefetch(cell); // on its way while the entry is read
+        let Some(filed) = entry.try_reset(to, cell) else {
             return false;
         };
         if self.clock.tick_of(to) < self.clock.tick_of(filed) {
@@ -58,6 +61,22 @@ impl Shared {
     /// The deadline the last reset of `key` wrote.
     pub(crate) fn reset_deadline(&self, key: Key) -> Nanos {
         self.resets.cell(key).load(Ordering::Relaxed)
+    }
+
+    /// The driver, under the core lock: files again, by its new deadline,
+    /// each entry just taken out of the wheel as due that a reset moved
+    /// past `now`, and leaves the rest in `due` to fire. Their lines are in
+    /// the cache: this is the one filing a run of later resets costs.
+    pub(crate) fn refile_moved_due(&self, core: &mut Core, due: &mut Vec<Key>, now: Nanos) {
+        due.retain(|&key| {
+            let entry = self.entry(key);
+            let later =
+                entry.is_moved() && entry.adopt_reset_after(now, || self.reset_deadline(key));
+            if later {
+                self.file(&mut core.wheel, key);
+            }
+            !later
+        });
     }
 
     /// The driver: files by its new deadline each entry a reset moved

@@ -71,10 +71,11 @@ fn run(shared: Arc<Shared>) {
         let cancelling_young = shared.intake.take_saw_withdrawn();
         let at_tick = |tick: u64| Some(clock.time_of(tick));
         let mut next = {
-            let core = shared.lock_core();
-            let linger = || clock.time_of(now_tick.saturating_add(core.wheel.ticks_per_round()));
+            let mut core = shared.lock_core();
+            let round = core.wheel.ticks_per_round();
+            let linger = || clock.time_of(now_tick.saturating_add(round));
             shared
-                .wheel_wake(&core)
+                .wheel_wake(&mut core)
                 .or_else(|| cancelling_young.then(linger))
         };
         next = earliest(next, drained.look_by.and_then(at_tick));

@@ -110,6 +110,23 @@ impl Entry {
         true
     }
 
+    /// `adopt_reset` for an entry just taken out of its bucket as due by
+    /// `now`, only if a reset moved it past `now`: true if it did, and the
+    /// driver must file it again. Otherwise it stays moved, for `fire_due`.
+    pub(crate) fn adopt_reset_after(&self, now: Nanos, cell: impl FnOnce() -> Nanos) -> bool {
+        if !self.transition(MOVED, LOCKED) {
+            return false;
+        }
+        let deadline = cell();
+        if deadline <= now {
+            self.state.store(MOVED, Ordering::Release);
+            return false;
+        }
+        self.deadline.store(deadline, Ordering::Release);
+        self.state.store(PENDING, Ordering::Release);
+        true
+    }
+
     /// True if a reset moved the deadline, and the driver has not adopted
     /// it yet.
     pub(crate) fn is_moved(&self) -> bool {

@@ -68,6 +68,9 @@ pub(crate) struct Wheel {
     /// The last tick processed. Every entry's tick is later than this.
     current: u64,
     len: usize,
+    /// The second tick of the last wake-up planned to serve two ticks
+    /// (see `one_wake_for_two_ticks`): the only tick worth walking early.
+    two_ticks: Option<u64>,
 }
 
 impl Wheel {
@@ -83,6 +86,7 @@ impl Wheel {
             tick_nanos,
             current: 0,
             len: 0,
+            two_ticks: None,
         }
     }
 
@@ -181,7 +185,10 @@ impl Wheel {
     /// one list for the whole round, too long to walk), or either holds more
     /// than `WALK_AT_MOST` entries. Walks the two buckets: their entries are
     /// the next to fire.
-    pub(crate) fn one_wake_for_two_ticks(&self, slots: &Slots, tick: u64) -> Option<Nanos> {
+    /// Remembers the tick after `tick` when it says yes, for
+    /// `expire_due_next_tick`.
+    pub(crate) fn one_wake_for_two_ticks(&mut self, slots: &Slots, tick: u64) -> Option<Nanos> {
+        self.two_ticks = None;
         let next = tick.checked_add(1)?;
         let (Place::Bucket(this), Place::Bucket(after)) =
             (self.place_of(tick), self.place_of(next))
@@ -205,15 +212,23 @@ impl Wheel {
         };
         let last_after = extreme(after, Nanos::max)?;
         let first = extreme(this, Nanos::min)?;
-        (last_after <= first.saturating_add(self.tick_nanos)).then_some(last_after)
+        let both = (last_after <= first.saturating_add(self.tick_nanos)).then_some(last_after)?;
+        self.two_ticks = Some(next);
+        Some(both)
     }
 
     /// Appends to `due`, in bucket order, the entries filed under the
     /// tick after the current one whose deadline is at or before `now`,
-    /// ahead of that tick's end: a driver that woke between two tick ends
-    /// fires what is due by then.
+    /// ahead of that tick's end: a driver that woke between two tick ends,
+    /// as `one_wake_for_two_ticks` planned, fires what is due by then. Any
+    /// other tick is not walked: its entries fire at its end, on time, and
+    /// a busy tick's walk would cost a cache miss per entry.
     pub(crate) fn expire_due_next_tick(&mut self, slots: &Slots, now: Nanos, due: &mut Vec<Key>) {
-        let Place::Bucket(bucket) = self.place_of(self.current.saturating_add(1)) else {
+        let next = self.current.saturating_add(1);
+        if self.two_ticks != Some(next) {
+            return;
+        }
+        let Place::Bucket(bucket) = self.place_of(next) else {
             return;
         };
         if self.buckets[bucket].is_none() {
@@ -361,10 +376,12 @@ mod tests {
     #[test]
     fn entries_of_the_next_tick_due_by_now_fire_ahead_of_its_end() {
         let (mut wheel, slots) = wheel_of_10ns_ticks();
-        let keys: Vec<Key> = [14, 22, 23, 29]
+        let keys: Vec<Key> = [14, 22, 23, 24]
             .iter()
             .map(|&d| insert(&mut wheel, &slots, d))
             .collect();
+        // Planned at tick 1's end: one wake-up, at 24, for ticks 2 and 3.
+        assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), Some(24));
         let mut due = vec![];
         assert_eq!(wheel.expire_next(&slots, 2, &mut due), Some(2));
         wheel.expire_due_next_tick(&slots, 23, &mut due);
@@ -376,6 +393,24 @@ mod tests {
         assert_eq!(wheel.expire_next(&slots, 3, &mut due), Some(3));
         assert_eq!(due, vec![keys[3]]);
         assert_eq!(wheel.len(), 0);
+    }
+
+    #[test]
+    fn the_next_tick_is_walked_only_when_a_wake_up_was_planned_for_it() {
+        let (mut wheel, slots) = wheel_of_10ns_ticks();
+        let keys: Vec<Key> = [14, 22, 29]
+            .iter()
+            .map(|&d| insert(&mut wheel, &slots, d))
+            .collect();
+        assert_eq!(
+            wheel.one_wake_for_two_ticks(&slots, 2),
+            None,
+            "29 is too late"
+        );
+        let mut due = vec![];
+        assert_eq!(wheel.expire_next(&slots, 2, &mut due), Some(2));
+        wheel.expire_due_next_tick(&slots, 23, &mut due);
+        assert_eq!(due, keys[..1].to_vec(), "22 waits for its tick's end");
     }
 
     fn run_to(wheel: &mut Wheel, slots: &Slots, upto: u64) -> Vec<(u64, u64)> {
