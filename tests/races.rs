@@ -205,3 +205,68 @@ fn stop_against_new_timeout_loses_nothing() {
         assert_eq!(timer.pending_timeouts(), 0);
     }
 }
+
+/// A thread resets timeouts, later and earlier, while the worker fires
+/// them. Each fires exactly once, and the worker keeps running: a batch it
+/// fires is sorted by deadlines that the resets move meanwhile, and a sort
+/// whose keys moved under it once panicked the worker (about one run in
+/// two caught it; hence several).
+#[test]
+fn resets_against_the_worker_firing() {
+    for seed in 0..8 {
+        resets_against_firing(seed);
+    }
+}
+
+fn resets_against_firing(seed: u64) {
+    const TIMEOUTS: usize = 2_000;
+    let timer = HashedWheelTimer::builder()
+        .tick_duration(Duration::from_micros(100))
+        .build()
+        .unwrap();
+    let runs: Arc<Vec<AtomicUsize>> =
+        Arc::new((0..TIMEOUTS).map(|_| AtomicUsize::new(0)).collect());
+    let handles: Vec<_> = (0..TIMEOUTS)
+        .map(|i| {
+            let runs = runs.clone();
+            let delay = Duration::from_micros(200 + (i % 50) as u64 * 20);
+            timer
+                .new_timeout(
+                    move |_| {
+                        runs[i].fetch_add(1, Ordering::SeqCst);
+                    },
+                    delay,
+                )
+                .unwrap()
+        })
+        .collect();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for _ in 0..20_000 {
+        let t = &handles[rng.usize(0..TIMEOUTS)];
+        t.reset(Duration::from_micros(rng.u64(0..1_500)));
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = done.clone();
+    timer
+        .new_timeout(
+            move |_| flag.store(true, Ordering::SeqCst),
+            Duration::from_millis(5),
+        )
+        .unwrap();
+    for _ in 0..300 {
+        if done.load(Ordering::SeqCst) && timer.pending_timeouts() == 0 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        done.load(Ordering::SeqCst),
+        "the worker stopped firing (seed {seed})"
+    );
+    for (i, runs) in runs.iter().enumerate() {
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "timeout {i} (seed {seed})");
+    }
+    let s = timer.stats();
+    let all = TIMEOUTS as u64 + 1;
+    assert_eq!((s.scheduled, s.fired, s.pending), (all, all, 0));
+}
