@@ -37,7 +37,8 @@ impl Shared {
         let Some(filed) = entry.try_reset(to, cell) else {
             return false;
         };
-        if self.clock.tick_of(to) < self.clock.tick_of(filed) {
+        // Ticks (a division each) only for the rarer reset to earlier.
+        if to < filed && self.clock.tick_of(to) < self.clock.tick_of(filed) {
             self.slots.retain(key); // the `moved` queue's
             self.moved.push(key);
             // Pairs with the worker's store of `planned_wake`; fence; look

@@ -32,13 +32,32 @@ impl ResetTable {
     #[inline]
     pub(crate) fn cell(&self, key: Key) -> &AtomicU64 {
         let i = key.index();
-        let directory = self.directory.get_or_init(|| lazy_cells(TABLE));
-        let table = directory[(i >> (BLOCK_BITS + TABLE_BITS)) & (TABLE - 1)]
-            .get_or_init(|| lazy_cells(TABLE));
-        let block = table[(i >> BLOCK_BITS) & (TABLE - 1)]
-            .get_or_init(|| (0..BLOCK).map(|_| AtomicU64::new(0)).collect());
+        let directory = get_or_make(&self.directory, || lazy_cells(TABLE));
+        let table = get_or_make(
+            &directory[(i >> (BLOCK_BITS + TABLE_BITS)) & (TABLE - 1)],
+            || lazy_cells(TABLE),
+        );
+        let block = get_or_make(&table[(i >> BLOCK_BITS) & (TABLE - 1)], || {
+            (0..BLOCK).map(|_| AtomicU64::new(0)).collect()
+        });
         &block[i & (BLOCK - 1)]
     }
+}
+
+/// `OnceLock::get_or_init` with the common case, already made, inlined
+/// and the making kept out of line.
+#[inline(always)]
+fn get_or_make<T>(lock: &OnceLock<T>, make: impl FnOnce() -> T) -> &T {
+    match lock.get() {
+        Some(made) => made,
+        None => make_cold(lock, make),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn make_cold<T>(lock: &OnceLock<T>, make: impl FnOnce() -> T) -> &T {
+    lock.get_or_init(make)
 }
 
 fn lazy_cells<T>(n: usize) -> Box<[OnceLock<T>]> {
