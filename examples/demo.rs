@@ -99,6 +99,21 @@ fn main() {
             println!("  worker wake-ups     {wakeups}");
         }
     }
+    // The timer's own counters: they must agree with the demo's.
+    let s = timer.stats();
+    println!("timer.stats():");
+    println!(
+        "  scheduled {}  fired {}  cancelled {}  stopped {}  pending {}",
+        s.scheduled, s.fired, s.cancelled, s.stopped, s.pending
+    );
+    println!(
+        "  worker wake-ups {}  worst lateness {:.3} ms  queued for filing {}",
+        s.worker_wakeups,
+        s.max_lateness.as_secs_f64() * 1e3,
+        s.queued
+    );
+    let adds_up = s.scheduled == s.fired + s.cancelled + s.stopped + s.pending as u64;
+    println!("  scheduled = fired + cancelled + stopped + pending: {adds_up}");
 }
 
 /// One client thread: sends its share of requests at `rate` per second (or
