@@ -90,6 +90,32 @@
 //! Stay with `tokio::time` for a handful of sleeps, or where you need
 //! `tokio::time::pause()` integration with tokio's test clock.
 //!
+//! # Deadlines, resets and counters
+//!
+//! [`HashedWheelTimer::new_timeout_at`] schedules at an absolute deadline,
+//! [`Timeout::remaining`] tells the time left, and [`Timeout::reset`] (or
+//! [`reset_at`](Timeout::reset_at)) moves a pending timeout in place, as an
+//! idle-connection check does on every message: a reset to a later
+//! deadline costs the worker nothing until the old one comes.
+//! [`HashedWheelTimer::stats`] returns a [`TimerStats`] snapshot whose
+//! totals add up: `scheduled = fired + cancelled + stopped + pending`.
+//!
+//! ```
+//! use hashed_wheel_timer::HashedWheelTimer;
+//! use std::time::Duration;
+//!
+//! let timer = HashedWheelTimer::builder().manual_clock().build()?;
+//! let idle = timer.new_timeout(|_| println!("idle: close"), Duration::from_secs(30))?;
+//! timer.advance(Duration::from_secs(25));
+//! assert!(idle.reset(Duration::from_secs(30)));
+//! assert_eq!(idle.remaining(), Duration::from_secs(30));
+//! timer.advance(Duration::from_secs(30));
+//! assert!(idle.is_expired());
+//! let s = timer.stats();
+//! assert_eq!((s.scheduled, s.fired, s.pending), (1, 1, 0));
+//! # Ok::<(), hashed_wheel_timer::TimerError>(())
+//! ```
+//!
 //! # Periodic tasks
 //!
 //! [`HashedWheelTimer::schedule_at_fixed_rate`] and

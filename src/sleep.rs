@@ -87,9 +87,9 @@ pub struct Sleep {
     deadline: Instant,
     /// `deadline` on the timer's clock.
     deadline_nanos: Nanos,
-    /// The entry holding our waker: due at or before `deadline`'s tick
-    /// (earlier after a `reset` to a later deadline, see there), or spent.
-    /// Holds one of its references.
+    /// The entry holding our waker: due at `deadline` (a reset moves it
+    /// in place, or swaps it for an earlier one), or spent. Holds one of
+    /// its references.
     entry: Option<Key>,
     /// Where `entry` was queued in a lane, or 0: its drop reaches the
     /// lane's cell without waiting for the entry (see `cancel_sole`).
