@@ -107,3 +107,57 @@ impl Shared {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::HashedWheelTimer;
+    use std::time::Duration;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_later_reset_gives_the_driver_nothing_to_do_until_the_old_deadline() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let t = timer.new_timeout(|_| {}, MS * 100).unwrap();
+        timer.advance(MS * 70); // filed
+        let entry = shared.entry(t.key());
+        let filed = entry.deadline();
+        assert!(entry.in_wheel());
+        for n in 1..=1_000u32 {
+            assert!(t.reset(MS * 100 + MS * n / 100));
+        }
+        assert!(shared.moved.is_empty(), "nothing queued for the driver");
+        assert_eq!(entry.deadline(), filed, "still where the wheel filed it");
+        timer.advance(MS * 29);
+        assert_eq!(entry.deadline(), filed, "untouched before the old deadline");
+        timer.advance(MS);
+        assert!(t.is_pending(), "found moved at the old deadline");
+        assert_eq!(
+            shared.clock.to_instant(entry.deadline()),
+            t.deadline(),
+            "filed again, once"
+        );
+        assert!(entry.in_wheel());
+    }
+
+    #[test]
+    fn an_earlier_reset_is_queued_once_and_its_reference_comes_back() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let t = timer.new_timeout(|_| {}, MS * 500).unwrap();
+        timer.advance(MS * 70);
+        assert!(t.reset(MS * 10));
+        assert_eq!(shared.moved.len(), 1);
+        timer.advance(Duration::ZERO);
+        assert!(shared.moved.is_empty());
+        assert_eq!(
+            shared.entry(t.key()).deadline(),
+            shared.clock.to_nanos(t.deadline())
+        );
+        timer.advance(MS * 10);
+        assert!(t.is_expired());
+        drop(t);
+        assert_eq!(shared.live(), 0, "every reference came back");
+    }
+}
