@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::engine::clock::Source;
 use crate::engine::handoff::Handoff;
 use crate::engine::shared::Config;
 use crate::{Executor, HashedWheelTimer, TimerError};
@@ -18,6 +19,7 @@ pub const MAX_TICKS_PER_WHEEL: usize = 1 << 30;
 /// | [`max_pending_timeouts`](Builder::max_pending_timeouts) | no limit | beyond it `new_timeout` fails with [`TimerError::AtCapacity`] |
 /// | [`thread_name`](Builder::thread_name) | `"hashed-wheel-timer"` | the worker thread's name |
 /// | [`manual_clock`](Builder::manual_clock) | off | no thread; time moves only by [`advance`](HashedWheelTimer::advance) |
+/// | [`tokio_clock`](Builder::tokio_clock) | off | the runtime's clock (paused or not), driven by a task on it |
 /// | [`executor`](Builder::executor) | none: callbacks run on the worker | where callbacks run, so a slow one cannot delay ticks |
 ///
 /// # Examples
@@ -45,8 +47,16 @@ pub struct Builder {
     ticks_per_wheel: usize,
     max_pending_timeouts: Option<usize>,
     thread_name: String,
-    manual_clock: bool,
+    clock: ClockChoice,
     executor: Option<Handoff>,
+}
+
+/// Which clock `build` gives the timer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClockChoice {
+    Real,
+    Manual,
+    Tokio,
 }
 
 impl Default for Builder {
@@ -56,7 +66,7 @@ impl Default for Builder {
             ticks_per_wheel: 512,
             max_pending_timeouts: None,
             thread_name: "hashed-wheel-timer".to_owned(),
-            manual_clock: false,
+            clock: ClockChoice::Real,
             executor: None,
         }
     }
@@ -97,8 +107,54 @@ impl Builder {
     /// Use a manual clock: the timer has no thread, and time moves only when
     /// [`HashedWheelTimer::advance`] is called, which fires what is due on
     /// the calling thread. For exact, never-flaky tests.
+    ///
+    /// Take deadlines for it from [`HashedWheelTimer::now`], the manual
+    /// time: `Instant::now()` is the real time, which a manual clock does
+    /// not follow.
     pub fn manual_clock(mut self) -> Builder {
-        self.manual_clock = true;
+        self.clock = ClockChoice::Manual;
+        self
+    }
+
+    /// Use the clock of the tokio runtime that `build` is called in, and
+    /// drive the wheel from a task on that runtime instead of a thread.
+    ///
+    /// The timer reads `tokio::time::Instant`, so a paused runtime moves it
+    /// exactly as it moves `tokio::time`: `#[tokio::test(start_paused =
+    /// true)]`, `tokio::time::advance` and auto-advance all fire what comes
+    /// due, and a test gets the answer production gets. Its futures,
+    /// callbacks, [`now`](HashedWheelTimer::now) and
+    /// [`Timeout::remaining`](crate::Timeout::remaining) all follow that
+    /// clock. It also suits a production program that wants no extra
+    /// thread.
+    ///
+    /// Callbacks run on the driver task, so a slow one delays the runtime
+    /// thread it runs on as well as later timeouts; give the timer an
+    /// [`executor`](Builder::executor) for heavy ones. When the runtime
+    /// shuts down, the timer shuts down with it. Take deadlines from
+    /// [`HashedWheelTimer::now`] (or `tokio::time::Instant::now()` in the
+    /// runtime), not `std::time::Instant::now()`, which a paused runtime
+    /// does not follow. [`advance`](HashedWheelTimer::advance) does
+    /// nothing: use `tokio::time::advance`.
+    ///
+    /// `build` fails with [`TimerError::NoTokioRuntime`] outside a runtime.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// async fn main() {
+    ///     let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+    ///     let start = tokio::time::Instant::now();
+    ///     timer.sleep(Duration::from_secs(3600)).await; // no real hour
+    ///     assert!(tokio::time::Instant::now() - start >= Duration::from_secs(3600));
+    /// }
+    /// # main();
+    /// # assert!(HashedWheelTimer::builder().tokio_clock().build().is_err());
+    /// ```
+    pub fn tokio_clock(mut self) -> Builder {
+        self.clock = ClockChoice::Tokio;
         self
     }
 
@@ -125,7 +181,14 @@ impl Builder {
     /// with a NUL byte: each gets its own [`TimerError`] naming the value.
     pub fn build(self) -> Result<HashedWheelTimer, TimerError> {
         let config = self.validate()?;
-        Ok(HashedWheelTimer::from_config(config, self.manual_clock))
+        let source = match self.clock {
+            ClockChoice::Real => Source::Real,
+            ClockChoice::Manual => Source::Manual,
+            ClockChoice::Tokio => Source::Tokio(
+                tokio::runtime::Handle::try_current().map_err(|_| TimerError::NoTokioRuntime)?,
+            ),
+        };
+        Ok(HashedWheelTimer::from_config(config, source))
     }
 
     fn validate(&self) -> Result<Config, TimerError> {

@@ -1,6 +1,8 @@
 //! The process-wide default timer, and free functions that use it.
 
+use std::cell::RefCell;
 use std::future::IntoFuture;
+use std::marker::PhantomData;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -13,9 +15,15 @@ use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerErro
 /// free function of this crate (`sleep`, `timeout`, `interval`, ...) uses
 /// it, so a program needs no setup. It needs no tokio runtime.
 ///
-/// It is shared by the whole process: calling [`stop`](HashedWheelTimer::stop)
-/// on it stops it for every user, for good. Build your own timer with
-/// [`HashedWheelTimer::builder`] for other settings or a life of its own.
+/// It is shared by the whole process, so it cannot be stopped:
+/// [`stop`](HashedWheelTimer::stop) on it returns
+/// [`TimerError::StopDefaultTimer`] and it keeps running. Build your own
+/// timer with [`HashedWheelTimer::builder`] for other settings or a life of
+/// its own.
+///
+/// The free functions use [`set_default`]'s timer instead while one is set
+/// on the calling thread; `default_timer()` itself always returns the
+/// process-wide one.
 ///
 /// ```
 /// use hashed_wheel_timer::default_timer;
@@ -27,8 +35,93 @@ use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerErro
 /// assert!(std::ptr::eq(timer, default_timer()));
 /// ```
 pub fn default_timer() -> &'static HashedWheelTimer {
-    static DEFAULT: OnceLock<HashedWheelTimer> = OnceLock::new();
     DEFAULT.get_or_init(HashedWheelTimer::new)
+}
+
+static DEFAULT: OnceLock<HashedWheelTimer> = OnceLock::new();
+
+/// True if `timer` is the process-wide default timer.
+pub(crate) fn is_process_default(timer: &HashedWheelTimer) -> bool {
+    DEFAULT.get().is_some_and(|default| default.is_same(timer))
+}
+
+thread_local! {
+    /// The timer `set_default` made this thread's default, if any.
+    static CURRENT: RefCell<Option<HashedWheelTimer>> = const { RefCell::new(None) };
+}
+
+/// Makes `timer` the one the free functions ([`sleep`], [`timeout`],
+/// [`interval`], [`new_timeout`], ...) use on this thread, until the
+/// returned guard is dropped; then the one before comes back. Guards nest,
+/// as `tracing::subscriber::set_default`'s do.
+///
+/// So code written against the free functions can be tested as it is: give
+/// it a timer on a paused tokio runtime's clock
+/// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or on a manual
+/// clock. Only this thread is affected, so a test that spawns work on a
+/// multi-threaded runtime should use a `current_thread` one, as
+/// `#[tokio::test]` does by default.
+///
+/// ```
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+///
+/// /// Code under test, written against the free functions.
+/// async fn fetch_with_deadline() -> Result<(), hashed_wheel_timer::Elapsed> {
+///     let backend = tokio::time::sleep(Duration::from_secs(3600)); // slow
+///     hashed_wheel_timer::timeout(Duration::from_millis(50), backend).await
+/// }
+///
+/// #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// async fn main() {
+///     let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+///     let _guard = hashed_wheel_timer::set_default(timer);
+///     assert!(fetch_with_deadline().await.is_err(), "times out, as in production");
+/// }
+/// # main();
+/// ```
+pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
+    let previous = CURRENT.with(|current| current.replace(Some(timer)));
+    DefaultGuard {
+        previous,
+        _not_send: PhantomData,
+    }
+}
+
+/// Restores the previous default timer when dropped; see [`set_default`].
+/// It belongs to the thread that made it.
+#[must_use = "the default is restored as soon as the guard is dropped"]
+pub struct DefaultGuard {
+    previous: Option<HashedWheelTimer>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for DefaultGuard {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        // Dropped outside the thread-local's borrow: the timer's drop may
+        // stop it.
+        let _replaced = CURRENT.try_with(|current| current.replace(previous));
+    }
+}
+
+impl std::fmt::Debug for DefaultGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DefaultGuard").finish_non_exhaustive()
+    }
+}
+
+/// Runs `f` on this thread's default timer: `set_default`'s, or the
+/// process-wide one.
+fn with_default<R>(f: impl FnOnce(&HashedWheelTimer) -> R) -> R {
+    let current = CURRENT
+        .try_with(|current| current.borrow().clone())
+        .ok()
+        .flatten();
+    match current {
+        Some(timer) => f(&timer),
+        None => f(default_timer()),
+    }
 }
 
 /// Sleeps `duration` on the [default timer](default_timer); see
@@ -43,13 +136,13 @@ pub fn default_timer() -> &'static HashedWheelTimer {
 /// # }
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    default_timer().sleep(duration)
+    with_default(|timer| timer.sleep(duration))
 }
 
 /// Sleeps until `deadline` on the [default timer](default_timer); see
 /// [`HashedWheelTimer::sleep_until`].
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    default_timer().sleep_until(deadline)
+    with_default(|timer| timer.sleep_until(deadline))
 }
 
 /// Runs `future` with a deadline `duration` from now, on the
@@ -67,13 +160,13 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// # });
 /// ```
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> TimeoutFuture<F::IntoFuture> {
-    default_timer().timeout(duration, future)
+    with_default(|timer| timer.timeout(duration, future))
 }
 
 /// Runs `future` with a deadline at `deadline`, on the
 /// [default timer](default_timer); see [`HashedWheelTimer::timeout_at`].
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> TimeoutFuture<F::IntoFuture> {
-    default_timer().timeout_at(deadline, future)
+    with_default(|timer| timer.timeout_at(deadline, future))
 }
 
 /// An [`Interval`] on the [default timer](default_timer), first tick now;
@@ -91,13 +184,13 @@ pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> TimeoutFuture<
 /// # }
 /// ```
 pub fn interval(period: Duration) -> Interval {
-    default_timer().interval(period)
+    with_default(|timer| timer.interval(period))
 }
 
 /// An [`Interval`] on the [default timer](default_timer), first tick at
 /// `start`; see [`HashedWheelTimer::interval_at`].
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    default_timer().interval_at(start, period)
+    with_default(|timer| timer.interval_at(start, period))
 }
 
 /// [`interval`], but a zero period is an error.
@@ -106,7 +199,7 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
 ///
 /// [`TimerError::ZeroPeriod`] if `period` is zero.
 pub fn try_interval(period: Duration) -> Result<Interval, TimerError> {
-    default_timer().try_interval(period)
+    with_default(|timer| timer.try_interval(period))
 }
 
 /// [`interval_at`], but a zero period is an error.
@@ -115,7 +208,7 @@ pub fn try_interval(period: Duration) -> Result<Interval, TimerError> {
 ///
 /// [`TimerError::ZeroPeriod`] if `period` is zero.
 pub fn try_interval_at(start: Instant, period: Duration) -> Result<Interval, TimerError> {
-    default_timer().try_interval_at(start, period)
+    with_default(|timer| timer.try_interval_at(start, period))
 }
 
 /// Runs `task` once, `delay` from now, on the [default timer](default_timer)'s
@@ -140,7 +233,7 @@ pub fn new_timeout<F, R>(task: F, delay: Duration) -> Result<Timeout, TimerError
 where
     F: FnOnce(&Timeout) -> R + Send + 'static,
 {
-    default_timer().new_timeout(task, delay)
+    with_default(|timer| timer.new_timeout(task, delay))
 }
 
 /// Runs `task` once at `deadline`, on the [default timer](default_timer)'s
@@ -164,5 +257,5 @@ pub fn new_timeout_at<F, R>(task: F, deadline: Instant) -> Result<Timeout, Timer
 where
     F: FnOnce(&Timeout) -> R + Send + 'static,
 {
-    default_timer().new_timeout_at(task, deadline)
+    with_default(|timer| timer.new_timeout_at(task, deadline))
 }

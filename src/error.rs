@@ -65,6 +65,15 @@ pub enum TimerError {
     /// The OS refused to start the worker thread.
     #[error("could not start the timer's worker thread: {0}")]
     WorkerSpawn(String),
+    /// [`Builder::tokio_clock`](crate::Builder::tokio_clock) was built
+    /// outside a tokio runtime, whose clock and tasks it needs.
+    #[error("tokio_clock() must be built inside a tokio runtime (none is running on this thread)")]
+    NoTokioRuntime,
+    /// `stop()` was called on the process-wide
+    /// [`default_timer`](crate::default_timer), which every library in the
+    /// process shares: it keeps running.
+    #[error("the process-wide default timer cannot be stopped; build a timer of your own to stop")]
+    StopDefaultTimer,
 }
 
 impl TimerError {

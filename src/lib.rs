@@ -162,8 +162,8 @@ mod timer_task;
 
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
 pub use default_timer::{
-    default_timer, interval, interval_at, new_timeout, new_timeout_at, sleep, sleep_until, timeout,
-    timeout_at, try_interval, try_interval_at,
+    default_timer, interval, interval_at, new_timeout, new_timeout_at, set_default, sleep,
+    sleep_until, timeout, timeout_at, try_interval, try_interval_at, DefaultGuard,
 };
 pub use engine::driver::DRAIN_CAP_PER_TICK;
 pub use engine::handle::Timeout;

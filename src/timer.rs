@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
 use crate::engine::anchor::Anchor;
+use crate::engine::clock::Source;
 use crate::engine::key::Key;
 use crate::engine::shared::{Config, Shared};
 use crate::engine::task::Task;
+use crate::engine::tokio_driver;
 use crate::engine::worker;
 use crate::registry::Registration;
 use crate::{Timeout, TimerError};
@@ -85,15 +87,22 @@ impl HashedWheelTimer {
         Builder::default()
     }
 
-    pub(crate) fn from_config(config: Config, manual: bool) -> HashedWheelTimer {
+    pub(crate) fn from_config(config: Config, source: Source) -> HashedWheelTimer {
+        let runtime = match &source {
+            Source::Tokio(runtime) => Some(runtime.clone()),
+            _ => None,
+        };
         let owner = Arc::new_cyclic(|weak: &std::sync::Weak<Owner>| {
-            let shared = Shared::new(config, manual);
+            let shared = Shared::new(config, source);
             shared.set_owner(weak.clone());
             Owner {
                 shared: Arc::new(shared),
                 _registration: Registration::new(),
             }
         });
+        if let Some(runtime) = runtime {
+            tokio_driver::spawn(&owner.shared, &runtime);
+        }
         HashedWheelTimer { owner }
     }
 
@@ -101,6 +110,11 @@ impl HashedWheelTimer {
     pub(crate) fn of(shared: &Shared) -> Option<HashedWheelTimer> {
         let owner = shared.owner()?.downcast::<Owner>().ok()?;
         Some(HashedWheelTimer { owner })
+    }
+
+    /// True if both are handles of the same timer.
+    pub(crate) fn is_same(&self, other: &HashedWheelTimer) -> bool {
+        Arc::ptr_eq(&self.owner, &other.owner)
     }
 
     #[inline(always)]
@@ -141,8 +155,8 @@ impl HashedWheelTimer {
     #[inline(always)]
     fn ensure_worker(&self) -> Result<(), TimerError> {
         let shared = self.shared();
-        if shared.clock.is_manual() {
-            return Ok(());
+        if shared.clock.is_manual() || shared.clock.is_tokio() {
+            return Ok(()); // no thread: driven by `advance`, or a task
         }
         Ok(worker::ensure_started(shared)?)
     }
@@ -192,6 +206,9 @@ impl HashedWheelTimer {
     ///
     /// [`TimerError::StopFromTimerTask`] if called from a task running on
     /// this timer, where waiting for the worker would deadlock.
+    /// [`TimerError::StopDefaultTimer`] on the process-wide
+    /// [`default_timer`](crate::default_timer), which every library in the
+    /// process shares: it keeps running.
     ///
     /// # Examples
     ///
@@ -210,6 +227,9 @@ impl HashedWheelTimer {
         let shared = self.shared();
         if shared.in_own_task() || shared.is_worker_thread() {
             return Err(TimerError::StopFromTimerTask);
+        }
+        if crate::default_timer::is_process_default(self) {
+            return Err(TimerError::StopDefaultTimer);
         }
         let entries = shared.shut_down(true);
         // One anchor for them all, not this thread's: it would keep the

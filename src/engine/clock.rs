@@ -2,7 +2,9 @@
 //!
 //! A real clock reads `Instant::now()`. A manual clock is a counter that only
 //! [`HashedWheelTimer::advance`](crate::HashedWheelTimer::advance) moves, so
-//! tests are exact. Either way every deadline is stored as `u64` nanoseconds
+//! tests are exact. A tokio clock reads `tokio::time::Instant::now()` on the
+//! timer's runtime, so a paused runtime's time (`start_paused`,
+//! `tokio::time::advance`, auto-advance) is the timer's time. Either way every deadline is stored as `u64` nanoseconds
 //! since start, saturating at `u64::MAX` (about 584 years): a huge delay
 //! never overflows and never fires.
 
@@ -18,6 +20,7 @@ pub(crate) struct Clock {
     /// `start` on `tsc::now_upper`'s scale.
     start_since_base: Nanos,
     manual: Option<Manual>,
+    tokio: Option<TokioTime>,
     tick_nanos: u64,
     /// The last tick the clock can reach: the one before a saturated
     /// deadline's, so that a saturated deadline never fires.
@@ -32,17 +35,74 @@ struct Manual {
     target: AtomicU64,
 }
 
+/// A tokio runtime's clock.
+struct TokioTime {
+    /// The runtime whose clock this is: read it from any thread.
+    handle: tokio::runtime::Handle,
+    start: tokio::time::Instant,
+}
+
+impl TokioTime {
+    /// Nanoseconds since `start` on the runtime's clock. Inside one of its
+    /// tasks the clock is at hand; elsewhere the runtime is entered for the
+    /// read (outside a runtime, tokio would read the real clock).
+    fn now(&self) -> Nanos {
+        let now = if tokio::task::try_id().is_some() {
+            tokio::time::Instant::now()
+        } else {
+            let _entered = self.handle.enter();
+            tokio::time::Instant::now()
+        };
+        saturating_nanos(now.saturating_duration_since(self.start))
+    }
+}
+
+/// Which clock a timer reads.
+pub(crate) enum Source {
+    Real,
+    Manual,
+    /// The clock of the runtime this handle belongs to.
+    Tokio(tokio::runtime::Handle),
+}
+
 impl Clock {
+    #[cfg(test)]
     pub(crate) fn new(tick_nanos: u64, manual: bool) -> Clock {
+        Clock::of(
+            tick_nanos,
+            if manual { Source::Manual } else { Source::Real },
+        )
+    }
+
+    pub(crate) fn of(tick_nanos: u64, source: Source) -> Clock {
         tsc::base(); // first: a start before the base would be clamped to it
-        let start = Instant::now();
+        let mut start = Instant::now();
+        let (mut manual, mut tokio) = (None, None);
+        match source {
+            Source::Real => {}
+            Source::Manual => {
+                manual = Some(Manual {
+                    now: AtomicU64::new(0),
+                    target: AtomicU64::new(0),
+                })
+            }
+            Source::Tokio(handle) => {
+                let tokio_start = {
+                    let _entered = handle.enter();
+                    tokio::time::Instant::now()
+                };
+                start = tokio_start.into_std();
+                tokio = Some(TokioTime {
+                    handle,
+                    start: tokio_start,
+                });
+            }
+        }
         Clock {
             start,
             start_since_base: tsc::since_base(start),
-            manual: manual.then(|| Manual {
-                now: AtomicU64::new(0),
-                target: AtomicU64::new(0),
-            }),
+            manual,
+            tokio,
             tick_nanos,
             last_tick: tick_of(u64::MAX, tick_nanos) - 1,
         }
@@ -52,10 +112,30 @@ impl Clock {
         self.manual.is_some()
     }
 
+    /// True for a tokio runtime's clock.
+    pub(crate) fn is_tokio(&self) -> bool {
+        self.tokio.is_some()
+    }
+
+    /// `at`, a time on this clock, as the tokio runtime's `Instant`, for a
+    /// tokio clock's driver to sleep until.
+    pub(crate) fn tokio_instant(&self, at: Nanos) -> Option<tokio::time::Instant> {
+        let tokio = self.tokio.as_ref()?;
+        Some(
+            tokio
+                .start
+                .checked_add(Duration::from_nanos(at))
+                .unwrap_or_else(|| tokio.start + FAR_FUTURE),
+        )
+    }
+
     pub(crate) fn now(&self) -> Nanos {
         match &self.manual {
             Some(manual) => manual.now.load(Ordering::Acquire),
-            None => saturating_nanos(self.start.elapsed()),
+            None => match &self.tokio {
+                Some(tokio) => tokio.now(),
+                None => saturating_nanos(self.start.elapsed()),
+            },
         }
     }
 
@@ -86,11 +166,12 @@ impl Clock {
     }
 
     /// At least `now()`: on a real clock, at most a few microseconds more,
-    /// read cheaply (see `tsc.rs`); on a manual clock, `now()`.
+    /// read cheaply (see `tsc.rs`); on a manual or tokio clock, `now()`.
     #[inline(always)]
     pub(crate) fn upper_bound(&self) -> Nanos {
         match &self.manual {
             Some(manual) => manual.now.load(Ordering::Acquire),
+            None if self.tokio.is_some() => self.now(),
             None => self.upper_now(),
         }
     }
@@ -109,7 +190,7 @@ impl Clock {
     pub(crate) fn deadline_after(&self, delay: Duration) -> Nanos {
         let now = match &self.manual {
             Some(manual) => manual.now.load(Ordering::Acquire),
-            None if delay.is_zero() => self.now(),
+            None if delay.is_zero() || self.tokio.is_some() => self.now(),
             None => self.upper_now(),
         };
         now.saturating_add(saturating_nanos(delay))

@@ -252,7 +252,8 @@ impl Shared {
         let Some(target) = self.clock.manual_target() else {
             tracing::warn!(
                 target: "hashed_wheel_timer",
-                "advance() does nothing on a timer with a real clock"
+                "advance() does nothing on a timer with a real clock, or a tokio clock \
+                 (move that one with tokio::time::advance)"
             );
             return;
         };

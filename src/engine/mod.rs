@@ -34,6 +34,7 @@ pub(crate) mod shared;
 pub(crate) mod slots;
 pub(crate) mod sync;
 pub(crate) mod task;
+pub(crate) mod tokio_driver;
 pub(crate) mod tsc;
 pub(crate) mod wheel;
 pub(crate) mod worker;

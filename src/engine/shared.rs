@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use crossbeam_queue::SegQueue;
 
-use crate::engine::clock::{saturating_nanos, Clock, Nanos};
+use crate::engine::clock::{saturating_nanos, Clock, Nanos, Source};
 use crate::engine::counts::Counts;
 use crate::engine::entry::{CancelOutcome, Entry};
 use crate::engine::handoff::Handoff;
@@ -144,20 +144,23 @@ pub(crate) struct Shared {
     pub(crate) driver: Mutex<()>,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
     worker_thread: OnceLock<Thread>,
+    /// How producers wake a driver that is a tokio task (see
+    /// `tokio_driver.rs`), in place of a worker thread.
+    driver_notify: OnceLock<Arc<tokio::sync::Notify>>,
     /// The user-facing handle, weakly, for `Timeout::timer()`: a type of
     /// the public face, which the engine keeps without naming.
     owner: OnceLock<Weak<dyn Any + Send + Sync>>,
 }
 
 impl Shared {
-    pub(crate) fn new(config: Config, manual: bool) -> Shared {
+    pub(crate) fn new(config: Config, source: Source) -> Shared {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let hold = Policy::new(config.tick_nanos);
         Shared {
             id,
             urgent_nanos: hold.urgent_nanos,
-            clock: Clock::new(config.tick_nanos, manual),
+            clock: Clock::of(config.tick_nanos, source),
             core: Mutex::new(Core {
                 wheel: Wheel::new(config.ticks_per_wheel, config.tick_nanos),
                 last_housekeeping: None,
@@ -182,6 +185,7 @@ impl Shared {
             driver: Mutex::new(()),
             worker: Mutex::new(None),
             worker_thread: OnceLock::new(),
+            driver_notify: OnceLock::new(),
             owner: OnceLock::new(),
         }
     }
@@ -231,7 +235,13 @@ impl Shared {
         self.unparks.fetch_add(1, Ordering::Relaxed);
         if let Some(thread) = self.worker_thread.get() {
             thread.unpark();
+        } else if let Some(notify) = self.driver_notify.get() {
+            notify.notify_one();
         }
+    }
+
+    pub(crate) fn set_driver_notify(&self, notify: Arc<tokio::sync::Notify>) {
+        let _ = self.driver_notify.set(notify);
     }
 
     /// True while this thread runs a task of this timer.

@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use crate::engine::clock::Nanos;
 use crate::engine::intake::earliest;
+use crate::engine::key::Key;
 use crate::engine::refusal::Refusal;
 use crate::engine::shared::{Shared, BUSY};
 use crate::engine::sync::Ordering;
@@ -57,43 +59,14 @@ fn run(shared: Arc<Shared>) {
     let clock = &shared.clock;
     let mut due = Vec::new();
     loop {
-        shared.planned_wake.store(BUSY, Ordering::SeqCst);
-        if shared.is_shutdown() {
-            return;
-        }
-        #[cfg(test)]
-        shared.worker_rounds.fetch_add(1, Ordering::Relaxed);
-        let now = clock.now();
-        let now_tick = clock.ticks_at(now);
-        let drained = shared.step(now, now_tick, &mut due);
-        shared.fire(&mut due);
-
-        let cancelling_young = shared.intake.take_saw_withdrawn();
-        let at_tick = |tick: u64| Some(clock.time_of(tick));
-        let mut next = {
-            let mut core = shared.lock_core();
-            let round = core.wheel.ticks_per_round();
-            let linger = || clock.time_of(now_tick.saturating_add(round));
-            shared
-                .wheel_wake(&mut core)
-                .or_else(|| cancelling_young.then(linger))
-        };
-        next = earliest(next, drained.look_by.and_then(at_tick));
-        if drained.more {
-            next = at_tick(now_tick.saturating_add(1));
-        }
-        if shared.housekeeping_requested.load(Ordering::SeqCst) {
-            next = earliest(next, at_tick(now_tick.saturating_add(1)));
-        }
-        let Ok(next) = shared.plan_sleep(now_tick, next) else {
-            continue;
-        };
-        match next {
-            None => {
+        match round(&shared, &mut due) {
+            Round::Exit => return,
+            Round::Again => {}
+            Round::Sleep(None) => {
                 thread::park();
                 shared.note_wakeup();
             }
-            Some(wake_at) => {
+            Round::Sleep(Some(wake_at)) => {
                 let now = clock.now();
                 if wake_at > now {
                     thread::park_timeout(Duration::from_nanos(wake_at - now));
@@ -101,6 +74,55 @@ fn run(shared: Arc<Shared>) {
                 }
             }
         }
+    }
+}
+
+/// What a driver does after a round.
+pub(crate) enum Round {
+    /// The timer shut down: the driver ends.
+    Exit,
+    /// Go round again at once.
+    Again,
+    /// Sleep until this time on the timer's clock (`None`: until woken).
+    Sleep(Option<Nanos>),
+}
+
+/// One round of a driver that sleeps between rounds (the worker thread, or
+/// a task on a tokio runtime): steps the wheel up to now, fires what is
+/// due, and plans when to wake, publishing the plan for producers.
+pub(crate) fn round(shared: &Arc<Shared>, due: &mut Vec<Key>) -> Round {
+    let clock = &shared.clock;
+    shared.planned_wake.store(BUSY, Ordering::SeqCst);
+    if shared.is_shutdown() {
+        return Round::Exit;
+    }
+    #[cfg(test)]
+    shared.worker_rounds.fetch_add(1, Ordering::Relaxed);
+    let now = clock.now();
+    let now_tick = clock.ticks_at(now);
+    let drained = shared.step(now, now_tick, due);
+    shared.fire(due);
+
+    let cancelling_young = shared.intake.take_saw_withdrawn();
+    let at_tick = |tick: u64| Some(clock.time_of(tick));
+    let mut next = {
+        let mut core = shared.lock_core();
+        let round = core.wheel.ticks_per_round();
+        let linger = || clock.time_of(now_tick.saturating_add(round));
+        shared
+            .wheel_wake(&mut core)
+            .or_else(|| cancelling_young.then(linger))
+    };
+    next = earliest(next, drained.look_by.and_then(at_tick));
+    if drained.more {
+        next = at_tick(now_tick.saturating_add(1));
+    }
+    if shared.housekeeping_requested.load(Ordering::SeqCst) {
+        next = earliest(next, at_tick(now_tick.saturating_add(1)));
+    }
+    match shared.plan_sleep(now_tick, next) {
+        Ok(next) => Round::Sleep(next),
+        Err(()) => Round::Again,
     }
 }
 

@@ -1,0 +1,117 @@
+//! A timer on tokio's clock (`Builder::tokio_clock`), tested as tokio code
+//! is: on a paused runtime, moved by `tokio::time::advance` and by
+//! auto-advance.
+
+use hashed_wheel_timer::{HashedWheelTimer, MissedTickBehavior, Timeout, TimerError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn timer() -> HashedWheelTimer {
+    HashedWheelTimer::builder().tokio_clock().build().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_backend_times_out_as_in_production() {
+    let timer = timer();
+    let slow = tokio::time::sleep(Duration::from_secs(3600));
+    let result = timer.timeout(MS * 50, slow).await;
+    assert!(result.is_err(), "the timeout must win: {result:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_hours_sleep_takes_no_real_hour_and_moves_tokios_clock() {
+    let timer = timer();
+    let (real, virtual_start) = (std::time::Instant::now(), Instant::now());
+    timer.sleep(Duration::from_secs(3600)).await;
+    assert!(Instant::now() - virtual_start >= Duration::from_secs(3600));
+    assert!(Instant::now() - virtual_start < Duration::from_secs(3600) + MS * 2);
+    assert!(
+        real.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        real.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn advance_fires_what_is_due_and_nothing_later() {
+    let timer = timer();
+    let fired = Arc::new(AtomicUsize::new(0));
+    let (one, two) = (fired.clone(), fired.clone());
+    let d = MS * 100;
+    let first = timer
+        .new_timeout(
+            move |_: &Timeout| {
+                one.fetch_add(1, Ordering::SeqCst);
+            },
+            d,
+        )
+        .unwrap();
+    let second = timer
+        .new_timeout(
+            move |_: &Timeout| {
+                two.fetch_add(10, Ordering::SeqCst);
+            },
+            d * 2,
+        )
+        .unwrap();
+    tokio::time::advance(d).await;
+    tokio::task::yield_now().await; // let the driver task run
+    assert!(first.is_expired());
+    assert!(!second.is_expired());
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+    assert_eq!(second.remaining(), d);
+    tokio::time::advance(d).await;
+    tokio::task::yield_now().await;
+    assert_eq!(fired.load(Ordering::SeqCst), 11);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interval_ticks_at_exact_virtual_times() {
+    let timer = timer();
+    let start = timer.now();
+    let mut iv = timer.interval(MS * 10);
+    iv.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    for n in 0..5u32 {
+        let at = iv.tick().await;
+        assert_eq!(at - start, MS * 10 * n);
+        assert_eq!(timer.now() - start, MS * 10 * n, "tick {n} fired on time");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn now_and_remaining_read_tokios_clock() {
+    let timer = timer();
+    let start = timer.now();
+    let t = timer.new_timeout(|_| {}, Duration::from_secs(10)).unwrap();
+    tokio::time::advance(Duration::from_secs(4)).await;
+    assert_eq!(timer.now() - start, Duration::from_secs(4));
+    assert_eq!(t.remaining(), Duration::from_secs(6));
+}
+
+#[test]
+fn outside_a_runtime_it_is_a_typed_error() {
+    let built = HashedWheelTimer::builder().tokio_clock().build();
+    assert_eq!(built.unwrap_err(), TimerError::NoTokioRuntime);
+}
+
+#[test]
+fn the_timer_shuts_down_with_its_runtime() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = rt.block_on(async { timer() });
+    let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
+    drop(rt);
+    assert!(timer.is_shutdown());
+    assert_eq!(
+        timer.new_timeout(|_| {}, MS).unwrap_err(),
+        TimerError::Shutdown
+    );
+    assert!(!t.is_expired());
+    assert_eq!(timer.pending_timeouts(), 0);
+}
