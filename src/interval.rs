@@ -139,11 +139,9 @@ impl HashedWheelTimer {
     /// `period`; a zero period is handled as by [`interval`](Self::interval).
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
         self.try_interval_at(start, period).unwrap_or_else(|error| {
-            tracing::warn!(
-                target: "hashed_wheel_timer",
-                %error,
-                "interval: using one tick as the period"
-            );
+            crate::engine::notice::warn(format_args!(
+                "interval: {error}; using one tick as the period"
+            ));
             self.new_interval(start, self.tick_duration())
         })
     }
@@ -232,6 +230,9 @@ impl Interval {
 
     /// Polls for the next tick, as [`try_tick`](Self::try_tick).
     pub fn poll_try_tick(&mut self, cx: &mut Context<'_>) -> Poll<Result<Instant, TimerError>> {
+        if self.sleep.timer().is_shutdown() && !self.sleep.is_elapsed() {
+            return Poll::Ready(Err(TimerError::Shutdown)); // at once: end the loop
+        }
         self.poll_next_tick(cx)
             .map(|(due, result)| result.map(|()| due))
     }

@@ -16,13 +16,11 @@ impl Registration {
     pub(crate) fn new() -> Registration {
         let live = LIVE.fetch_add(1, Ordering::AcqRel) + 1;
         if live > TOO_MANY_TIMERS && !WARNED.swap(true, Ordering::AcqRel) {
-            tracing::error!(
-                target: "hashed_wheel_timer",
-                live,
+            crate::engine::notice::error(format_args!(
                 "you are creating too many HashedWheelTimer instances ({live} live, more than \
                  {TOO_MANY_TIMERS}). A timer is a shared resource with its own thread: reuse \
                  one across the application instead of one per connection or request."
-            );
+            ));
         }
         Registration(())
     }

@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::engine::clock::Nanos;
+use crate::engine::clock::{saturating_nanos, Nanos};
 use crate::engine::entry::Entry;
 use crate::engine::key::Key;
 use crate::engine::task::Task;
@@ -92,9 +92,15 @@ pub struct Sleep {
     /// its references.
     entry: Option<Key>,
     /// Where `entry` was queued in a lane, or 0: its drop reaches the
-    /// lane's cell without waiting for the entry (see `cancel_sole`).
+    /// lane's cell without waiting for the entry (see `cancel_sole`). Its
+    /// top bit is `MOVED`.
     mark: u32,
 }
+
+/// The bit of `Sleep::mark` that says the timer stopped and the wait went on
+/// on the default timer. Lane marks are below 2^23 (256 lanes of 2^14
+/// cells).
+const MOVED: u32 = 1 << 31;
 
 impl HashedWheelTimer {
     /// A future that completes `duration` from now, on this timer.
@@ -139,10 +145,71 @@ impl Sleep {
         &self.timer
     }
 
+    /// The timer that holds our entry, and on whose clock `deadline_nanos`
+    /// is: ours, or the process-wide default once ours stopped.
+    fn home(&self) -> &HashedWheelTimer {
+        if self.is_moved() {
+            crate::default_timer()
+        } else {
+            &self.timer
+        }
+    }
+
+    /// True once our timer stopped before the deadline and the wait went
+    /// on on the default timer (see "When the timer stops").
+    fn is_moved(&self) -> bool {
+        self.mark & MOVED != 0
+    }
+
+    /// Where the entry waits in its lane (see `cancel_sole`).
+    fn lane_mark(&self) -> u32 {
+        self.mark & !MOVED
+    }
+
+    fn set_lane_mark(&mut self, mark: u32) {
+        debug_assert_eq!(mark & MOVED, 0, "a lane mark fits in 31 bits");
+        self.mark = mark | (self.mark & MOVED);
+    }
+
     /// Replaces the entry, giving up our reference to the old one.
     fn set_entry(&mut self, entry: Option<Key>) {
         if let Some(old) = std::mem::replace(&mut self.entry, entry) {
-            self.timer.shared().release(old);
+            self.home().shared().release(old);
+        }
+    }
+
+    /// Our timer stopped before the deadline: the wait goes on on the
+    /// process-wide default timer, which cannot stop, for the time that
+    /// was left on ours. So a loop of sleeps keeps its pace instead of
+    /// spinning, and nothing hangs.
+    #[cold]
+    fn move_to_default(&mut self) {
+        self.set_entry(None);
+        let clock = &self.timer.shared().clock;
+        let left = self.deadline_nanos.saturating_sub(clock.now());
+        self.mark = MOVED;
+        let home = &crate::default_timer().shared().clock;
+        self.deadline_nanos = home.deadline_after(Duration::from_nanos(left));
+        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            crate::engine::notice::warn(format_args!(
+                "a Sleep, timeout or Interval of a stopped timer now waits out its \
+                 deadline on the default timer (said once per process)"
+            ));
+        }
+    }
+
+    /// `deadline` as `deadline_nanos`: on our timer's clock; once moved, on
+    /// the default timer's, shifted as the move shifted it.
+    fn nanos_of(&self, deadline: Instant) -> Nanos {
+        if !self.is_moved() {
+            return self.timer.shared().clock.to_nanos(deadline);
+        }
+        match deadline.checked_duration_since(self.deadline) {
+            Some(later) => self.deadline_nanos.saturating_add(saturating_nanos(later)),
+            None => self
+                .deadline_nanos
+                .saturating_sub(saturating_nanos(self.deadline - deadline)),
         }
     }
 
@@ -152,10 +219,10 @@ impl Sleep {
     }
 
     /// True once the deadline has passed on the timer's clock, whether or
-    /// not the future has been polled since. It stays false when the
-    /// future completes early because the timer stopped.
+    /// not the future has been polled since. After the timer stopped, on
+    /// the default timer's clock, where the wait went on.
     pub fn is_elapsed(&self) -> bool {
-        self.timer.shared().clock.has_passed(self.deadline_nanos)
+        self.home().shared().clock.has_passed(self.deadline_nanos)
     }
 
     /// Moves the deadline, earlier or later, even after completion: the
@@ -185,11 +252,11 @@ impl Sleep {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     pub fn reset(&mut self, deadline: Instant) {
-        let shared = self.timer.shared();
-        let clock = &shared.clock;
-        let old_tick = clock.tick_of(self.deadline_nanos);
+        let old_tick = self.home().shared().clock.tick_of(self.deadline_nanos);
+        self.deadline_nanos = self.nanos_of(deadline);
         self.deadline = deadline;
-        self.deadline_nanos = clock.to_nanos(deadline);
+        let shared = self.home().shared();
+        let clock = &shared.clock;
         let Some(key) = self.entry else {
             return;
         };
@@ -206,8 +273,8 @@ impl Sleep {
         let upper = clock.upper_bound();
         let already_due = clock.has_passed_by(self.deadline_nanos, upper);
         let urgent = shared.is_urgent_by(self.deadline_nanos, upper);
+        let cancelled = shared.cancel_sole(key, self.lane_mark());
         self.entry = None;
-        let cancelled = shared.cancel_sole(key, self.mark);
         // Lost to the worker or to `stop()`: the task was woken, and its
         // next poll files a new entry or completes.
         let Some(Task::Wake(Some(waker))) = cancelled else {
@@ -219,26 +286,32 @@ impl Sleep {
             return;
         }
         match self
-            .timer
+            .home()
             .schedule_waker(self.deadline_nanos, waker.clone(), urgent)
         {
             Ok((key, mark)) => {
                 self.entry = Some(key);
-                self.mark = mark;
+                self.set_lane_mark(mark);
             }
             // Let the task's next poll deal with it (complete or retry).
             Err(_) => waker.wake(),
         }
     }
 
-    /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)` if
-    /// the timer stopped before it.
+    /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)`
+    /// once it has passed after the timer stopped before it (the wait went
+    /// on on the default timer).
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
-        let shared = self.timer.shared();
+        let done = if self.is_moved() {
+            Err(TimerError::Shutdown)
+        } else {
+            Ok(())
+        };
+        let shared = self.home().shared();
         // One reading of the clock, for "elapsed?" and, if not, "urgent?".
         let mut upper = shared.clock.upper_bound();
         if shared.clock.has_passed_by(self.deadline_nanos, upper) {
-            return Poll::Ready(Ok(()));
+            return Poll::Ready(done);
         }
         if let Some(key) = self.entry {
             if still_waiting(shared.entry(key), cx.waker()) {
@@ -248,20 +321,25 @@ impl Sleep {
             // timer stopped. Only a deadline still ahead needs a new entry.
             upper = shared.clock.upper_bound();
             if shared.clock.has_passed_by(self.deadline_nanos, upper) {
-                return Poll::Ready(Ok(()));
+                return Poll::Ready(done);
             }
         }
         let urgent = shared.is_urgent_by(self.deadline_nanos, upper);
         match self
-            .timer
+            .home()
             .schedule_waker(self.deadline_nanos, cx.waker().clone(), urgent)
         {
             Ok((key, mark)) => {
                 self.set_entry(Some(key));
-                self.mark = mark;
+                self.set_lane_mark(mark);
                 Poll::Pending
             }
+            Err(TimerError::Shutdown) if !self.is_moved() => {
+                self.move_to_default();
+                self.poll_elapsed(cx)
+            }
             Err(TimerError::Shutdown) => {
+                // The default timer never stops; this is for completeness.
                 self.set_entry(None);
                 Poll::Ready(Err(TimerError::Shutdown))
             }
@@ -317,7 +395,7 @@ impl Drop for Sleep {
         if let Some(key) = self.entry.take() {
             // The entry's only holder: a cancel that finds it in its lane
             // frees it with no swap.
-            drop(self.timer.shared().cancel_sole(key, self.mark));
+            drop(self.home().shared().cancel_sole(key, self.lane_mark()));
         }
     }
 }
@@ -387,9 +465,11 @@ mod tests {
         assert_pending!(stopped.poll());
         let returned = timer.stop().unwrap();
         assert_eq!(returned.len(), 1, "only the marker is returned");
-        assert_ready!(stopped.poll());
-        drop(stopped);
+        assert!(stopped.is_woken());
+        assert_pending!(stopped.poll(), "waits on, on the default timer");
         assert_eq!(counted(), 0, "the marker, by stop; the sleep, once");
+        drop(stopped);
+        assert_eq!(counted(), 0);
     }
 
     /// Invariant 6 for futures: a `Sleep` that re-files (every interval

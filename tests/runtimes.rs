@@ -5,7 +5,7 @@
 
 use hashed_wheel_timer::HashedWheelTimer;
 use std::future::pending;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -86,23 +86,25 @@ fn a_sleep_moved_between_runtimes_wakes_its_new_task() {
 }
 
 #[test]
-fn stop_from_another_thread_ends_waiting_futures() {
+fn stop_from_another_thread_lets_waiting_futures_wait_out_their_deadlines() {
     let timer = HashedWheelTimer::new();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .build()
         .unwrap();
+    let wait = Duration::from_millis(300);
     let sleeper = rt.spawn({
         let timer = timer.clone();
-        async move { timer.sleep(Duration::from_secs(3600)).await }
+        async move {
+            let sleep = timer.sleep(wait);
+            let deadline = sleep.deadline();
+            sleep.await;
+            deadline
+        }
     });
     let caller = rt.spawn({
         let timer = timer.clone();
-        async move {
-            timer
-                .timeout(Duration::from_secs(3600), pending::<()>())
-                .await
-        }
+        async move { timer.timeout(wait, pending::<()>()).await }
     });
     // Wait until both are registered, then stop the timer under them.
     while timer.pending_timeouts() < 2 {
@@ -110,7 +112,10 @@ fn stop_from_another_thread_ends_waiting_futures() {
     }
     assert!(timer.stop().unwrap().is_empty());
     rt.block_on(async {
-        sleeper.await.unwrap();
+        // Neither ends at once, nor hangs: each waits out its deadline on
+        // the default timer.
+        let deadline = sleeper.await.unwrap();
+        assert!(Instant::now() >= deadline, "never early");
         assert!(caller.await.unwrap().unwrap_err().is_shutdown());
     });
 }

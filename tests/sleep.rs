@@ -244,7 +244,7 @@ fn max_pending_timeouts_counts_sleeps_but_does_not_refuse_them() {
 }
 
 #[test]
-fn stop_wakes_a_pending_sleep_and_it_completes() {
+fn stop_wakes_a_pending_sleep_and_it_waits_out_its_time_on_the_default_timer() {
     let timer = manual(MS);
     let mut sleep = polled(timer.sleep(MS * 5));
     let callback = timer.new_timeout(|_| {}, MS * 5).unwrap();
@@ -252,21 +252,25 @@ fn stop_wakes_a_pending_sleep_and_it_completes() {
     assert_eq!(never_ran, vec![callback], "futures are woken, not returned");
     assert_eq!(timer.pending_timeouts(), 0);
     assert!(sleep.is_woken());
-    assert_ready!(sleep.poll());
-    assert!(!sleep.is_elapsed(), "it ended early, because of the stop");
+    assert_pending!(sleep.poll(), "no busy loop: it waits on");
+    assert!(!sleep.is_elapsed());
+    // The 5 ms it had left, in real time, on the default timer.
+    futures::executor::block_on(sleep.into_inner().deadline_reached());
     assert!(timer.is_shutdown());
 }
 
 #[test]
-fn a_sleep_made_or_first_polled_after_stop_completes() {
+fn a_sleep_made_or_first_polled_after_stop_waits_out_its_time() {
     let timer = manual(MS);
     let made_before = timer.sleep(MS * 5);
     timer.stop().unwrap();
     let mut made_before = task::spawn(made_before);
-    assert_ready!(made_before.poll());
+    assert_pending!(made_before.poll());
     let mut made_after = task::spawn(timer.sleep(MS * 5));
-    assert_ready!(made_after.poll());
+    assert_pending!(made_after.poll());
     assert_eq!(timer.pending_timeouts(), 0);
+    futures::executor::block_on(made_before.into_inner().deadline_reached());
+    futures::executor::block_on(made_after.into_inner().deadline_reached());
 }
 
 #[test]
@@ -276,7 +280,21 @@ fn reset_after_stop_does_not_hang() {
     timer.stop().unwrap();
     sleep.reset(timer.now() + MS);
     assert!(sleep.is_woken());
-    assert_ready!(sleep.poll());
+    futures::executor::block_on(sleep.into_inner().deadline_reached());
+}
+
+/// Completes once the sleep does, and says it elapsed.
+trait DeadlineReached {
+    fn deadline_reached(self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+}
+
+impl DeadlineReached for Sleep {
+    fn deadline_reached(mut self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+        Box::pin(async move {
+            (&mut self).await;
+            assert!(self.is_elapsed(), "it waited out its deadline");
+        })
+    }
 }
 
 #[test]

@@ -115,3 +115,56 @@ fn the_timer_shuts_down_with_its_runtime() {
     assert!(!t.is_expired());
     assert_eq!(timer.pending_timeouts(), 0);
 }
+
+/// Code under test written against the free functions, as an RPC client's.
+async fn call_backend_with_deadline() -> Result<(), hashed_wheel_timer::Elapsed> {
+    let slow_backend = tokio::time::sleep(Duration::from_secs(3600));
+    hashed_wheel_timer::timeout(MS * 50, slow_backend).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn free_functions_under_set_default_give_the_production_answer() {
+    let _guard = hashed_wheel_timer::set_default(timer());
+    assert!(call_backend_with_deadline().await.is_err());
+    let start = Instant::now();
+    hashed_wheel_timer::sleep(Duration::from_secs(3600)).await;
+    assert!(Instant::now() - start >= Duration::from_secs(3600));
+}
+
+#[test]
+fn set_default_guards_nest_and_restore() {
+    let manual = || HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let (outer, inner) = (manual(), manual());
+    let scheduled = |t: &HashedWheelTimer| t.stats().scheduled;
+    let on_default = || hashed_wheel_timer::new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
+    {
+        let _outer = hashed_wheel_timer::set_default(outer.clone());
+        on_default();
+        assert_eq!((scheduled(&outer), scheduled(&inner)), (1, 0));
+        {
+            let _inner = hashed_wheel_timer::set_default(inner.clone());
+            on_default();
+            let mut sleep = tokio_test::task::spawn(hashed_wheel_timer::sleep(MS * 5));
+            assert!(sleep.poll().is_pending());
+            assert_eq!((scheduled(&outer), scheduled(&inner)), (1, 2));
+        }
+        on_default();
+        assert_eq!(
+            (scheduled(&outer), scheduled(&inner)),
+            (2, 2),
+            "the outer one is back"
+        );
+        // Another thread has its own default: the process-wide one.
+        let before = scheduled(hashed_wheel_timer::default_timer());
+        std::thread::spawn(on_default).join().unwrap();
+        assert!(scheduled(hashed_wheel_timer::default_timer()) > before);
+        assert_eq!(scheduled(&outer), 2);
+    }
+    let before = scheduled(hashed_wheel_timer::default_timer());
+    on_default().cancel();
+    assert!(
+        scheduled(hashed_wheel_timer::default_timer()) > before,
+        "the process-wide one is back"
+    );
+    assert_eq!((scheduled(&outer), scheduled(&inner)), (2, 2));
+}

@@ -250,11 +250,10 @@ impl Shared {
     /// this thread, with the clock reading each tick's time as it fires.
     pub(crate) fn advance(self: &Arc<Self>, by: Duration) {
         let Some(target) = self.clock.manual_target() else {
-            tracing::warn!(
-                target: "hashed_wheel_timer",
+            crate::engine::notice::warn(format_args!(
                 "advance() does nothing on a timer with a real clock, or a tokio clock \
                  (move that one with tokio::time::advance)"
-            );
+            ));
             return;
         };
         let by = saturating_nanos(by);

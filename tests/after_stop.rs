@@ -1,0 +1,92 @@
+//! What a stopped timer's futures do, and the process-wide default timer,
+//! which refuses to stop. Sleeps here are real but short, and the bounds
+//! are loose: they catch a busy loop (thousands of rounds) or a hang, not a
+//! late wake-up.
+
+use hashed_wheel_timer::{default_timer, HashedWheelTimer, TimerError};
+use std::time::{Duration, Instant};
+
+const MS: Duration = Duration::from_millis(1);
+
+#[test]
+fn the_default_timer_refuses_stop_and_keeps_working() {
+    assert_eq!(
+        default_timer().stop().unwrap_err(),
+        TimerError::StopDefaultTimer
+    );
+    assert!(!default_timer().is_shutdown());
+    futures::executor::block_on(hashed_wheel_timer::sleep(MS));
+    let (tx, rx) = std::sync::mpsc::channel();
+    hashed_wheel_timer::new_timeout(move |_| tx.send(()).unwrap(), MS).unwrap();
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("it still fires");
+}
+
+/// Rounds of `body` in `span` of real time.
+async fn rounds_in(
+    span: Duration,
+    mut body: impl FnMut() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
+) -> u32 {
+    let start = Instant::now();
+    let mut rounds = 0;
+    while start.elapsed() < span {
+        body().await;
+        rounds += 1;
+    }
+    rounds
+}
+
+#[tokio::test]
+async fn a_sleep_loop_on_a_stopped_timer_neither_spins_nor_hangs() {
+    for timer in [
+        HashedWheelTimer::new(),
+        HashedWheelTimer::builder().manual_clock().build().unwrap(),
+    ] {
+        timer.stop().unwrap();
+        let t = timer.clone();
+        let rounds = rounds_in(MS * 200, move || Box::pin(t.sleep(MS * 10))).await;
+        // About 20 rounds of 10 ms; a busy loop would make hundreds of
+        // thousands, and a hang none.
+        assert!(
+            (1..=40).contains(&rounds),
+            "{rounds} rounds of a 10 ms sleep in 200 ms"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_interval_loop_on_a_stopped_timer_neither_spins_nor_hangs() {
+    let timer = HashedWheelTimer::new();
+    let mut iv = timer.interval(MS * 10);
+    iv.tick().await;
+    timer.stop().unwrap();
+    assert!(
+        iv.try_tick().await.unwrap_err().is_shutdown(),
+        "try_tick ends the loop at once"
+    );
+    let start = Instant::now();
+    let mut ticks = 0;
+    while start.elapsed() < MS * 200 {
+        iv.tick().await;
+        ticks += 1;
+    }
+    assert!(
+        (1..=40).contains(&ticks),
+        "{ticks} ticks of a 10 ms interval in 200 ms"
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_on_a_stopped_timer_still_gives_the_call_its_time() {
+    let timer = HashedWheelTimer::new();
+    timer.stop().unwrap();
+    let quick = async {
+        tokio::time::sleep(MS * 5).await;
+        7
+    };
+    assert_eq!(timer.timeout(Duration::from_secs(60), quick).await, Ok(7));
+    let start = Instant::now();
+    let slow = timer.timeout(MS * 20, std::future::pending::<()>()).await;
+    assert!(slow.unwrap_err().is_shutdown());
+    assert!(start.elapsed() >= MS * 20, "never before its deadline");
+}
