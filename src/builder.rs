@@ -144,13 +144,13 @@ impl Builder {
     /// use std::time::Duration;
     ///
     /// #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// async fn main() {
+    /// async fn run() {
     ///     let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
     ///     let start = tokio::time::Instant::now();
     ///     timer.sleep(Duration::from_secs(3600)).await; // no real hour
     ///     assert!(tokio::time::Instant::now() - start >= Duration::from_secs(3600));
     /// }
-    /// # main();
+    /// # run();
     /// # assert!(HashedWheelTimer::builder().tokio_clock().build().is_err());
     /// ```
     pub fn tokio_clock(mut self) -> Builder {

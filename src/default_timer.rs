@@ -73,12 +73,12 @@ thread_local! {
 /// }
 ///
 /// #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// async fn main() {
+/// async fn run() {
 ///     let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
 ///     let _guard = hashed_wheel_timer::set_default(timer);
 ///     assert!(fetch_with_deadline().await.is_err(), "times out, as in production");
 /// }
-/// # main();
+/// # run();
 /// ```
 pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
     let previous = CURRENT.with(|current| current.replace(Some(timer)));

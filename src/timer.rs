@@ -250,6 +250,12 @@ impl HashedWheelTimer {
     /// fires on this thread every timeout due by then, tick by tick.
     /// During each callback [`now`](Self::now) reads that tick's time.
     ///
+    /// Deadlines count from [`now`](Self::now), the manual time, not from
+    /// `Instant::now()`: `sleep_until(timer.now() + d)` then `advance(d)`
+    /// fires, where `sleep_until(Instant::now() + d)` would be late by the
+    /// real time the test took. [`advance_to_next`](Self::advance_to_next)
+    /// moves to the next deadline without a duration.
+    ///
     /// Called from a task that this `advance` is running (on this thread),
     /// it stands for a task that takes `by` to run: the clock moves on by
     /// `by` at once, and the running `advance` goes on to the later time,
@@ -277,6 +283,33 @@ impl HashedWheelTimer {
     /// ```
     pub fn advance(&self, by: Duration) {
         self.shared().advance(by)
+    }
+
+    /// Manual clock only: advances to the end of the next tick in which a
+    /// pending timeout is due, fires what is due there, and returns how far
+    /// time moved: a test need not guess durations. `None`, with time
+    /// unmoved, when nothing pending can fire (nothing pending, or only
+    /// deadlines too far to represent), after [`stop`](Self::stop), and on
+    /// a real or tokio clock.
+    ///
+    /// Deadlines on a manual clock count from [`now`](Self::now), the
+    /// manual time: take them from it, not from `Instant::now()`.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let retry = timer.new_timeout(|_| {}, Duration::from_millis(1500))?;
+    /// let idle = timer.new_timeout(|_| {}, Duration::from_secs(30))?;
+    /// assert_eq!(timer.advance_to_next(), Some(Duration::from_millis(1500)));
+    /// assert!(retry.is_expired() && !idle.is_expired());
+    /// assert_eq!(timer.advance_to_next(), Some(Duration::from_millis(28_500)));
+    /// assert_eq!(timer.advance_to_next(), None, "nothing left");
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn advance_to_next(&self) -> Option<Duration> {
+        self.shared().advance_to_next()
     }
 
     /// The timer's current time: real time, or the manual clock's.

@@ -193,3 +193,29 @@ fn the_real_worker_fires_within_a_second_of_the_deadline() {
         assert!(late < Duration::from_secs(1), "fired {late:?} late");
     }
 }
+
+#[test]
+fn advance_to_next_moves_to_each_deadline_in_turn_held_ones_included() {
+    let timer = manual(Duration::from_millis(1));
+    let start = timer.now();
+    let fired = Fired::default();
+    let delays_ms = [3u64, 75, 1_500, 600_000];
+    // The urgent one first: the later ones, queued after it, are held in
+    // the lane until they are 64 ms old.
+    for (label, ms) in delays_ms.iter().enumerate() {
+        fired.schedule(&timer, label, Duration::from_millis(*ms));
+    }
+    let never = fired.schedule(&timer, 99, Duration::MAX);
+    let mut seen = Vec::new();
+    while let Some(moved) = timer.advance_to_next() {
+        seen.push((timer.now() - start).as_millis() as u64);
+        assert!(moved > Duration::ZERO);
+    }
+    assert_eq!(seen, delays_ms, "each deadline's tick, in turn");
+    assert_eq!(fired.labels(), vec![0, 1, 2, 3]);
+    assert!(
+        never.is_pending(),
+        "a saturated deadline never fires, and ends the walk"
+    );
+    assert_eq!(timer.advance_to_next(), None);
+}

@@ -24,6 +24,7 @@ pub(crate) mod local;
 #[cfg(all(test, loom))]
 mod loom_models;
 pub(crate) mod nanos;
+pub(crate) mod next;
 pub(crate) mod notice;
 pub(crate) mod packed_task;
 pub(crate) mod prefetch;
