@@ -82,10 +82,11 @@ fn nanos_to_duration(nanos: u128) -> Duration {
 ///
 /// # When the timer stops
 ///
-/// It never hangs: from then on each `tick()` completes at once, with the
-/// instant the tick was due; check [`HashedWheelTimer::is_shutdown`] in the
-/// loop, or use [`try_tick`](Interval::try_tick), which returns
-/// [`TimerError::Shutdown`], or the stream, which ends.
+/// It neither hangs nor spins: `tick()` goes on ticking each period, waited
+/// out on the process-wide [`default_timer`](crate::default_timer) (see
+/// [`Sleep`](crate::Sleep)). To end the loop on a stop, check
+/// [`HashedWheelTimer::is_shutdown`], or use [`try_tick`](Interval::try_tick),
+/// which returns [`TimerError::Shutdown`] at once, or the stream, which ends.
 ///
 /// # Examples
 ///

@@ -88,8 +88,7 @@
 //! - You come from Netty or Java's schedulers and want their semantics:
 //!   `stop()` returning what never ran, a pending limit.
 //!
-//! Stay with `tokio::time` for a handful of sleeps, or where you need
-//! `tokio::time::pause()` integration with tokio's test clock.
+//! Stay with `tokio::time` for a handful of sleeps.
 //!
 //! # Deadlines, resets and counters
 //!
@@ -138,8 +137,31 @@
 //!
 //! # Testing
 //!
-//! [`Builder::manual_clock`] gives a timer with no thread whose time moves
-//! only by [`HashedWheelTimer::advance`]: tests are exact, never flaky.
+//! [`Builder::tokio_clock`] gives a timer on the tokio runtime's clock,
+//! driven by a task on it, so `#[tokio::test(start_paused = true)]`,
+//! `tokio::time::advance` and auto-advance move it as they move
+//! `tokio::time`. [`set_default`] makes the free functions use a timer of
+//! your choice on this thread, so code written against them is tested as
+//! it is. [`Builder::manual_clock`] gives a timer with no thread whose time
+//! moves only by [`HashedWheelTimer::advance`] (or
+//! [`advance_to_next`](HashedWheelTimer::advance_to_next)): tests are
+//! exact, never flaky.
+//!
+//! ```
+//! use hashed_wheel_timer::HashedWheelTimer;
+//! use std::time::Duration;
+//!
+//! #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! async fn run() {
+//!     let _guard = hashed_wheel_timer::set_default(
+//!         HashedWheelTimer::builder().tokio_clock().build().unwrap(),
+//!     );
+//!     let slow = tokio::time::sleep(Duration::from_secs(3600));
+//!     let result = hashed_wheel_timer::timeout(Duration::from_millis(50), slow).await;
+//!     assert!(result.is_err(), "the deadline wins, as in production");
+//! }
+//! run();
+//! ```
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

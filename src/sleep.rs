@@ -43,10 +43,21 @@ use crate::{HashedWheelTimer, TimerError};
 ///
 /// # When the timer stops
 ///
-/// A `Sleep` never hangs on a stopped timer: [`stop`](HashedWheelTimer::stop)
-/// wakes every pending one, and it completes, as does one first polled
-/// afterwards. [`is_elapsed`](Sleep::is_elapsed) stays false and the
-/// timer's [`is_shutdown`](HashedWheelTimer::is_shutdown) says why.
+/// A `Sleep` neither hangs nor ends early on a stopped timer:
+/// [`stop`](HashedWheelTimer::stop) wakes every pending one, and it waits
+/// out the time it had left on the process-wide
+/// [`default_timer`](crate::default_timer), which cannot stop; so does one
+/// first polled afterwards. So `loop { sleep(d).await }` keeps its pace
+/// rather than spinning. The timer's
+/// [`is_shutdown`](HashedWheelTimer::is_shutdown) says it stopped; one
+/// warning says so the first time (see the README's "Warnings").
+///
+/// Why not end at once, as before, or panic, as tokio does? Ending at once
+/// turns every sleep loop into a busy spin; staying pending hangs the task
+/// for good; a panic takes down a task that did nothing wrong. Waiting out
+/// the deadline keeps the program's timing, and a loop that must end on a
+/// stop checks `is_shutdown()`, or uses
+/// [`Interval::try_tick`](crate::Interval::try_tick), which errs.
 ///
 /// # Examples
 ///

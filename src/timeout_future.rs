@@ -28,9 +28,11 @@ pin_project! {
     ///
     /// # When the timer stops
     ///
-    /// It does not hang: it ends with an `Elapsed` whose
-    /// [`is_shutdown`](Elapsed::is_shutdown) is true, unless the inner
-    /// future is ready first.
+    /// It neither hangs nor ends early: the inner future keeps its time,
+    /// waited out on the process-wide [`default_timer`](crate::default_timer),
+    /// and if it is not ready by then the call ends with an `Elapsed` whose
+    /// [`is_shutdown`](Elapsed::is_shutdown) is true. So a retry loop around
+    /// it does not spin.
     ///
     /// # Examples
     ///

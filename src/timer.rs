@@ -185,12 +185,14 @@ impl HashedWheelTimer {
     /// one `stop` call. Two calls at once both wait; the second returns
     /// what the first left, usually nothing.
     ///
-    /// Futures never hang on a stopped timer: pending ones are woken (they
-    /// are not in the returned `Vec`) and, like new ones, complete at once.
-    /// A [`Sleep`](crate::Sleep) ends, a [`timeout`](Self::timeout) gives
-    /// an [`Elapsed`](crate::Elapsed) whose `is_shutdown()` is true, and an
-    /// [`Interval`](crate::Interval)'s `try_tick` errs and its stream ends;
-    /// [`is_shutdown`](Self::is_shutdown) says why.
+    /// Futures neither hang nor spin on a stopped timer: pending ones are
+    /// woken (they are not in the returned `Vec`) and, like new ones, wait
+    /// out the time they had left on the process-wide
+    /// [`default_timer`](crate::default_timer). A [`Sleep`](crate::Sleep)
+    /// then ends, a [`timeout`](Self::timeout) gives an
+    /// [`Elapsed`](crate::Elapsed) whose `is_shutdown()` is true, and an
+    /// [`Interval`](crate::Interval) ticks on; its `try_tick` errs at once
+    /// and its stream ends. [`is_shutdown`](Self::is_shutdown) says why.
     ///
     /// A second call returns an empty `Vec`.
     ///
