@@ -18,7 +18,7 @@
 
 use crate::engine::lane::Lane;
 use crate::engine::refusal::Refusal;
-use crate::engine::shared::{Shared, HARD_MAX_PENDING};
+use crate::engine::slots::MAX_ENTRIES;
 use crate::engine::sync::{AtomicU64, AtomicUsize, Ordering};
 use crate::engine::task::Task;
 
@@ -33,7 +33,6 @@ pub(crate) enum Ended {
 }
 
 /// The shared counts.
-#[derive(Default)]
 pub(crate) struct Counts {
     /// Pending timeouts, less those the lanes count (see the module docs).
     pending: AtomicUsize,
@@ -61,80 +60,84 @@ pub(crate) struct Totals {
     pub(crate) queued: usize,
 }
 
-impl Shared {
-    /// Without a `max_pending_timeouts` to enforce, each producer counts on
-    /// its own lane, and only the sum is exact.
-    #[inline(always)]
-    fn counts_on_lanes(&self) -> bool {
-        self.config.max_pending.is_none()
+impl Counts {
+    pub(crate) fn new() -> Counts {
+        Counts {
+            pending: AtomicUsize::new(0),
+            scheduled: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            fired: AtomicU64::new(0),
+            stopped: AtomicU64::new(0),
+            worker_wakeups: AtomicU64::new(0),
+            max_lateness: AtomicU64::new(0),
+        }
     }
 
-    /// Pending timeouts: the shared count plus the lanes' shares. Those
-    /// may be read a moment apart, so a racing reader can see a count off
-    /// by the timeouts in flight; never below 0.
-    pub(crate) fn pending(&self) -> usize {
-        let shared = self.counts.pending.load(Ordering::Acquire) as u64;
-        let lanes = if self.counts_on_lanes() {
-            self.intake.net_pending()
-        } else {
-            0
-        };
+    /// Pending timeouts: the shared count plus `lanes`, the lanes' share
+    /// when they keep one. Those may be read a moment apart, so a racing
+    /// reader can see a count off by the timeouts in flight; never below 0.
+    pub(crate) fn pending(&self, lanes: u64) -> usize {
+        let shared = self.pending.load(Ordering::Acquire) as u64;
         shared.wrapping_add(lanes).min(i64::MAX as u64) as i64 as usize
     }
 
-    /// Counts one more pending timeout, on this thread's `lane` if it has
-    /// one, or says why it cannot.
+    /// Counts one more pending timeout, on `lane` (this thread's) if there
+    /// is one, or says why it cannot. `limit` is `max_pending_timeouts`:
+    /// without one, the lanes keep the pending count.
     ///
-    /// A future's waker counts but is not refused by `max_pending_timeouts`:
-    /// a `Sleep` has no error to report and must not end early, and futures
-    /// are bounded by the tasks that hold them.
+    /// A future's waker counts but is not refused by the limit: a `Sleep`
+    /// has no error to report and must not end early, and futures are
+    /// bounded by the tasks that hold them.
     #[inline(always)]
-    pub(crate) fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), Refusal> {
-        if !self.counts_on_lanes() {
+    pub(crate) fn reserve(
+        &self,
+        lane: Option<&Lane>,
+        limit: Option<usize>,
+        task: &Task,
+    ) -> Result<(), Refusal> {
+        if let Some(limit) = limit {
             let max = match task {
-                Task::Wake(_) => HARD_MAX_PENDING,
-                _ => self.config.max_pending.unwrap_or(HARD_MAX_PENDING),
+                Task::Wake(_) => MAX_ENTRIES,
+                _ => limit,
             };
-            self.counts
-                .pending
+            self.pending
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
                     (p < max).then_some(p + 1)
                 })
                 .map_err(|pending| Refusal::AtCapacity { pending, max })?;
         } else if lane.is_none() {
             // The arena enforces the hard limit.
-            self.counts.pending.fetch_add(1, Ordering::AcqRel);
+            self.pending.fetch_add(1, Ordering::AcqRel);
         }
         match lane {
             Some(lane) => lane.count_scheduled(1),
-            None => drop(self.counts.scheduled.fetch_add(1, Ordering::Relaxed)),
+            None => drop(self.scheduled.fetch_add(1, Ordering::Relaxed)),
         }
         Ok(())
     }
 
     /// Undoes `reserve`, for a schedule refused after it.
     #[cold]
-    pub(crate) fn unreserve(&self, lane: Option<&Lane>) {
-        if !self.counts_on_lanes() || lane.is_none() {
-            self.counts.pending.fetch_sub(1, Ordering::AcqRel);
+    pub(crate) fn unreserve(&self, lane: Option<&Lane>, limited: bool) {
+        if limited || lane.is_none() {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
         }
         match lane {
             Some(lane) => lane.count_scheduled(1u64.wrapping_neg()),
-            None => drop(self.counts.scheduled.fetch_sub(1, Ordering::Relaxed)),
+            None => drop(self.scheduled.fetch_sub(1, Ordering::Relaxed)),
         }
     }
 
-    /// A cancel won a pending timeout: uncounts it, on this thread's lane
-    /// if it has one.
+    /// A cancel won a pending timeout: uncounts it, on `lane` (this
+    /// thread's) if there is one.
     #[inline(always)]
-    pub(crate) fn uncount_cancelled(&self) {
-        let lane = self.intake.own_lane();
-        if !self.counts_on_lanes() || lane.is_none() {
-            self.counts.pending.fetch_sub(1, Ordering::AcqRel);
+    pub(crate) fn uncount_cancelled(&self, lane: Option<&Lane>, limited: bool) {
+        if limited || lane.is_none() {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
         }
         match lane {
             Some(lane) => lane.count_cancelled(),
-            None => drop(self.counts.cancelled.fetch_add(1, Ordering::Relaxed)),
+            None => drop(self.cancelled.fetch_add(1, Ordering::Relaxed)),
         }
     }
 
@@ -143,46 +146,53 @@ impl Shared {
         if n == 0 {
             return;
         }
-        self.counts.pending.fetch_sub(n, Ordering::AcqRel);
+        self.pending.fetch_sub(n, Ordering::AcqRel);
         let total = match how {
-            Ended::Fired => &self.counts.fired,
-            Ended::Stopped => &self.counts.stopped,
+            Ended::Fired => &self.fired,
+            Ended::Stopped => &self.stopped,
         };
         total.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// The worker woke from a park. It alone counts them.
     pub(crate) fn note_wakeup(&self) {
-        let wakeups = &self.counts.worker_wakeups;
+        let wakeups = &self.worker_wakeups;
         wakeups.store(wakeups.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
     /// A timeout fired `nanos` after its deadline.
     #[inline]
     pub(crate) fn note_lateness(&self, nanos: u64) {
-        if nanos > self.counts.max_lateness.load(Ordering::Relaxed) {
-            self.counts.max_lateness.fetch_max(nanos, Ordering::Relaxed);
+        if nanos > self.max_lateness.load(Ordering::Relaxed) {
+            self.max_lateness.fetch_max(nanos, Ordering::Relaxed);
         }
     }
 
     /// The totals, each read once: consistent only at a quiet moment.
-    pub(crate) fn totals(&self) -> Totals {
+    /// `lanes` reads the lanes' (scheduled, cancelled); `pending` and
+    /// `queued` are read after them.
+    pub(crate) fn totals(
+        &self,
+        lanes: impl FnOnce() -> (u64, u64),
+        pending: impl FnOnce() -> usize,
+        queued: usize,
+    ) -> Totals {
         // Lowered totals first, so a racing reader sees fewer ended than
         // scheduled rather than more.
-        let fired = self.counts.fired.load(Ordering::Acquire);
-        let stopped = self.counts.stopped.load(Ordering::Acquire);
-        let (lane_scheduled, lane_cancelled) = self.intake.totals();
-        let cancelled = lane_cancelled.wrapping_add(self.counts.cancelled.load(Ordering::Acquire));
-        let scheduled = lane_scheduled.wrapping_add(self.counts.scheduled.load(Ordering::Acquire));
+        let fired = self.fired.load(Ordering::Acquire);
+        let stopped = self.stopped.load(Ordering::Acquire);
+        let (lane_scheduled, lane_cancelled) = lanes();
+        let cancelled = lane_cancelled.wrapping_add(self.cancelled.load(Ordering::Acquire));
+        let scheduled = lane_scheduled.wrapping_add(self.scheduled.load(Ordering::Acquire));
         Totals {
             scheduled,
             fired,
             cancelled,
             stopped,
-            pending: self.pending(),
-            worker_wakeups: self.counts.worker_wakeups.load(Ordering::Relaxed),
-            max_lateness_nanos: self.counts.max_lateness.load(Ordering::Relaxed),
-            queued: self.intake.len(),
+            pending: pending(),
+            worker_wakeups: self.worker_wakeups.load(Ordering::Relaxed),
+            max_lateness_nanos: self.max_lateness.load(Ordering::Relaxed),
+            queued,
         }
     }
 }

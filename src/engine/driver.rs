@@ -202,7 +202,8 @@ impl Shared {
                 // A periodic entry stays counted while it runs.
                 self.uncount(1, Ended::Fired);
             }
-            self.note_lateness(now.saturating_sub(entry.deadline()));
+            self.counts
+                .note_lateness(now.saturating_sub(entry.deadline()));
             match entry.take_task() {
                 Some(task) => self.dispatch(key, task),
                 None => self.slots.release(key),

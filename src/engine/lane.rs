@@ -144,15 +144,6 @@ pub(crate) fn withdraw(cell: &AtomicU32, key: Key) -> bool {
         .is_ok()
 }
 
-/// Owner only: adds `delta` to `count`, wrapping, with no read-modify-write.
-#[inline(always)]
-fn add(count: &AtomicU64, delta: u64) {
-    count.store(
-        count.load(Ordering::Relaxed).wrapping_add(delta),
-        Ordering::Release,
-    );
-}
-
 /// Where a queued entry sits, for a withdrawal: lane index + 1 and cell.
 pub(crate) fn cell_mark(lane: u32, cell: u64) -> u32 {
     (lane + 1) << RING_BITS | cell as u32
@@ -214,16 +205,22 @@ impl Lane {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Owner only: adds `delta` (wrapping) to the timeouts scheduled.
+    /// Owner only: adds `delta` (wrapping) to the timeouts scheduled; a
+    /// plain load and store, no read-modify-write.
     #[inline(always)]
     pub(crate) fn count_scheduled(&self, delta: u64) {
-        add(&self.producer.scheduled, delta);
+        let n = &self.producer.scheduled;
+        n.store(
+            n.load(Ordering::Relaxed).wrapping_add(delta),
+            Ordering::Release,
+        );
     }
 
-    /// Owner only: counts a timeout cancelled.
+    /// Owner only: counts a timeout cancelled, as `count_scheduled`.
     #[inline(always)]
     pub(crate) fn count_cancelled(&self) {
-        add(&self.producer.cancelled, 1);
+        let n = &self.producer.cancelled;
+        n.store(n.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
     }
 
     /// Timeouts this lane's owners scheduled and cancelled, ever.

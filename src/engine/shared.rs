@@ -33,14 +33,14 @@ use std::time::Duration;
 use crossbeam_queue::SegQueue;
 
 use crate::engine::clock::{saturating_nanos, Clock, Nanos, Source};
-use crate::engine::counts::Counts;
+use crate::engine::counts::{Counts, Ended, Totals};
 use crate::engine::entry::{CancelOutcome, Entry};
 use crate::engine::handoff::Handoff;
 use crate::engine::hold::Policy;
 use crate::engine::intake::{Holds, Intake, Queued};
 use crate::engine::jobs::Jobs;
 use crate::engine::key::Key;
-use crate::engine::lane::withdraw;
+use crate::engine::lane::{withdraw, Lane};
 use crate::engine::prefetch::prefetch;
 use crate::engine::refusal::Refusal;
 use crate::engine::reset_table::ResetTable;
@@ -50,10 +50,6 @@ use crate::engine::sync::AtomicUsize;
 use crate::engine::sync::{fence, AtomicBool, AtomicU64, LocalKey, Mutex, MutexGuard, Ordering};
 use crate::engine::task::Task;
 use crate::engine::wheel::Wheel;
-
-/// Hard limit on pending timeouts even with no `max_pending_timeouts`: what
-/// the arena can hold.
-pub(crate) const HARD_MAX_PENDING: usize = MAX_ENTRIES;
 
 /// `planned_wake` while the worker is awake: no producer needs to unpark it.
 pub(crate) const BUSY: u64 = 0;
@@ -169,7 +165,7 @@ impl Shared {
             }),
             slots: Slots::new(),
             config,
-            counts: Counts::default(),
+            counts: Counts::new(),
             shutdown: AtomicBool::new(false),
             intake: Intake::new(id),
             cancelled: SegQueue::new(),
@@ -197,6 +193,51 @@ impl Shared {
     /// The timer's handle, if it still has one.
     pub(crate) fn owner(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         self.owner.get()?.upgrade()
+    }
+
+    /// Without a `max_pending_timeouts` to enforce, each producer counts on
+    /// its own lane, and only the sum is exact (see `counts.rs`).
+    #[inline(always)]
+    fn counts_on_lanes(&self) -> bool {
+        self.config.max_pending.is_none()
+    }
+
+    /// Pending timeouts, the lanes' shares included.
+    pub(crate) fn pending(&self) -> usize {
+        let lanes = if self.counts_on_lanes() {
+            self.intake.net_pending()
+        } else {
+            0
+        };
+        self.counts.pending(lanes)
+    }
+
+    #[inline(always)]
+    fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), Refusal> {
+        self.counts.reserve(lane, self.config.max_pending, task)
+    }
+
+    #[cold]
+    fn unreserve(&self, lane: Option<&Lane>) {
+        self.counts.unreserve(lane, !self.counts_on_lanes());
+    }
+
+    #[inline(always)]
+    fn uncount_cancelled(&self) {
+        let lane = self.intake.own_lane();
+        self.counts.uncount_cancelled(lane, !self.counts_on_lanes());
+    }
+
+    /// `n` pending timeouts fired or were stopped.
+    pub(crate) fn uncount(&self, n: usize, how: Ended) {
+        self.counts.uncount(n, how);
+    }
+
+    /// The totals behind `stats()`.
+    pub(crate) fn totals(&self) -> Totals {
+        let queued = self.intake.len();
+        self.counts
+            .totals(|| self.intake.totals(), || self.pending(), queued)
     }
 
     #[inline(always)]

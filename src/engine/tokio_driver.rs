@@ -44,7 +44,7 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
             Round::Again => tokio::task::yield_now().await,
             Round::Sleep(None) => {
                 notify.notified().await;
-                shared.note_wakeup();
+                shared.counts.note_wakeup();
             }
             Round::Sleep(Some(wake_at)) => {
                 let Some(at) = shared.clock.tokio_instant(wake_at) else {
@@ -53,7 +53,7 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
                 let woken = std::pin::pin!(notify.notified());
                 let slept = std::pin::pin!(tokio::time::sleep_until(at));
                 select(woken, slept).await;
-                shared.note_wakeup();
+                shared.counts.note_wakeup();
             }
         }
     }

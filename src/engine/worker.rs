@@ -64,13 +64,13 @@ fn run(shared: Arc<Shared>) {
             Round::Again => {}
             Round::Sleep(None) => {
                 thread::park();
-                shared.note_wakeup();
+                shared.counts.note_wakeup();
             }
             Round::Sleep(Some(wake_at)) => {
                 let now = clock.now();
                 if wake_at > now {
                     thread::park_timeout(Duration::from_nanos(wake_at - now));
-                    shared.note_wakeup();
+                    shared.counts.note_wakeup();
                 }
             }
         }
