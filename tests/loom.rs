@@ -463,7 +463,11 @@ fn a_periodic_run_on_an_executor_against_stop() {
 /// drains its lane: equal deadlines still fire in submission order.
 #[test]
 fn a_full_ring_keeps_submission_order_against_drain() {
-    loom::model(|| {
+    // Seven timeouts and their fires take more than loom's default 1,000
+    // branches on one path (each fire also counts and notes its lateness).
+    let mut model = loom::model::Builder::new();
+    model.max_branches = 4_000;
+    model.check(|| {
         let timer = manual();
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let producer = {

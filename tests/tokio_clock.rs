@@ -168,3 +168,30 @@ fn set_default_guards_nest_and_restore() {
     );
     assert_eq!((scheduled(&outer), scheduled(&inner)), (2, 2));
 }
+
+#[tokio::test(start_paused = true)]
+async fn never_early_and_at_most_a_tick_late_on_the_paused_clock() {
+    let timer = timer();
+    let mut rng = fastrand::Rng::with_seed(11);
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let timer = timer.clone();
+            let delay = Duration::from_micros(rng.u64(0..500_000));
+            tokio::spawn(async move {
+                let deadline = Instant::now() + delay;
+                timer.sleep(delay).await;
+                (Instant::now(), deadline)
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (woke, deadline) = task.await.unwrap();
+        assert!(woke >= deadline, "early by {:?}", deadline - woke);
+        assert!(
+            woke - deadline <= MS,
+            "late by {:?}: more than a tick",
+            woke - deadline
+        );
+    }
+    assert_eq!(timer.pending_timeouts(), 0);
+}

@@ -99,10 +99,15 @@ impl Shared {
     /// When the worker must wake for what the wheel holds: at the end of
     /// the next tick with work, or a little later if one wake-up can then
     /// fire the tick after it too, none more than a tick late (see
-    /// `Wheel::one_wake_for_two_ticks`).
+    /// `Wheel::one_wake_for_two_ticks`). A tokio clock's driver wakes at
+    /// tick ends only: tokio's own timers round a wake-up up to its next
+    /// millisecond, so one planned between two would come late.
     pub(crate) fn wheel_wake(&self, core: &mut Core) -> Option<Nanos> {
         let tick = core.wheel.next_work_tick()?;
         let end = self.clock.time_of(tick);
+        if self.clock.is_tokio() {
+            return Some(end);
+        }
         Some(
             core.wheel
                 .one_wake_for_two_ticks(&self.slots, tick)

@@ -265,6 +265,21 @@ impl Slots {
     }
 }
 
+/// Under loom, the arena is leaked rather than dropped. It is dropped with
+/// the timer's last `Arc`, whose drop orders it after every other thread's
+/// last touch of an entry; loom cannot see std's `Arc`, and the last one is
+/// often a thread-local anchor that loom drops at the end of the model, on
+/// a thread it then sees racing every entry's last user.
+#[cfg(loom)]
+impl Drop for Slots {
+    fn drop(&mut self) {
+        std::mem::forget(std::mem::replace(
+            &mut self.directory,
+            boxed_array(OnceLock::new),
+        ));
+    }
+}
+
 /// A chunk of vacant entries, built in place on the heap. Built on the
 /// stack and then boxed, its 40 KiB overflowed small thread stacks in
 /// debug builds; std has no safe way to build it in place before Rust
