@@ -9,7 +9,7 @@ use crate::{HashedWheelTimer, Timeout, TimerError, TimerTask};
 
 impl HashedWheelTimer {
     /// Schedules `task` to run once, `delay` from now, on the worker thread
-    /// (or the [`executor`](Builder::executor), if the timer has one).
+    /// (or the [`executor`](crate::Builder::executor), if the timer has one).
     ///
     /// Callable from any thread, with or without a tokio runtime; it takes
     /// no lock. A zero delay fires on the next tick; a delay too large to
