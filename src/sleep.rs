@@ -135,6 +135,11 @@ impl HashedWheelTimer {
 
     /// A future that completes at `deadline`, on this timer's clock; at
     /// once if it has passed.
+    ///
+    /// On a manual or tokio clock, take the deadline from
+    /// [`now`](Self::now) (`timer.now() + d`): `Instant::now()` is the real
+    /// time, which those clocks do not follow, so `sleep_until(Instant::now()
+    /// + d)` then `advance(d)` would not fire it.
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
         let nanos = self.shared().clock.to_nanos(deadline);
         Sleep::new(self.clone(), deadline, nanos)
