@@ -11,20 +11,23 @@ use loom::thread;
 
 use crate::engine::shared::BUSY;
 use crate::engine::sync::Ordering;
+use crate::engine::worker::Round;
 use crate::HashedWheelTimer;
 
 const MS: Duration = Duration::from_millis(1);
 
-/// The worker's side of one round: it files what it must at tick 0,
-/// plans to sleep for good (nothing in the wheel), publishes the plan and
-/// looks again. Returns the time it would wake: `Err` to go round at once.
+/// The driver's side of one round, as both drivers run it (the worker
+/// thread, and the task of a tokio clock, which waits on a `Notify` where
+/// the thread parks; `unpark_worker` counts either wake-up): it files what
+/// it must at tick 0, plans its sleep, publishes the plan and looks again.
+/// Returns the time it would wake: `Err` to go round at once.
 fn worker_round(timer: &HashedWheelTimer) -> Result<Option<u64>, ()> {
-    let shared = timer.shared();
     let mut due = Vec::new();
-    let drained = shared.step(0, 0, &mut due);
-    let next = shared.wheel_wake(&mut shared.lock_core());
-    let look = drained.look_by.map(|tick| shared.clock.time_of(tick));
-    shared.plan_sleep(0, crate::engine::intake::earliest(next, look))
+    match crate::engine::worker::round(timer.shared(), &mut due) {
+        Round::Sleep(wake) => Ok(wake),
+        Round::Again => Err(()),
+        Round::Exit => unreachable!("not stopped"),
+    }
 }
 
 /// A producer queues a timeout while the worker plans its sleep. Whatever
@@ -83,14 +86,7 @@ fn loom_models_a_reset_earlier_against_the_workers_plan() {
             let t = t.clone();
             thread::spawn(move || assert!(t.reset(MS * 5)))
         };
-        let round = {
-            let mut due = Vec::new();
-            let now = shared.clock.now();
-            let tick = shared.clock.ticks_at(now);
-            shared.step(now, tick, &mut due);
-            let next = shared.wheel_wake(&mut shared.lock_core());
-            shared.plan_sleep(tick, next)
-        };
+        let round = worker_round(&timer);
         resetter.join().unwrap();
         let deadline = shared.deadline_of(t.key());
         let woken = shared.unparks.load(Ordering::Relaxed) > 0;
