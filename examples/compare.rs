@@ -53,32 +53,31 @@ fn main() {
         println!("{}", bytes_per_pending(peer));
         return;
     }
-    if let Some(peer) = args
-        .iter()
-        .position(|a| a == "--idle")
-        .map(|i| &args[i + 1])
-    {
-        let harness = if args.iter().any(|a| a == "--alone") {
-            0.0
-        } else {
-            idle::harness_cpu()
-        };
-        let ns = idle::cpu_ns_per_message(peer, harness);
-        println!("{ns:.0} ns per message (harness {harness:.3} s CPU)");
-        return;
-    }
-    if let Some(peer) = args.iter().position(|a| a == "--rpc").map(|i| &args[i + 1]) {
-        // One peer's RPC row alone, e.g. under `perf`: a run each of the
-        // harness and the peer, CPU ns per timeout. With `--alone`, the
-        // peer's run only, for a whole-process timer to measure.
-        let harness = if args.iter().any(|a| a == "--alone") {
-            0.0
-        } else {
-            rpc::harness_cpu()
-        };
-        let ns = rpc::cpu_ns_per_timeout(peer, harness);
-        println!("{ns:.0} ns per timeout (harness {harness:.3} s CPU)");
-        return;
+    // One peer's RPC or idle row alone, e.g. under `perf`: a run each of
+    // the harness and the peer, CPU ns per timeout (or message). With
+    // `--alone`, the peer's run only, for a whole-process timer to measure.
+    let alone = args.iter().any(|a| a == "--alone");
+    let rows: [SoloRow; 2] = [
+        (
+            "--rpc",
+            rpc::harness_cpu,
+            rpc::cpu_ns_per_timeout,
+            "timeout",
+        ),
+        (
+            "--idle",
+            idle::harness_cpu,
+            idle::cpu_ns_per_message,
+            "message",
+        ),
+    ];
+    for (flag, harness_cpu, ns_per, unit) in rows {
+        if let Some(peer) = args.iter().position(|a| a == flag).map(|i| &args[i + 1]) {
+            let harness = if alone { 0.0 } else { harness_cpu() };
+            let ns = ns_per(peer, harness);
+            println!("{ns:.0} ns per {unit} (harness {harness:.3} s CPU)");
+            return;
+        }
     }
     let mut table = Table::default();
 
@@ -146,6 +145,15 @@ fn main() {
 
     table.print();
 }
+
+/// A row `--rpc` or `--idle` runs alone: its flag, the harness's CPU, the
+/// peer's CPU per operation given the harness's, and what an operation is.
+type SoloRow = (
+    &'static str,
+    fn() -> f64,
+    fn(&str, f64) -> f64,
+    &'static str,
+);
 
 const PEERS: [&str; 6] = [
     "tokio::time",

@@ -18,6 +18,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio_util::time::{delay_queue, DelayQueue};
 
+use crate::proc::process_cpu;
+
 /// Messages per second on each of the two threads.
 const RATE: u64 = 125_000;
 const SPAN: Duration = Duration::from_secs(2);
@@ -132,19 +134,6 @@ impl Idle {
 
 fn callback(timer: &HashedWheelTimer) -> Timeout {
     timer.new_timeout(|_: &Timeout| {}, IDLE).unwrap()
-}
-
-/// CPU seconds (user + system) this process has used.
-fn process_cpu() -> f64 {
-    // SAFETY: `getrusage` fills the struct it is given, and a zeroed
-    // `rusage` is a valid value for it to overwrite.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
 /// One thread: messages at `RATE` for `SPAN`, in batches a millisecond

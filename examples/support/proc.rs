@@ -44,3 +44,17 @@ pub fn thread_wakeups(tid: &str) -> Option<u64> {
         .parse()
         .ok()
 }
+
+/// CPU seconds (user + system) this process has used, exited threads
+/// included.
+pub fn process_cpu() -> f64 {
+    // SAFETY: `getrusage` fills the struct it is given, and a zeroed
+    // `rusage` is a valid value for it to overwrite.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}

@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::time::DelayQueue;
 
+use crate::proc::process_cpu;
+
 /// Timeouts made per second by each of the two threads.
 const RATE: u64 = 125_000;
 /// How long each thread makes them.
@@ -38,20 +40,6 @@ type SharedQueue = Arc<Mutex<DelayQueue<()>>>;
 struct Peers<'a> {
     timer: &'a HashedWheelTimer,
     queue: &'a SharedQueue,
-}
-
-/// CPU seconds (user + system) this process has used, exited threads
-/// included.
-fn process_cpu() -> f64 {
-    // SAFETY: `getrusage` fills the struct it is given, and a zeroed
-    // `rusage` is a valid value for it to overwrite.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
 /// Makes one timeout `delay` away, as `peer` would, registered as its
