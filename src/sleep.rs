@@ -476,8 +476,9 @@ mod tests {
         assert_eq!(counted(), 2, "one entry for it, tick after tick");
         drop(interval);
         assert_eq!(counted(), 1, "an interval, dropped");
-        // Stopped: woken, not returned, and uncounted once.
-        let mut stopped = task::spawn(timer.sleep(MS * 10));
+        // Stopped: woken, not returned, and uncounted once. (An hour: it
+        // must still wait when polled after the move, even under Miri.)
+        let mut stopped = task::spawn(timer.sleep(MS * 3_600_000));
         assert_pending!(stopped.poll());
         let returned = timer.stop().unwrap();
         assert_eq!(returned.len(), 1, "only the marker is returned");
