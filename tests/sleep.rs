@@ -246,15 +246,15 @@ fn max_pending_timeouts_counts_sleeps_but_does_not_refuse_them() {
 #[test]
 fn stop_wakes_a_pending_sleep_and_it_waits_out_its_time_on_the_default_timer() {
     let timer = manual(MS);
-    let mut sleep = polled(timer.sleep(MS * 5));
-    let callback = timer.new_timeout(|_| {}, MS * 5).unwrap();
+    let mut sleep = polled(timer.sleep(MS * 50));
+    let callback = timer.new_timeout(|_| {}, MS * 50).unwrap();
     let never_ran = timer.stop().unwrap();
     assert_eq!(never_ran, vec![callback], "futures are woken, not returned");
     assert_eq!(timer.pending_timeouts(), 0);
     assert!(sleep.is_woken());
     assert_pending!(sleep.poll(), "no busy loop: it waits on");
     assert!(!sleep.is_elapsed());
-    // The 5 ms it had left, in real time, on the default timer.
+    // The 50 ms it had left, in real time, on the default timer.
     futures::executor::block_on(sleep.into_inner().deadline_reached());
     assert!(timer.is_shutdown());
 }
@@ -262,11 +262,11 @@ fn stop_wakes_a_pending_sleep_and_it_waits_out_its_time_on_the_default_timer() {
 #[test]
 fn a_sleep_made_or_first_polled_after_stop_waits_out_its_time() {
     let timer = manual(MS);
-    let made_before = timer.sleep(MS * 5);
+    let made_before = timer.sleep(MS * 50);
     timer.stop().unwrap();
     let mut made_before = task::spawn(made_before);
     assert_pending!(made_before.poll());
-    let mut made_after = task::spawn(timer.sleep(MS * 5));
+    let mut made_after = task::spawn(timer.sleep(MS * 50));
     assert_pending!(made_after.poll());
     assert_eq!(timer.pending_timeouts(), 0);
     futures::executor::block_on(made_before.into_inner().deadline_reached());

@@ -99,7 +99,7 @@ fn it_gives_the_inner_future_back() {
 #[test]
 fn after_stop_it_ends_with_an_elapsed_that_says_shutdown() {
     let timer = manual(MS);
-    let mut pending_call = task::spawn(timer.timeout(MS * 5, pending::<()>()));
+    let mut pending_call = task::spawn(timer.timeout(MS * 50, pending::<()>()));
     assert_pending!(pending_call.poll());
     timer.stop().unwrap();
     assert!(pending_call.is_woken());
@@ -110,11 +110,11 @@ fn after_stop_it_ends_with_an_elapsed_that_says_shutdown() {
     assert!(err.is_shutdown());
     assert_eq!(err.to_string(), "the timer was stopped before the deadline");
 
-    let mut new_call = task::spawn(timer.timeout(MS * 5, pending::<()>()));
+    let mut new_call = task::spawn(timer.timeout(MS * 50, pending::<()>()));
     assert_pending!(new_call.poll());
     let err = futures::executor::block_on(new_call.into_inner()).unwrap_err();
     assert!(err.is_shutdown());
-    let mut ready_call = task::spawn(timer.timeout(MS * 5, ready(3)));
+    let mut ready_call = task::spawn(timer.timeout(MS * 50, ready(3)));
     assert_ready_eq!(ready_call.poll(), Ok(3), "a ready future still wins");
 }
 
