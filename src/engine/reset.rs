@@ -160,4 +160,27 @@ mod tests {
         drop(t);
         assert_eq!(shared.live(), 0, "every reference came back");
     }
+
+    /// Invariant 6 for reset timeouts: the wheel finds a filed entry by the
+    /// deadline it was filed by, so a cancel after a reset (later or
+    /// earlier) still takes it out within a tick, and its slot comes back.
+    #[test]
+    fn a_reset_then_cancelled_timeout_leaves_the_wheel_within_a_tick() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let later = timer.new_timeout(|_| {}, MS * 100).unwrap();
+        let earlier = timer.new_timeout(|_| {}, MS * 400).unwrap();
+        timer.advance(MS * 70); // both filed
+        assert!(later.reset(MS * 300));
+        assert!(earlier.reset(MS * 5));
+        timer.advance(Duration::ZERO); // the earlier one filed again
+        assert_eq!(shared.lock_core().wheel.len(), 2);
+        assert!(later.cancel() && earlier.cancel());
+        timer.advance(MS);
+        assert_eq!(shared.lock_core().wheel.len(), 0, "both out within a tick");
+        drop((later, earlier));
+        assert_eq!(shared.live(), 0, "both slots came back");
+        timer.advance(MS * 500); // nothing left to fire or to find
+        assert_eq!(timer.stats().fired, 0);
+    }
 }
