@@ -168,6 +168,7 @@
 
 mod builder;
 mod default_timer;
+mod delay_queue;
 mod engine;
 mod error;
 mod executor;
@@ -187,6 +188,7 @@ pub use default_timer::{
     default_timer, interval, interval_at, new_timeout, new_timeout_at, set_default, sleep,
     sleep_until, timeout, timeout_at, try_interval, try_interval_at, DefaultGuard,
 };
+pub use delay_queue::{DelayKey, DelayQueue, Expired};
 pub use engine::driver::DRAIN_CAP_PER_TICK;
 pub use engine::handle::Timeout;
 pub use error::{Elapsed, TimerError};

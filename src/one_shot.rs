@@ -104,7 +104,7 @@ impl HashedWheelTimer {
         self.schedule_at(Task::callback(Box::new(task)), deadline)
     }
 
-    fn schedule_at(&self, task: Task, deadline: Instant) -> Result<Timeout, TimerError> {
+    pub(crate) fn schedule_at(&self, task: Task, deadline: Instant) -> Result<Timeout, TimerError> {
         let shared = self.shared();
         let deadline = shared.clock.to_nanos(deadline);
         let urgent = shared.is_urgent(deadline);

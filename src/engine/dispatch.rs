@@ -7,7 +7,9 @@
 //! `rearm.rs`: re-armed, or finished by its panic.
 //!
 //! A waker is always woken where it fired: waking is cheap, and the woken
-//! future runs on its own runtime anyway.
+//! future runs on its own runtime anyway. So is a callback that says it
+//! [`runs_in_place`](crate::engine::task::Callback::runs_in_place), such as
+//! a delay queue's, which only hands its key on.
 //!
 //! With an executor, firing costs one allocation (the boxed job) and a
 //! short lock on the timer's table of jobs, which lets `stop()` take back
@@ -43,7 +45,12 @@ impl Shared {
     pub(crate) fn dispatch(self: &Arc<Self>, key: Key, task: Task) {
         let timeout = Timeout::from_parts(key, self);
         if let Some(executor) = &self.config.executor {
-            if !matches!(task, Task::Wake(_)) {
+            let in_place = match &task {
+                Task::Wake(_) => true,
+                Task::Callback(task) => task.runs_in_place(),
+                Task::Periodic(_) => false,
+            };
+            if !in_place {
                 timeout.entry().put_task(task);
                 self.lock_jobs().insert(key, JobState::Queued);
                 self.hand_off(

@@ -33,6 +33,7 @@ pub(crate) mod refusal;
 pub(crate) mod reset;
 pub(crate) mod reset_table;
 pub(crate) mod shared;
+pub(crate) mod shutdown_hooks;
 pub(crate) mod slots;
 pub(crate) mod sync;
 pub(crate) mod task;

@@ -44,6 +44,7 @@ use crate::engine::lane::{withdraw, Lane};
 use crate::engine::prefetch::prefetch;
 use crate::engine::refusal::Refusal;
 use crate::engine::reset_table::ResetTable;
+use crate::engine::shutdown_hooks::ShutdownHooks;
 use crate::engine::slots::{Slots, MAX_ENTRIES};
 #[cfg(test)]
 use crate::engine::sync::AtomicUsize;
@@ -146,6 +147,8 @@ pub(crate) struct Shared {
     /// The user-facing handle, weakly, for `Timeout::timer()`: a type of
     /// the public face, which the engine keeps without naming.
     owner: OnceLock<Weak<dyn Any + Send + Sync>>,
+    /// Told when the timer shuts down (see `shutdown_hooks.rs`).
+    pub(crate) shutdown_hooks: ShutdownHooks,
 }
 
 impl Shared {
@@ -183,6 +186,7 @@ impl Shared {
             worker_thread: OnceLock::new(),
             driver_notify: OnceLock::new(),
             owner: OnceLock::new(),
+            shutdown_hooks: ShutdownHooks::default(),
         }
     }
 

@@ -25,6 +25,12 @@ pub(crate) trait Callback: Send + 'static {
     fn run(self: Box<Self>, timeout: &dyn Any);
     /// Tells the task its cancel won.
     fn cancelled(self: Box<Self>, timeout: &dyn Any);
+    /// True for a task that must run where it fired, on the driver, even
+    /// when the timer has an executor: one that only hands its timeout on,
+    /// as a waker does, in the order the driver fires them.
+    fn runs_in_place(&self) -> bool {
+        false
+    }
 }
 
 /// The payload of an entry.

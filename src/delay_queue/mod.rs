@@ -1,0 +1,305 @@
+//! `DelayQueue`: items that come back out once their deadline passes,
+//! tokio-util's `DelayQueue` on this crate's wheel, shared by handles that
+//! any thread or task may use at once.
+
+mod key;
+mod store;
+mod stream;
+mod waiters;
+
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use key::{DelayKey, Expired};
+
+use crate::engine::task::{panic_message, Task};
+use crate::{HashedWheelTimer, TimerError};
+use store::Store;
+use stream::{Fired, Signal};
+
+/// A queue of items, each given back once its deadline has passed:
+/// tokio-util's [`DelayQueue`](https://docs.rs/tokio-util/latest/tokio_util/time/struct.DelayQueue.html)
+/// on this crate's wheel. Made by [`HashedWheelTimer::delay_queue`].
+///
+/// Use it to track many keyed deadlines: requests in flight, entries of a
+/// cache with a time to live, connections to close when idle, retries.
+/// [`insert`](Self::insert) an item with a delay and keep its
+/// [`DelayKey`]; [`remove`](Self::remove) it when it is done with, or
+/// [`reset`](Self::reset) its deadline. Items whose deadline passes come
+/// out of the queue's [`Stream`](futures::Stream) of [`Expired`] items, in
+/// deadline order, never before their deadline.
+///
+/// # Shared, not owned
+///
+/// Unlike tokio-util's, it is `Clone + Send + Sync` and every method takes
+/// `&self`: clones are handles to one queue, so producers on any task or
+/// thread insert, reset and remove while a consumer drains the stream, with
+/// no `Mutex` around it. Several consumers may drain it at once; each item
+/// goes to exactly one of them.
+///
+/// # Where it differs from tokio-util's
+///
+/// - The stream of an empty queue is `Pending`, not finished: a consumer
+///   started before the first insert waits for it. The stream ends (with
+///   `None`) only once the timer has [stopped](HashedWheelTimer::stop) and
+///   the queue is empty.
+/// - [`remove`](Self::remove) and [`reset`](Self::reset) with a key whose
+///   item has already come out, or been removed, return `None` / `false`;
+///   they never panic, and a stale key never names another item.
+/// - [`reset`](Self::reset) of an item whose deadline has fired, but which
+///   the stream has not yet yielded, returns `false`: the item is on its
+///   way out. [`remove`](Self::remove) still takes it back, until the
+///   stream yields it; exactly one of the two gets it.
+///
+/// # Memory
+///
+/// An item, its slot and its timeout's entry come back when it is removed
+/// or yielded; a key holds nothing. Dropping the last handle cancels every
+/// pending item's timeout and drops the items. A panic in an item's `Drop`
+/// there, or in [`clear`](Self::clear), is caught and logged.
+///
+/// # When the timer stops
+///
+/// [`stop`](HashedWheelTimer::stop) returns the items' pending timeouts
+/// among the rest; their items stay in the queue, for
+/// [`remove`](Self::remove) or [`clear`](Self::clear). Running the task of
+/// such a timeout (see [`Timeout::take_task`](crate::Timeout::take_task))
+/// hands its item to the stream, as its deadline would have. Inserts fail
+/// with [`TimerError::Shutdown`].
+///
+/// # Examples
+///
+/// ```
+/// use futures::StreamExt;
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), hashed_wheel_timer::TimerError> {
+/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+/// let mut queue = timer.delay_queue();
+/// let slow = queue.insert("request 1", Duration::from_millis(100))?;
+/// let fast = queue.insert("request 2", Duration::from_millis(100))?;
+/// assert_eq!(queue.remove(&fast), Some("request 2")); // its response came
+///
+/// timer.advance(Duration::from_millis(100));
+/// let expired = queue.next().await.unwrap();
+/// assert_eq!((expired.key(), *expired.get_ref()), (slow, "request 1"));
+/// assert!(queue.is_empty());
+/// # Ok(())
+/// # }
+/// ```
+pub struct DelayQueue<T> {
+    inner: Arc<Inner<T>>,
+}
+
+struct Inner<T> {
+    timer: HashedWheelTimer,
+    store: Store<T>,
+    signal: Arc<Signal>,
+}
+
+impl HashedWheelTimer {
+    /// A new, empty [`DelayQueue`] on this timer. The queue keeps the timer
+    /// alive.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::{DelayQueue, HashedWheelTimer};
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let queue: DelayQueue<u64> = timer.delay_queue();
+    /// let key = queue.insert(7, Duration::from_secs(1))?;
+    /// assert_eq!(queue.len(), 1);
+    /// assert_eq!(queue.deadline(&key), Some(timer.now() + Duration::from_secs(1)));
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn delay_queue<T: Send + 'static>(&self) -> DelayQueue<T> {
+        let signal = Arc::new(Signal::default());
+        self.shared().on_shutdown(&DelayQueue::<T>::hook(&signal));
+        DelayQueue {
+            inner: Arc::new(Inner {
+                timer: self.clone(),
+                store: Store::new(),
+                signal,
+            }),
+        }
+    }
+}
+
+impl<T: Send + 'static> DelayQueue<T> {
+    /// Inserts `item`, to come out of the stream `delay` from now: never
+    /// before, and at most a tick after. A zero delay comes out on the next
+    /// tick. Returns its key, for [`remove`](Self::remove),
+    /// [`reset`](Self::reset) and [`deadline`](Self::deadline).
+    ///
+    /// # Errors
+    ///
+    /// As [`new_timeout`](HashedWheelTimer::new_timeout):
+    /// [`TimerError::Shutdown`] after the timer stopped,
+    /// [`TimerError::AtCapacity`] at its `max_pending_timeouts` (each item
+    /// is one pending timeout until it fires or is removed), and
+    /// [`TimerError::WorkerSpawn`]. The item is dropped.
+    pub fn insert(&self, item: T, delay: Duration) -> Result<DelayKey, TimerError> {
+        let timer = &self.inner.timer;
+        let shared = timer.shared();
+        let deadline = shared.clock.deadline_after(delay);
+        let urgent = shared.is_urgent_delay(delay);
+        self.put(item, |task| timer.schedule_entry(deadline, task, urgent))
+    }
+
+    /// [`insert`](Self::insert) with an absolute deadline on the timer's
+    /// clock (see [`HashedWheelTimer::now`]). A deadline already past comes
+    /// out on the next tick.
+    pub fn insert_at(&self, item: T, deadline: Instant) -> Result<DelayKey, TimerError> {
+        let timer = &self.inner.timer;
+        self.put(item, |task| timer.schedule_at(task, deadline))
+    }
+
+    /// Stores `item` in this thread's shard and schedules its timeout with
+    /// `schedule`, under the shard's lock, so that the slot is filled
+    /// before the stream can look for it. Scheduling runs no user code.
+    fn put(
+        &self,
+        item: T,
+        schedule: impl FnOnce(Task) -> Result<crate::Timeout, TimerError>,
+    ) -> Result<DelayKey, TimerError> {
+        let (index, mut shard) = self.inner.store.lock_mine();
+        let key = shard.next_key(index);
+        let fired = Fired {
+            signal: Arc::downgrade(&self.inner.signal),
+            key,
+        };
+        match schedule(Task::callback(Box::new(fired))) {
+            Ok(timeout) => {
+                shard.put(&key, timeout, item);
+                Ok(key)
+            }
+            Err(error) => {
+                drop(shard);
+                drop_item(item);
+                Err(error)
+            }
+        }
+    }
+}
+
+impl<T> DelayQueue<T> {
+    /// Moves the deadline of the item `key` names to `delay` from now,
+    /// later or earlier, in place. Returns false, changing nothing, if the
+    /// key names no item in the queue, or if the item's deadline has
+    /// already fired (it is on its way out of the stream).
+    pub fn reset(&self, key: &DelayKey, delay: Duration) -> bool {
+        self.with_slot(key, |slot| slot.timeout.reset(delay))
+            .unwrap_or(false)
+    }
+
+    /// [`reset`](Self::reset) to an absolute deadline on the timer's clock.
+    pub fn reset_at(&self, key: &DelayKey, deadline: Instant) -> bool {
+        self.with_slot(key, |slot| slot.timeout.reset_at(deadline))
+            .unwrap_or(false)
+    }
+
+    /// Takes the item `key` names out of the queue, and cancels its
+    /// timeout: it will not come out of the stream. `None` if the key
+    /// names no item in the queue: it was removed, or came out of the
+    /// stream, before. An item whose deadline fired but that the stream has
+    /// not yet yielded is still in the queue, and this takes it.
+    pub fn remove(&self, key: &DelayKey) -> Option<T> {
+        let slot = self.inner.store.lock_of(key)?.take(key)?;
+        slot.timeout.cancel();
+        self.wake_if_stopped();
+        Some(slot.item)
+    }
+
+    /// The deadline of the item `key` names, on the timer's clock: the
+    /// last it was reset to. `None` if the key names no item in the queue.
+    pub fn deadline(&self, key: &DelayKey) -> Option<Instant> {
+        self.with_slot(key, |slot| slot.timeout.deadline())
+    }
+
+    /// The number of items in the queue: inserted, and neither removed nor
+    /// yielded by the stream. It locks each of the queue's shards in turn,
+    /// a few per core, so under concurrent use it is a snapshot.
+    pub fn len(&self) -> usize {
+        self.inner.store.each().map(|shard| shard.slots.len()).sum()
+    }
+
+    /// True if [`len`](Self::len) is zero.
+    pub fn is_empty(&self) -> bool {
+        self.inner.store.each().all(|shard| shard.slots.is_empty())
+    }
+
+    /// Removes every item: their timeouts are cancelled, and the items
+    /// dropped (a panic in an item's `Drop` is caught and logged). An item
+    /// inserted while it runs may stay.
+    pub fn clear(&self) {
+        self.inner.clear();
+        self.wake_if_stopped();
+    }
+
+    /// The timer the queue runs on.
+    pub fn timer(&self) -> &HashedWheelTimer {
+        &self.inner.timer
+    }
+
+    fn with_slot<R>(&self, key: &DelayKey, f: impl FnOnce(&store::Slot<T>) -> R) -> Option<R> {
+        let shard = self.inner.store.lock_of(key)?;
+        shard.get(key).map(f)
+    }
+
+    /// After the timer stopped, a consumer waits for the queue to empty.
+    fn wake_if_stopped(&self) {
+        if self.inner.timer.is_shutdown() {
+            self.inner.signal.waiters.wake_all();
+        }
+    }
+}
+
+impl<T> Inner<T> {
+    fn clear(&self) {
+        for mut shard in self.store.each() {
+            let slots = std::mem::take(&mut shard.slots);
+            drop(shard);
+            for (_, slot) in slots {
+                slot.timeout.cancel();
+                drop_item(slot.item);
+            }
+        }
+    }
+}
+
+impl<T> Drop for Inner<T> {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+/// Drops an item where no panic may escape, logging one.
+fn drop_item<T>(item: T) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(item))) {
+        crate::engine::notice::warn(format_args!(
+            "a DelayQueue item panicked while being dropped: {}",
+            panic_message(&*panic)
+        ));
+    }
+}
+
+impl<T> Clone for DelayQueue<T> {
+    /// Another handle to the same queue.
+    fn clone(&self) -> DelayQueue<T> {
+        DelayQueue {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<T> fmt::Debug for DelayQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DelayQueue")
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}
