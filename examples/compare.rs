@@ -30,8 +30,12 @@
 mod idle;
 #[path = "support/proc.rs"]
 mod proc;
+#[path = "support/queue.rs"]
+mod queue;
 #[path = "support/rpc.rs"]
 mod rpc;
+#[path = "support/tower_overhead.rs"]
+mod tower_overhead;
 
 use futures::FutureExt;
 use hashed_wheel_timer::{HashedWheelTimer, Timeout};
@@ -86,7 +90,9 @@ fn main() {
         "tokio::time",
         "hashed-wheel-timer",
         "hashed-wheel-timer Sleep",
-        "tokio-util DelayQueue (Mutex)",
+        rpc::QUEUE,
+        rpc::OWNED,
+        rpc::SHARED,
         "futures-timer",
         "async-io Timer",
     ];
@@ -113,6 +119,35 @@ fn main() {
     for (peer, mut runs) in idle::PEERS.into_iter().zip(idle_runs) {
         runs.sort_by(f64::total_cmp);
         table.add(resets, peer, runs[runs.len() / 2]);
+    }
+
+    for (title, threads, reset) in [
+        ("DelayQueue insert + remove, 1 thread, one owner: CPU per item (ns, whole process, median of 5)", 1, false),
+        ("DelayQueue insert + remove, 2 threads, one shared queue (tokio-util's in a Mutex): CPU per item (ns, whole process, median of 5)", 2, false),
+        ("DelayQueue insert + reset + remove, 1 thread, one owner: CPU per item (ns, whole process, median of 5)", 1, true),
+        ("DelayQueue insert + reset + remove, 2 threads, one shared queue: CPU per item (ns, whole process, median of 5)", 2, true),
+    ] {
+        for (peer, ns) in median_interleaved(&queue::PEERS, |peer| {
+            Some(queue::cpu_ns_per_item(peer, threads, reset))
+        }) {
+            table.add(title, peer, ns);
+        }
+    }
+    for (title, yields) in [
+        ("timeout layer around a service that answers at once: CPU per call over the bare service (ns, whole process, median of 5)", false),
+        ("timeout layer around a service that answers after a yield: CPU per call over the bare service (ns, whole process, median of 5)", true),
+    ] {
+        let mut runs: Vec<Vec<f64>> = vec![Vec::new(); tower_overhead::PEERS.len()];
+        for _ in 0..RUNS {
+            let bare = tower_overhead::cpu_ns_per_call("bare", yields);
+            for (peer, runs) in tower_overhead::PEERS.iter().zip(&mut runs) {
+                runs.push(tower_overhead::cpu_ns_per_call(peer, yields) - bare);
+            }
+        }
+        for (peer, mut runs) in tower_overhead::PEERS.into_iter().zip(runs) {
+            runs.sort_by(f64::total_cmp);
+            table.add(title, peer, runs[runs.len() / 2]);
+        }
     }
 
     let one = "schedule+cancel, 1 thread (ns/op)";

@@ -116,6 +116,15 @@
 //! # Ok::<(), hashed_wheel_timer::TimerError>(())
 //! ```
 //!
+//! # Delay queues and tower
+//!
+//! [`HashedWheelTimer::delay_queue`] gives a [`DelayQueue`]: tokio-util's
+//! `DelayQueue` on the wheel, shared by `Clone + Send + Sync` handles whose
+//! methods take `&self`, and a `futures::Stream` of [`Expired`] items that
+//! waits while the queue is empty. With the cargo feature `tower`,
+//! `TimeoutLayer` is tower's timeout layer on the wheel (see the
+//! `tower` module).
+//!
 //! # Periodic tasks
 //!
 //! [`HashedWheelTimer::schedule_at_fixed_rate`] and
@@ -182,6 +191,9 @@ mod timeout;
 mod timeout_future;
 mod timer;
 mod timer_task;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
 pub use default_timer::{
@@ -200,6 +212,8 @@ pub use stats::TimerStats;
 pub use timeout_future::TimeoutFuture;
 pub use timer::HashedWheelTimer;
 pub use timer_task::TimerTask;
+#[cfg(feature = "tower")]
+pub use tower::TimeoutLayer;
 
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../README.md")]

@@ -29,8 +29,17 @@ enum Held {
     Callback(Timeout),
     Future(Pin<Box<dyn Future<Output = ()> + Send>>),
     Queued(tokio_util::time::delay_queue::Key),
+    Owned(tokio_util::time::delay_queue::Key),
+    Keyed(hashed_wheel_timer::DelayKey),
     Nothing,
 }
+
+/// This crate's `DelayQueue` peer.
+pub const QUEUE: &str = "hashed-wheel-timer DelayQueue";
+/// tokio-util's `DelayQueue`, one per producer thread, which polls it.
+pub const OWNED: &str = "tokio-util DelayQueue (one per thread)";
+/// tokio-util's `DelayQueue` shared by the producers behind a `Mutex`.
+pub const SHARED: &str = "tokio-util DelayQueue (Mutex)";
 
 /// tokio-util's `DelayQueue` takes `&mut self`: code that shares one
 /// between threads puts it behind a lock, and a task takes what expires.
@@ -40,20 +49,21 @@ type SharedQueue = Arc<Mutex<DelayQueue<()>>>;
 struct Peers<'a> {
     timer: &'a HashedWheelTimer,
     queue: &'a SharedQueue,
+    ours: &'a hashed_wheel_timer::DelayQueue<()>,
 }
 
 /// Makes one timeout `delay` away, as `peer` would, registered as its
 /// future would be by a first poll.
-fn make(peer: &str, peers: &Peers, delay: Duration) -> Held {
+fn make(peer: &str, peers: &Peers, owned: &mut DelayQueue<()>, delay: Duration) -> Held {
     let timer = peers.timer;
     let future: Pin<Box<dyn Future<Output = ()> + Send>> = match peer {
         "harness" => return Held::Nothing,
         "hashed-wheel-timer" => {
             return Held::Callback(timer.new_timeout(|_: &Timeout| {}, delay).unwrap())
         }
-        "tokio-util DelayQueue (Mutex)" => {
-            return Held::Queued(peers.queue.lock().unwrap().insert((), delay))
-        }
+        SHARED => return Held::Queued(peers.queue.lock().unwrap().insert((), delay)),
+        OWNED => return Held::Owned(owned.insert((), delay)),
+        QUEUE => return Held::Keyed(peers.ours.insert((), delay).unwrap()),
         "hashed-wheel-timer Sleep" => Box::pin(timer.sleep(delay)),
         "tokio::time" => Box::pin(tokio::time::sleep(delay)),
         "futures-timer" => Box::pin(futures_timer::Delay::new(delay)),
@@ -66,19 +76,28 @@ fn make(peer: &str, peers: &Peers, delay: Duration) -> Held {
 }
 
 /// The response came: cancel the timeout (a future is dropped).
-fn answer(held: Held, peers: &Peers) {
+fn answer(held: Held, peers: &Peers, owned: &mut DelayQueue<()>) {
     match held {
         Held::Callback(t) => drop(t.cancel()),
         Held::Future(future) => drop(future),
         Held::Queued(key) => drop(peers.queue.lock().unwrap().try_remove(&key)),
+        Held::Owned(key) => drop(owned.try_remove(&key)),
+        Held::Keyed(key) => drop(peers.ours.remove(&key)),
         Held::Nothing => {}
     }
+}
+
+/// The owner of a per-thread tokio-util `DelayQueue` takes what expired.
+fn poll_owned(owned: &mut DelayQueue<()>) {
+    let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+    while let std::task::Poll::Ready(Some(_)) = owned.poll_expired(&mut cx) {}
 }
 
 /// One producer thread: makes timeouts at `RATE` for `SPAN`, cancels each
 /// answered one when its response is due. Returns those left to fire.
 fn produce(peer: &str, peers: &Peers, seed: u64) -> Vec<Held> {
     let mut rng = fastrand::Rng::with_seed(seed);
+    let mut owned = DelayQueue::new();
     let mut due: Vec<Vec<Held>> = (0..BUCKETS).map(|_| Vec::new()).collect();
     let mut unanswered = Vec::new();
     let start = Instant::now();
@@ -91,13 +110,16 @@ fn produce(peer: &str, peers: &Peers, seed: u64) -> Vec<Held> {
         while ms_done < ms {
             ms_done += 1;
             for held in due[ms_done as usize % BUCKETS].drain(..) {
-                answer(held, peers);
+                answer(held, peers, &mut owned);
             }
+        }
+        if peer == OWNED {
+            poll_owned(&mut owned);
         }
         let target = (RATE * start.elapsed().as_micros() as u64 / 1_000_000).min(total);
         while made < target {
             let delay = Duration::from_millis(rng.u64(200..=1000));
-            let held = make(peer, peers, delay);
+            let held = make(peer, peers, &mut owned, delay);
             if rng.u8(0..100) == 0 {
                 unanswered.push(held);
             } else {
@@ -108,6 +130,11 @@ fn produce(peer: &str, peers: &Peers, seed: u64) -> Vec<Held> {
         }
         // Batches a millisecond apart: a spinning harness would burn more
         // CPU than every timer here, and drown what is measured.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The owner keeps taking what expires, as the other peers' drivers do.
+    while peer == OWNED && !owned.is_empty() {
+        poll_owned(&mut owned);
         std::thread::sleep(Duration::from_millis(1));
     }
     unanswered
@@ -135,11 +162,19 @@ fn run_cpu(peer: &str) -> f64 {
     let timer = HashedWheelTimer::new();
     let queue = SharedQueue::default();
     let before = process_cpu();
-    let expiring =
-        (peer == "tokio-util DelayQueue (Mutex)").then(|| rt.spawn(take_expired(queue.clone())));
+    let ours = timer.delay_queue::<()>();
+    let expiring = match peer {
+        SHARED => Some(rt.spawn(take_expired(queue.clone()))),
+        QUEUE => {
+            let mut ours = ours.clone();
+            Some(rt.spawn(async move { while futures::StreamExt::next(&mut ours).await.is_some() {} }))
+        }
+        _ => None,
+    };
     let peers = Peers {
         timer: &timer,
         queue: &queue,
+        ours: &ours,
     };
     let left: Vec<Vec<Held>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..THREADS as u64)
