@@ -45,7 +45,14 @@ impl Cache {
             // New, or its deadline fired a moment ago: a fresh deadline.
             _ => self.expiry.insert(id, TTL).expect("the timer is running"),
         };
-        entries.insert(id, Entry { value, key, last_used });
+        entries.insert(
+            id,
+            Entry {
+                value,
+                key,
+                last_used,
+            },
+        );
     }
 
     /// A read: a hit pushes the entry's deadline back by the time to live.
@@ -122,12 +129,20 @@ async fn main() {
     timer.stop().unwrap();
     let (evicted, shortest) = evictor.await.unwrap();
     println!("reads: {hits} hits, {misses} misses; {live} entries live at the end");
-    println!("evicted {evicted} entries, none used within the last {shortest:?} (time to live {TTL:?})");
+    println!(
+        "evicted {evicted} entries, none used within the last {shortest:?} (time to live {TTL:?})"
+    );
     let s = timer.stats();
     println!(
         "timer: {} deadlines scheduled, {} fired, {} cancelled, {} pending",
         s.scheduled, s.fired, s.cancelled, s.pending
     );
-    assert!(shortest >= TTL, "an entry was evicted before its time to live");
-    assert_eq!(evicted, misses, "every entry put was evicted once, after its last use");
+    assert!(
+        shortest >= TTL,
+        "an entry was evicted before its time to live"
+    );
+    assert_eq!(
+        evicted, misses,
+        "every entry put was evicted once, after its last use"
+    );
 }

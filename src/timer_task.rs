@@ -110,6 +110,17 @@ pub(crate) fn into_timer_task(task: Task) -> Option<Box<dyn TimerTask>> {
         Task::Callback(task) => Some(Box::new(Stored(task.into_inner()))),
         Task::Periodic(task) => Some(Box::new(OneRun(task.into_inner()))),
         Task::Wake(_) => None,
+        Task::Notice(notice) => Some(Box::new(Delivered(notice))),
+    }
+}
+
+/// A stopped delay-queue item's task: running it hands the item to the
+/// queue's stream, as its deadline would have.
+struct Delivered(crate::engine::task::Notice);
+
+impl TimerTask for Delivered {
+    fn run(self: Box<Self>, _: &Timeout) {
+        self.0.deliver()
     }
 }
 

@@ -40,7 +40,9 @@ fn a_slow_call_fails_with_elapsed_at_the_deadline_and_not_before() {
     timer.advance(MS);
     assert!(call.is_woken());
     let err = assert_ready!(call.poll()).unwrap_err();
-    let elapsed = err.downcast_ref::<Elapsed>().expect("a BoxError holding Elapsed");
+    let elapsed = err
+        .downcast_ref::<Elapsed>()
+        .expect("a BoxError holding Elapsed");
     assert!(!elapsed.is_shutdown());
     assert_eq!(timer.stats().fired, 1);
 }
@@ -52,7 +54,11 @@ fn a_fast_call_passes_its_response_and_leaves_no_deadline_behind() {
         .layer(service_fn(|n: u32| ready(Ok::<_, Infallible>(n * 2))));
     let mut call = task::spawn(svc.call(21));
     assert_eq!(assert_ready!(call.poll()).unwrap(), 42);
-    assert_eq!(timer.stats().scheduled, 0, "ready at once: the wheel was not touched");
+    assert_eq!(
+        timer.stats().scheduled,
+        0,
+        "ready at once: the wheel was not touched"
+    );
 }
 
 #[test]
@@ -79,8 +85,8 @@ fn a_call_answered_before_the_deadline_cancels_it() {
 #[test]
 fn the_inner_services_own_error_passes_through_unchanged() {
     let timer = manual(MS);
-    let mut svc = TimeoutLayer::new(timer, 10 * MS)
-        .layer(service_fn(|_: ()| ready(Err::<(), _>(Refused))));
+    let mut svc =
+        TimeoutLayer::new(timer, 10 * MS).layer(service_fn(|_: ()| ready(Err::<(), _>(Refused))));
     let mut call = task::spawn(svc.call(()));
     let err = assert_ready!(call.poll()).unwrap_err();
     assert_eq!(err.downcast_ref::<Refused>(), Some(&Refused));
@@ -113,15 +119,22 @@ impl Service<()> for Gate {
 #[test]
 fn readiness_is_the_inner_services() {
     let timer = manual(MS);
-    let mut svc: TimeoutService<Gate> = TimeoutLayer::new(timer.clone(), MS).layer(Gate { open: false });
+    let mut svc: TimeoutService<Gate> =
+        TimeoutLayer::new(timer.clone(), MS).layer(Gate { open: false });
     let mut t = task::spawn(());
     assert!(t.enter(|cx, _| svc.poll_ready(cx)).is_pending());
     timer.advance(10 * MS);
-    assert!(t.enter(|cx, _| svc.poll_ready(cx)).is_pending(), "no deadline on readiness");
+    assert!(
+        t.enter(|cx, _| svc.poll_ready(cx)).is_pending(),
+        "no deadline on readiness"
+    );
     svc.get_mut().open = true;
     let err = match t.enter(|cx, _| svc.poll_ready(cx)) {
         Poll::Ready(Err(e)) => e,
-        other => panic!("expected the inner error, got {:?}", other.map(|r| r.is_ok())),
+        other => panic!(
+            "expected the inner error, got {:?}",
+            other.map(|r| r.is_ok())
+        ),
     };
     assert!(err.is::<Refused>());
 }
@@ -139,7 +152,11 @@ async fn through_service_builder_on_a_paused_tokio_clock() {
     assert_eq!(svc.ready().await.unwrap().call(99).await.unwrap(), 99);
     let err = svc.ready().await.unwrap().call(101).await.unwrap_err();
     assert!(err.is::<Elapsed>());
-    assert_eq!(start.elapsed(), Duration::from_millis(199), "99 ms, then the 100 ms deadline");
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(199),
+        "99 ms, then the 100 ms deadline"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -151,5 +168,8 @@ async fn a_slow_call_on_a_stopped_timer_still_gets_its_time_then_fails() {
     timer.stop().unwrap();
     let err = call.await.unwrap_err();
     let elapsed = err.downcast_ref::<Elapsed>().unwrap();
-    assert!(elapsed.is_shutdown(), "it ended because the timer stopped, and says so");
+    assert!(
+        elapsed.is_shutdown(),
+        "it ended because the timer stopped, and says so"
+    );
 }

@@ -163,14 +163,17 @@ fn run_cpu(peer: &str) -> f64 {
     let queue = SharedQueue::default();
     let before = process_cpu();
     let ours = timer.delay_queue::<()>();
-    let expiring = match peer {
-        SHARED => Some(rt.spawn(take_expired(queue.clone()))),
-        QUEUE => {
-            let mut ours = ours.clone();
-            Some(rt.spawn(async move { while futures::StreamExt::next(&mut ours).await.is_some() {} }))
-        }
-        _ => None,
-    };
+    let expiring =
+        match peer {
+            SHARED => Some(rt.spawn(take_expired(queue.clone()))),
+            QUEUE => {
+                let mut ours = ours.clone();
+                Some(rt.spawn(async move {
+                    while futures::StreamExt::next(&mut ours).await.is_some() {}
+                }))
+            }
+            _ => None,
+        };
     let peers = Peers {
         timer: &timer,
         queue: &queue,

@@ -35,8 +35,13 @@ pub fn cpu_ns_per_call(peer: &str, yields: bool) -> f64 {
     rt.block_on(async {
         match peer {
             "bare" => drive(inner).await,
-            "tower TimeoutLayer" => drive(tower::timeout::TimeoutLayer::new(DEADLINE).layer(inner)).await,
-            _ => drive(hashed_wheel_timer::TimeoutLayer::new(timer.clone(), DEADLINE).layer(inner)).await,
+            "tower TimeoutLayer" => {
+                drive(tower::timeout::TimeoutLayer::new(DEADLINE).layer(inner)).await
+            }
+            _ => {
+                drive(hashed_wheel_timer::TimeoutLayer::new(timer.clone(), DEADLINE).layer(inner))
+                    .await
+            }
         }
     });
     // Let this crate's worker see the last cancels.

@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 
 pub use key::{DelayKey, Expired};
 
-use crate::engine::task::{panic_message, Task};
+use crate::engine::key::Key;
+use crate::engine::task::{panic_message, Notice, Task};
 use crate::{HashedWheelTimer, TimerError};
 use store::Store;
-use stream::{Fired, Signal};
+use stream::Signal;
 
 /// A queue of items, each given back once its deadline has passed:
 /// tokio-util's [`DelayQueue`](https://docs.rs/tokio-util/latest/tokio_util/time/struct.DelayQueue.html)
@@ -122,7 +123,7 @@ impl HashedWheelTimer {
         DelayQueue {
             inner: Arc::new(Inner {
                 timer: self.clone(),
-                store: Store::new(),
+                store: Store::new(&signal),
                 signal,
             }),
         }
@@ -168,15 +169,12 @@ impl<T: Send + 'static> DelayQueue<T> {
     ) -> Result<DelayKey, TimerError> {
         let (index, mut shard) = self.inner.store.lock_mine();
         let key = shard.next_key(index);
-        let fired = Fired {
-            signal: Arc::downgrade(&self.inner.signal),
-            key,
+        let notice = Notice {
+            to: shard.listener.clone(),
+            token: stream::token(&key),
         };
-        match schedule(Task::callback(Box::new(fired))) {
-            Ok(timeout) => {
-                shard.put(&key, timeout, item);
-                Ok(key)
-            }
+        match schedule(Task::Notice(notice)) {
+            Ok(timeout) => Ok(shard.put(key, timeout, item)),
             Err(error) => {
                 drop(shard);
                 drop_item(item);
@@ -208,6 +206,11 @@ impl<T> DelayQueue<T> {
     /// stream, before. An item whose deadline fired but that the stream has
     /// not yet yielded is still in the queue, and this takes it.
     pub fn remove(&self, key: &DelayKey) -> Option<T> {
+        // The slot, the entry and its lane cell are most often cold by now:
+        // have all three on their way at once.
+        if let Some(entry) = Key::unpack(key.entry) {
+            self.inner.timer.shared().prefetch_cancel(entry, key.mark);
+        }
         let slot = self.inner.store.lock_of(key)?.take(key)?;
         slot.timeout.cancel();
         self.wake_if_stopped();

@@ -7,12 +7,14 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_utils::CachePadded;
 use slab::Slab;
 
 use crate::delay_queue::key::DelayKey;
+use crate::delay_queue::stream::{listener, Signal};
+use crate::engine::task::Listener;
 use crate::Timeout;
 
 /// An item and its timeout.
@@ -25,6 +27,8 @@ pub(crate) struct Slot<T> {
 pub(crate) struct Shard<T> {
     pub(crate) slots: Slab<Slot<T>>,
     next_generation: u64,
+    /// What this shard's items' timeouts notify when they fire.
+    pub(crate) listener: Arc<Listener>,
 }
 
 pub(crate) struct Store<T> {
@@ -35,16 +39,17 @@ pub(crate) struct Store<T> {
 const QUEUE_ID_SHIFT: u32 = 40;
 
 impl<T> Store<T> {
-    pub(crate) fn new() -> Store<T> {
+    pub(crate) fn new(signal: &Arc<Signal>) -> Store<T> {
         static NEXT_QUEUE: AtomicU64 = AtomicU64::new(1);
         let queue = NEXT_QUEUE.fetch_add(1, Ordering::Relaxed);
         let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         let count = (threads * 2).next_power_of_two().clamp(2, 64);
         let shards = (0..count)
-            .map(|_| {
+            .map(|index| {
                 CachePadded::new(Mutex::new(Shard {
                     slots: Slab::new(),
                     next_generation: queue << QUEUE_ID_SHIFT,
+                    listener: listener(signal, index as u32),
                 }))
             })
             .collect();
@@ -62,6 +67,20 @@ impl<T> Store<T> {
         self.shards.get(key.shard as usize).map(|s| lock(s))
     }
 
+    /// Takes out the item whose timeout fired with `token` in `shard`, and
+    /// gives its key, if the slot still holds that item.
+    pub(crate) fn take_fired(&self, shard: u32, token: u64) -> Option<(DelayKey, Slot<T>)> {
+        let index = (token >> 32) as usize;
+        let mut guard = lock(self.shards.get(shard as usize)?);
+        let slot = guard.slots.get(index)?;
+        if slot.generation & 0xffff_ffff != token & 0xffff_ffff {
+            return None;
+        }
+        let slot = guard.slots.remove(index);
+        let key = key_of(shard, index as u32, slot.generation, &slot.timeout);
+        Some((key, slot))
+    }
+
     /// Each shard in turn, locked.
     pub(crate) fn each(&self) -> impl Iterator<Item = MutexGuard<'_, Shard<T>>> {
         self.shards.iter().map(|s| lock(s))
@@ -69,24 +88,29 @@ impl<T> Store<T> {
 }
 
 impl<T> Shard<T> {
-    /// Where the next item goes, and its key.
+    /// Where the next item goes: its key, before its timeout is known.
     pub(crate) fn next_key(&mut self, shard: u32) -> DelayKey {
         self.next_generation += 1;
         DelayKey {
             shard,
             index: self.slots.vacant_key() as u32,
             generation: self.next_generation,
+            entry: 0,
+            mark: 0,
         }
     }
 
-    /// Stores the item `key` names; `key` is the last from `next_key`.
-    pub(crate) fn put(&mut self, key: &DelayKey, timeout: Timeout, item: T) {
+    /// Stores the item `key` names, `key` being the last from `next_key`,
+    /// and returns its whole key.
+    pub(crate) fn put(&mut self, key: DelayKey, timeout: Timeout, item: T) -> DelayKey {
+        let key = key_of(key.shard, key.index, key.generation, &timeout);
         let index = self.slots.insert(Slot {
             generation: key.generation,
             timeout,
             item,
         });
         debug_assert_eq!(index, key.index as usize);
+        key
     }
 
     /// The slot `key` names, if it still holds that item.
@@ -100,6 +124,16 @@ impl<T> Shard<T> {
     pub(crate) fn take(&mut self, key: &DelayKey) -> Option<Slot<T>> {
         self.get(key)?;
         Some(self.slots.remove(key.index as usize))
+    }
+}
+
+fn key_of(shard: u32, index: u32, generation: u64, timeout: &Timeout) -> DelayKey {
+    DelayKey {
+        shard,
+        index,
+        generation,
+        entry: timeout.key().pack(),
+        mark: timeout.mark(),
     }
 }
 

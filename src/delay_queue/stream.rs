@@ -1,10 +1,9 @@
-//! How items come out of a delay queue: the callback each item's timeout
-//! runs on the driver, which hands the item's key to the queue's `Signal`,
-//! and the stream, which takes the item out of its slot.
+//! How items come out of a delay queue: the listener each shard's items'
+//! timeouts notify on the driver, which hands the item's token to the
+//! queue's `Signal`, and the stream, which takes the item out of its slot.
 
-use std::any::Any;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crossbeam_queue::SegQueue;
@@ -14,13 +13,13 @@ use crate::delay_queue::key::{DelayKey, Expired};
 use crate::delay_queue::waiters::Waiters;
 use crate::delay_queue::DelayQueue;
 use crate::engine::shutdown_hooks::ShutdownHook;
-use crate::engine::task::Callback;
+use crate::engine::task::Listener;
 
 /// What the driver and the consumers of one queue share: the keys of items
 /// whose deadline fired, in the order they fired, and who waits for them.
 #[derive(Default)]
 pub(crate) struct Signal {
-    fired: SegQueue<DelayKey>,
+    fired: SegQueue<(u32, u64)>,
     pub(crate) waiters: Waiters,
 }
 
@@ -31,28 +30,25 @@ impl ShutdownHook for Signal {
     }
 }
 
-/// The task of an item's timeout: on the driver, it passes the key on. It
-/// holds the signal weakly, so a timeout that outlives its queue fires
-/// into nothing.
-pub(crate) struct Fired {
-    pub(crate) signal: Weak<Signal>,
-    pub(crate) key: DelayKey,
+/// What an item's timeout hands the shard's listener when it fires: the
+/// item's slab index, and the low half of its generation, which tells a
+/// reused slot from the item it held (a slot is reused 2^32 times before
+/// the halves repeat).
+pub(crate) fn token(key: &DelayKey) -> u64 {
+    (u64::from(key.index) << 32) | (key.generation & 0xffff_ffff)
 }
 
-impl Callback for Fired {
-    #[inline]
-    fn run(self: Box<Self>, _: &dyn Any) {
-        if let Some(signal) = self.signal.upgrade() {
-            signal.fired.push(self.key);
+/// The listener of shard `shard`: on the driver, it passes the fired
+/// item's shard and token on. It holds the signal weakly, so a timeout
+/// that outlives its queue fires into nothing.
+pub(crate) fn listener(signal: &Arc<Signal>, shard: u32) -> Arc<Listener> {
+    let signal = Arc::downgrade(signal);
+    Listener::new(move |token| {
+        if let Some(signal) = signal.upgrade() {
+            signal.fired.push((shard, token));
             signal.waiters.wake_all();
         }
-    }
-
-    fn cancelled(self: Box<Self>, _: &dyn Any) {}
-
-    fn runs_in_place(&self) -> bool {
-        true
-    }
+    })
 }
 
 impl<T> DelayQueue<T> {
@@ -81,13 +77,8 @@ impl<T> DelayQueue<T> {
     /// Takes out the next item whose key the driver passed on, skipping
     /// keys whose items were removed meanwhile.
     fn next_fired(&self) -> Option<Expired<T>> {
-        while let Some(key) = self.inner.signal.fired.pop() {
-            let slot = self
-                .inner
-                .store
-                .lock_of(&key)
-                .and_then(|mut s| s.take(&key));
-            if let Some(slot) = slot {
+        while let Some((shard, token)) = self.inner.signal.fired.pop() {
+            if let Some((key, slot)) = self.inner.store.take_fired(shard, token) {
                 return Some(Expired {
                     deadline: slot.timeout.deadline(),
                     item: slot.item,

@@ -7,9 +7,8 @@
 //! `rearm.rs`: re-armed, or finished by its panic.
 //!
 //! A waker is always woken where it fired: waking is cheap, and the woken
-//! future runs on its own runtime anyway. So is a callback that says it
-//! [`runs_in_place`](crate::engine::task::Callback::runs_in_place), such as
-//! a delay queue's, which only hands its key on.
+//! future runs on its own runtime anyway. So is a notice (a delay queue's
+//! item), which only hands a number on, in the order the driver fires.
 //!
 //! With an executor, firing costs one allocation (the boxed job) and a
 //! short lock on the timer's table of jobs, which lets `stop()` take back
@@ -45,12 +44,7 @@ impl Shared {
     pub(crate) fn dispatch(self: &Arc<Self>, key: Key, task: Task) {
         let timeout = Timeout::from_parts(key, self);
         if let Some(executor) = &self.config.executor {
-            let in_place = match &task {
-                Task::Wake(_) => true,
-                Task::Callback(task) => task.runs_in_place(),
-                Task::Periodic(_) => false,
-            };
-            if !in_place {
+            if !matches!(task, Task::Wake(_) | Task::Notice(_)) {
                 timeout.entry().put_task(task);
                 self.lock_jobs().insert(key, JobState::Queued);
                 self.hand_off(
@@ -178,6 +172,7 @@ fn run(timeout: &Timeout, task: Task) {
     let (entry, shared) = (timeout.entry(), timeout.shared());
     let result = match task {
         Task::Wake(wakers) => shared.catch_task(|| wakers.into_iter().for_each(|w| w.wake())),
+        Task::Notice(notice) => shared.catch_task(|| notice.deliver()),
         Task::Callback(task) => {
             let result = shared.catch_task(|| task.into_inner().run(timeout));
             shared.end_job(timeout.key());

@@ -6,7 +6,7 @@
 use std::mem::ManuallyDrop;
 use std::task::Waker;
 
-use crate::engine::task::{Callback, Periodic, Task, UserBox};
+use crate::engine::task::{Callback, Notice, Periodic, Task, UserBox};
 
 /// Which field of a [`PackedTask`] holds a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,11 +15,12 @@ pub(crate) enum Kind {
     Callback = 1,
     Periodic = 2,
     Wake = 3,
+    Notice = 4,
 }
 
 impl Kind {
     /// Bits of a byte that a `Kind` uses; the rest are free for flags.
-    pub(crate) const MASK: u8 = 0b11;
+    pub(crate) const MASK: u8 = 0b111;
 
     /// The kind in the low bits of `byte`.
     #[inline(always)]
@@ -28,7 +29,8 @@ impl Kind {
             0 => Kind::Empty,
             1 => Kind::Callback,
             2 => Kind::Periodic,
-            _ => Kind::Wake,
+            3 => Kind::Wake,
+            _ => Kind::Notice,
         }
     }
 }
@@ -41,9 +43,11 @@ pub(crate) union PackedTask {
     callback: ManuallyDrop<UserBox<dyn Callback>>,
     periodic: ManuallyDrop<UserBox<Periodic>>,
     wake: ManuallyDrop<Option<Waker>>,
+    notice: ManuallyDrop<Notice>,
 }
 
 const _: () = assert!(std::mem::size_of::<PackedTask>() == 16);
+const _: () = assert!(std::mem::size_of::<Notice>() == 16);
 
 impl PackedTask {
     pub(crate) const EMPTY: PackedTask = PackedTask { empty: () };
@@ -72,6 +76,12 @@ impl PackedTask {
                 },
                 Kind::Wake,
             ),
+            Some(Task::Notice(notice)) => (
+                PackedTask {
+                    notice: ManuallyDrop::new(notice),
+                },
+                Kind::Notice,
+            ),
         };
         *self = packed;
         kind
@@ -94,6 +104,7 @@ impl PackedTask {
                 Kind::Callback => Some(Task::Callback(ManuallyDrop::take(&mut self.callback))),
                 Kind::Periodic => Some(Task::Periodic(ManuallyDrop::take(&mut self.periodic))),
                 Kind::Wake => Some(Task::Wake(ManuallyDrop::take(&mut self.wake))),
+                Kind::Notice => Some(Task::Notice(ManuallyDrop::take(&mut self.notice))),
             }
         }
     }
@@ -120,6 +131,13 @@ mod tests {
         let ran = Arc::new(AtomicUsize::new(0));
         let counter = Arc::new(CountingWaker(AtomicUsize::new(0)));
         let ran_by_callback = ran.clone();
+        let heard = Arc::new(AtomicUsize::new(0));
+        let heard_by = {
+            let heard = heard.clone();
+            crate::engine::task::Listener::new(move |token| {
+                heard.fetch_add(token as usize, Ordering::SeqCst);
+            })
+        };
         let tasks = [
             None,
             Some(Task::callback(Box::new(move |_: &crate::Timeout| {
@@ -131,6 +149,10 @@ mod tests {
             ))),
             Some(Task::Wake(None)),
             Some(Task::Wake(Some(Waker::from(counter.clone())))),
+            Some(Task::Notice(Notice {
+                to: heard_by.clone(),
+                token: 42,
+            })),
         ];
         let expected = [
             Kind::Empty,
@@ -138,6 +160,7 @@ mod tests {
             Kind::Periodic,
             Kind::Wake,
             Kind::Wake,
+            Kind::Notice,
         ];
         let mut packed = PackedTask::EMPTY;
         for (task, expected) in tasks.into_iter().zip(expected) {
@@ -159,6 +182,7 @@ mod tests {
                 }
                 Some(Task::Periodic(_)) => assert_eq!(kind, Kind::Periodic),
                 Some(Task::Wake(waker)) => waker.into_iter().for_each(Waker::wake),
+                Some(Task::Notice(notice)) => notice.deliver(),
             }
         }
         assert_eq!(
@@ -168,5 +192,11 @@ mod tests {
         );
         assert_eq!(counter.0.load(Ordering::SeqCst), 1, "so did the waker");
         assert_eq!(Arc::strong_count(&counter), 1, "and it was dropped once");
+        assert_eq!(
+            heard.load(Ordering::SeqCst),
+            42,
+            "the notice came back whole"
+        );
+        assert_eq!(Arc::strong_count(&heard_by), 1, "and was dropped once");
     }
 }

@@ -427,6 +427,19 @@ impl Shared {
         self.entry(key).try_stop(|| self.reset_deadline(key))
     }
 
+    /// Starts loading what a `cancel_at(key, mark)` will read, for a caller
+    /// that has a cold line of its own to read first: a delay queue's slot.
+    /// `key` and `mark` may be stale; they are only a hint.
+    #[inline]
+    pub(crate) fn prefetch_cancel(&self, key: Key, mark: u32) {
+        if let Some(entry) = self.slots.try_get(key) {
+            prefetch(entry);
+        }
+        if let Some(cell) = self.intake.cell_at(mark) {
+            prefetch(cell);
+        }
+    }
+
     /// The cancel path, for a caller holding a reference to `key`. Returns
     /// the task, if the caller won, for its `cancelled` hook.
     ///

@@ -11,6 +11,7 @@
 use std::any::Any;
 use std::ops::{Deref, DerefMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::task::Waker;
 
 use crate::engine::clock::Nanos;
@@ -25,12 +26,6 @@ pub(crate) trait Callback: Send + 'static {
     fn run(self: Box<Self>, timeout: &dyn Any);
     /// Tells the task its cancel won.
     fn cancelled(self: Box<Self>, timeout: &dyn Any);
-    /// True for a task that must run where it fired, on the driver, even
-    /// when the timer has an executor: one that only hands its timeout on,
-    /// as a waker does, in the order the driver fires them.
-    fn runs_in_place(&self) -> bool {
-        false
-    }
 }
 
 /// The payload of an entry.
@@ -42,6 +37,38 @@ pub(crate) enum Task {
     Periodic(UserBox<Periodic>),
     /// The waker of the task awaiting a `Sleep`; `None` before its first poll.
     Wake(Option<Waker>),
+    /// A number handed to a listener: a delay queue's item. Kept in the
+    /// entry, so scheduling one allocates nothing.
+    Notice(Notice),
+}
+
+/// A fired timeout's number, and who hears it (see [`Task::Notice`]). It
+/// runs on the driver, as a waker does, whatever the executor: handing a
+/// number on is all it does, in the order the driver fires.
+pub(crate) struct Notice {
+    pub(crate) to: Arc<Listener>,
+    pub(crate) token: u64,
+}
+
+impl Notice {
+    /// Tells the listener.
+    #[inline]
+    pub(crate) fn deliver(self) {
+        (self.to.0)(self.token)
+    }
+}
+
+/// What hears the notices of many timeouts. Many producers clone and drop
+/// references to it as they schedule and cancel, so each one sits on
+/// cache lines of its own: give each thread its own listener, and no count
+/// is shared between cores.
+#[repr(align(128))]
+pub(crate) struct Listener(Box<dyn Fn(u64) + Send + Sync>);
+
+impl Listener {
+    pub(crate) fn new(hear: impl Fn(u64) + Send + Sync + 'static) -> Arc<Listener> {
+        Arc::new(Listener(Box::new(hear)))
+    }
 }
 
 impl Task {
