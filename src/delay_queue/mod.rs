@@ -306,3 +306,48 @@ impl<T> fmt::Debug for DelayQueue<T> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn assert_shareable<Q: Clone + Send + Sync + 'static>() {}
+
+    #[test]
+    fn handles_are_shareable_and_keys_are_plain_values() {
+        assert_shareable::<DelayQueue<String>>();
+        fn plain<K: Copy + Eq + std::hash::Hash + Send + Sync + 'static>() {}
+        plain::<DelayKey>();
+    }
+
+    /// An item's timer entry comes back when it is removed or yielded, and
+    /// its slot is reused: the arena and the slabs stay as large as the
+    /// most items ever held at once.
+    #[test]
+    fn entries_and_slots_come_back_on_remove_and_on_yield() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared().clone();
+        let queue = timer.delay_queue();
+        for round in 0..3 {
+            let keys: Vec<DelayKey> = (0..1_000u32)
+                .map(|i| queue.insert(i, Duration::from_millis(5)).unwrap())
+                .collect();
+            assert_eq!(shared.live(), 1_000, "round {round}: one entry per item");
+            keys.iter().step_by(2).for_each(|k| drop(queue.remove(k)));
+            timer.advance(Duration::from_millis(5));
+            let waker = futures::task::noop_waker();
+            let mut cx = std::task::Context::from_waker(&waker);
+            let mut yielded = 0;
+            while let std::task::Poll::Ready(Some(_)) = queue.poll_expired(&mut cx) {
+                yielded += 1;
+            }
+            assert_eq!(yielded, 500);
+            assert_eq!(shared.live(), 0, "round {round}: every entry came back");
+            let capacity: usize = queue.inner.store.each().map(|s| s.slots.capacity()).sum();
+            assert!(
+                capacity <= 2_048,
+                "round {round}: slots reused, capacity {capacity}"
+            );
+        }
+    }
+}
