@@ -159,7 +159,7 @@ fn main() {
         table.add(two, peer, ns);
     }
     let mem = "bytes per pending timeout (1M pending, handles kept)";
-    for peer in PEERS {
+    for peer in PEERS.iter().chain([&rpc::QUEUE]) {
         if let Some(bytes) = memory_in_child(peer) {
             table.add(mem, peer, bytes);
         }
@@ -409,6 +409,14 @@ fn bytes_per_pending(peer: &str) -> f64 {
         "tokio-util DelayQueue" => {
             let mut queue = tokio_util::time::DelayQueue::new();
             let keys: Vec<_> = (0..PENDING).map(|_| queue.insert((), FAR)).collect();
+            Box::new((queue, keys))
+        }
+        rpc::QUEUE => {
+            let queue = timer.delay_queue();
+            let keys: Vec<_> = (0..PENDING)
+                .map(|_| queue.insert((), FAR).unwrap())
+                .collect();
+            std::thread::sleep(Duration::from_millis(500)); // filed into buckets
             Box::new((queue, keys))
         }
         "futures-timer" => Box::new(polled_once(|| futures_timer::Delay::new(FAR))),

@@ -333,7 +333,9 @@ mod tests {
                 .map(|i| queue.insert(i, Duration::from_millis(5)).unwrap())
                 .collect();
             assert_eq!(shared.live(), 1_000, "round {round}: one entry per item");
-            keys.iter().step_by(2).for_each(|k| assert!(queue.remove(k).is_some()));
+            keys.iter()
+                .step_by(2)
+                .for_each(|k| assert!(queue.remove(k).is_some()));
             timer.advance(Duration::from_millis(5));
             let waker = futures::task::noop_waker();
             let mut cx = std::task::Context::from_waker(&waker);

@@ -365,7 +365,7 @@ impl Shared {
             !future
         });
         all.sort_by_key(|&key| self.entry(key).deadline());
-        self.run_shutdown_hooks();
+        self.shutdown_hooks.run();
         all
     }
 

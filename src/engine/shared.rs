@@ -44,7 +44,7 @@ use crate::engine::lane::{withdraw, Lane};
 use crate::engine::prefetch::prefetch;
 use crate::engine::refusal::Refusal;
 use crate::engine::reset_table::ResetTable;
-use crate::engine::shutdown_hooks::ShutdownHooks;
+use crate::engine::shutdown_hooks::{ShutdownHook, ShutdownHooks};
 use crate::engine::slots::{Slots, MAX_ENTRIES};
 #[cfg(test)]
 use crate::engine::sync::AtomicUsize;
@@ -247,6 +247,14 @@ impl Shared {
     #[inline(always)]
     pub(crate) fn is_shutdown(&self) -> bool {
         self.shutdown.load(Ordering::SeqCst)
+    }
+
+    /// Calls `hook` when the timer shuts down, or now if it has.
+    pub(crate) fn on_shutdown(&self, hook: &Arc<dyn ShutdownHook>) {
+        self.shutdown_hooks.add(hook);
+        if self.is_shutdown() {
+            hook.shut_down();
+        }
     }
 
     pub(crate) fn begin_shutdown(&self) {
