@@ -1,16 +1,19 @@
 //! Side by side, in one run: this crate against `tokio::time`, tokio-util's
 //! `DelayQueue`, futures-timer and async-io's `Timer`.
 //!
-//!     cargo run --release --example compare
+//!     cargo run --release --example compare --features tower
 //!
 //! The first row is the RPC pattern (`support/rpc.rs`): timeouts
 //! cancelled 1-60 ms after they are made, as whole-process CPU per timeout
-//! less a harness that makes none (the median of five runs). tokio-util's
-//! `DelayQueue` is there behind a `Mutex`, as code that shares one between
-//! threads must hold it. The back-to-back rows after it cancel at once,
-//! before the worker sees the timeout.
+//! less a harness that makes none (the median of five runs). This crate's
+//! `DelayQueue` is there shared by both threads, and tokio-util's one per
+//! thread (its owner polls it) and behind a `Mutex`, as code that shares
+//! one between threads must hold it. The back-to-back rows after it cancel
+//! at once, before the worker sees the timeout; then come the delay
+//! queues back to back (`support/queue.rs`) and the tower timeout layers
+//! (`support/tower_overhead.rs`).
 //!
-//!     cargo run --release --example compare -- --rpc 'tokio::time'
+//!     cargo run --release --example compare --features tower -- --rpc 'tokio::time'
 //!
 //! runs one peer's RPC row alone (add `--alone` to skip the harness's run,
 //! for a whole-process timer). The second row is the idle-connection
