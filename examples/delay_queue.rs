@@ -91,7 +91,7 @@ async fn main() {
     let cache = Cache::new(&timer);
     let evictor = tokio::spawn(cache.clone().evict());
 
-    // Four producers, each with 200 keys of its own, for one second.
+    // Four producers, each with 40 keys of its own, for one second.
     let producers: Vec<_> = (0..4u64)
         .map(|p| {
             let cache = cache.clone();
@@ -100,7 +100,7 @@ async fn main() {
                 let (mut hits, mut misses) = (0u64, 0u64);
                 let start = Instant::now();
                 while start.elapsed() < Duration::from_secs(1) {
-                    let id = p * 1_000 + rng.u64(0..200);
+                    let id = p * 1_000 + rng.u64(0..40);
                     match cache.get(id) {
                         Some(_) => hits += 1,
                         None => {
