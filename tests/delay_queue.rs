@@ -332,6 +332,12 @@ fn many_items_come_out_once_each_in_deadline_order_and_never_early() {
     assert_eq!(seen.len(), 10_000 - removed);
     assert!(queue.is_empty());
     assert_eq!(timer.pending_timeouts(), 0);
+    // Counted once each: a removed item as cancelled, a yielded one as fired.
+    let s = timer.stats();
+    assert_eq!(
+        (s.scheduled, s.cancelled, s.fired),
+        (10_000, removed as u64, 10_000 - removed as u64)
+    );
 }
 
 #[test]
