@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 pub use key::{DelayKey, Expired};
 
 use crate::engine::key::Key;
+use crate::engine::shutdown_hooks::ShutdownHook;
 use crate::engine::task::{panic_message, Notice, Task};
 use crate::{HashedWheelTimer, TimerError};
 use store::Store;
@@ -119,7 +120,8 @@ impl HashedWheelTimer {
     /// ```
     pub fn delay_queue<T: Send + 'static>(&self) -> DelayQueue<T> {
         let signal = Arc::new(Signal::default());
-        self.shared().on_shutdown(&DelayQueue::<T>::hook(&signal));
+        let hook: Arc<dyn ShutdownHook> = signal.clone();
+        self.shared().on_shutdown(&hook);
         DelayQueue {
             inner: Arc::new(Inner {
                 timer: self.clone(),

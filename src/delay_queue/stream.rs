@@ -88,11 +88,6 @@ impl<T> DelayQueue<T> {
         }
         None
     }
-
-    /// The shutdown hook to register for this queue.
-    pub(crate) fn hook(signal: &Arc<Signal>) -> Arc<dyn ShutdownHook> {
-        signal.clone()
-    }
 }
 
 /// The expired items, as [`poll_expired`](DelayQueue::poll_expired) gives
