@@ -325,3 +325,82 @@ fn the_count_is_exact_across_producer_and_cancelling_threads() {
     timer.advance(MS * 50);
     assert_eq!(timer.pending_timeouts(), 0);
 }
+
+/// A reader racing the producers never sees a wrapped or impossible
+/// pending count: one thread schedules, another cancels, a third turns the
+/// wheel so that some fire, and each read is at most the number of
+/// timeouts begun before it was taken (and `stats()` never has more
+/// pending than scheduled). Once quiet, `stats()` adds up.
+fn a_racing_reader_sees_a_pending_count_in_range(limit: Option<usize>) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::mpsc;
+
+    const ROUNDS: u64 = 200_000;
+    let mut builder = HashedWheelTimer::builder().manual_clock().tick_duration(MS);
+    if let Some(limit) = limit {
+        builder = builder.max_pending_timeouts(limit);
+    }
+    let timer = builder.build().unwrap();
+    // Raised before each schedule: a bound on what a read may include.
+    let begun = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let scheduled_all = AtomicBool::new(false);
+    let (to_cancel, cancels) = mpsc::sync_channel::<Timeout>(1);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..ROUNDS {
+                begun.fetch_add(1, Ordering::SeqCst);
+                let t = timer.new_timeout(|_| {}, MS * (1 + i % 3) as u32).unwrap();
+                to_cancel.send(t).unwrap();
+            }
+            drop(to_cancel);
+            scheduled_all.store(true, Ordering::SeqCst);
+        });
+        s.spawn(|| {
+            for t in cancels {
+                t.cancel();
+            }
+        });
+        s.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                timer.advance(MS);
+            }
+        });
+        let reader = s.spawn(|| {
+            let mut worst = None;
+            let mut read = 0u64;
+            while !scheduled_all.load(Ordering::SeqCst) {
+                read += 1;
+                let pending = timer.pending_timeouts() as u64;
+                let stats = timer.stats();
+                let bound = begun.load(Ordering::SeqCst);
+                if pending > bound || stats.pending as u64 > stats.scheduled.min(bound) {
+                    worst = Some((read, pending, stats.pending, stats.scheduled, bound));
+                    break;
+                }
+            }
+            worst
+        });
+        let worst = reader.join().unwrap();
+        done.store(true, Ordering::SeqCst);
+        assert_eq!(
+            worst, None,
+            "(read, pending_timeouts(), stats().pending, stats().scheduled, begun)"
+        );
+    });
+    timer.advance(MS * 10);
+    let s = timer.stats();
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert_eq!(s.pending, 0);
+    assert_eq!(s.scheduled, s.fired + s.cancelled + s.stopped);
+}
+
+#[test]
+fn a_racing_reader_sees_a_pending_count_in_range_counted_on_lanes() {
+    a_racing_reader_sees_a_pending_count_in_range(None);
+}
+
+#[test]
+fn a_racing_reader_sees_a_pending_count_in_range_with_a_limit() {
+    a_racing_reader_sees_a_pending_count_in_range(Some(1_000_000));
+}

@@ -9,12 +9,26 @@
 //!
 //! Producers count on their own lane, in owner-only fields (plain loads and
 //! stores, no read-modify-write): `scheduled` at a schedule, `cancelled` at
-//! a winning cancel. Without a `max_pending_timeouts` to enforce, the
-//! pending count is then the lanes' `scheduled - cancelled` plus a shared
-//! count, which the driver lowers for what fires or stops, and producers
-//! with no lane use. With a limit, the shared count alone is the pending
-//! count, so that a schedule can check it in one step; the lanes then only
-//! keep the totals.
+//! a winning cancel. The driver counts what fires or stops, and producers
+//! with no lane count here. Without a `max_pending_timeouts` to enforce,
+//! the pending count is computed from these totals; with a limit, a shared
+//! count is also kept, so that a schedule can check it in one step.
+//!
+//! # Reading while others count
+//!
+//! A timeout is often cancelled on another thread than the one that
+//! scheduled it, so one lane's `cancelled` may count a timeout another
+//! lane's `scheduled` counts, and the driver's `fired` counts timeouts of
+//! every lane. Summed lane by lane, a reader racing them could count an end
+//! before its schedule, and see fewer than zero pending. So `totals` reads
+//! every count of an end first (`fired`, `stopped`, every `cancelled`),
+//! then every `scheduled`. Each count is stored with `Release` and read
+//! with `Acquire`, and a timeout's schedule is counted before anyone can
+//! end it (before its key is queued or its handle returned), so a
+//! schedule whose end the first pass saw is in the second pass too:
+//! `pending = scheduled - ended` is never below zero (it is clamped there
+//! all the same), and never above what was scheduled by the time the read
+//! ended.
 
 use crate::engine::lane::Lane;
 use crate::engine::refusal::Refusal;
@@ -34,7 +48,7 @@ pub(crate) enum Ended {
 
 /// The shared counts.
 pub(crate) struct Counts {
-    /// Pending timeouts, less those the lanes count (see the module docs).
+    /// Pending timeouts, kept only with a limit (see the module docs).
     pending: AtomicUsize,
     /// Scheduled and cancelled by threads with no lane.
     scheduled: AtomicU64,
@@ -73,17 +87,15 @@ impl Counts {
         }
     }
 
-    /// Pending timeouts: the shared count plus `lanes`, the lanes' share
-    /// when they keep one. Those may be read a moment apart, so a racing
-    /// reader can see a count off by the timeouts in flight; never below 0.
-    pub(crate) fn pending(&self, lanes: u64) -> usize {
-        let shared = self.pending.load(Ordering::Acquire) as u64;
-        shared.wrapping_add(lanes).min(i64::MAX as u64) as i64 as usize
+    /// Pending timeouts as the limit counts them: with a limit only. A
+    /// timeout's increment precedes its decrement, so this never wraps.
+    pub(crate) fn limited_pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
     }
 
     /// Counts one more pending timeout, on `lane` (this thread's) if there
     /// is one, or says why it cannot. `limit` is `max_pending_timeouts`:
-    /// without one, the lanes keep the pending count.
+    /// without one, no shared pending count is kept.
     ///
     /// A future's waker counts but is not refused by the limit: a `Sleep`
     /// has no error to report and must not end early, and futures are
@@ -105,13 +117,11 @@ impl Counts {
                     (p < max).then_some(p + 1)
                 })
                 .map_err(|pending| Refusal::AtCapacity { pending, max })?;
-        } else if lane.is_none() {
-            // The arena enforces the hard limit.
-            self.pending.fetch_add(1, Ordering::AcqRel);
         }
+        // Without a limit, the arena enforces the hard one.
         match lane {
             Some(lane) => lane.count_scheduled(1),
-            None => drop(self.scheduled.fetch_add(1, Ordering::Relaxed)),
+            None => drop(self.scheduled.fetch_add(1, Ordering::Release)),
         }
         Ok(())
     }
@@ -119,12 +129,12 @@ impl Counts {
     /// Undoes `reserve`, for a schedule refused after it.
     #[cold]
     pub(crate) fn unreserve(&self, lane: Option<&Lane>, limited: bool) {
-        if limited || lane.is_none() {
+        if limited {
             self.pending.fetch_sub(1, Ordering::AcqRel);
         }
         match lane {
             Some(lane) => lane.count_scheduled(1u64.wrapping_neg()),
-            None => drop(self.scheduled.fetch_sub(1, Ordering::Relaxed)),
+            None => drop(self.scheduled.fetch_sub(1, Ordering::Release)),
         }
     }
 
@@ -132,26 +142,28 @@ impl Counts {
     /// thread's) if there is one.
     #[inline(always)]
     pub(crate) fn uncount_cancelled(&self, lane: Option<&Lane>, limited: bool) {
-        if limited || lane.is_none() {
+        if limited {
             self.pending.fetch_sub(1, Ordering::AcqRel);
         }
         match lane {
             Some(lane) => lane.count_cancelled(),
-            None => drop(self.cancelled.fetch_add(1, Ordering::Relaxed)),
+            None => drop(self.cancelled.fetch_add(1, Ordering::Release)),
         }
     }
 
     /// `n` pending timeouts fired or were stopped.
-    pub(crate) fn uncount(&self, n: usize, how: Ended) {
+    pub(crate) fn uncount(&self, n: usize, how: Ended, limited: bool) {
         if n == 0 {
             return;
         }
-        self.pending.fetch_sub(n, Ordering::AcqRel);
+        if limited {
+            self.pending.fetch_sub(n, Ordering::AcqRel);
+        }
         let total = match how {
             Ended::Fired => &self.fired,
             Ended::Stopped => &self.stopped,
         };
-        total.fetch_add(n as u64, Ordering::Relaxed);
+        total.fetch_add(n as u64, Ordering::Release);
     }
 
     /// The worker woke from a park. It alone counts them.
@@ -168,31 +180,31 @@ impl Counts {
         }
     }
 
-    /// The totals, each read once: consistent only at a quiet moment.
-    /// `lanes` reads the lanes' (scheduled, cancelled); `pending` and
-    /// `queued` are read after them.
+    /// The totals, each read once, in the order the module docs give:
+    /// `lanes_cancelled` and `lanes_scheduled` sum the lanes' counts. The
+    /// pending count is the difference, so the totals add up even while
+    /// others count; they are all current only at a quiet moment.
+    /// `queued` is left at 0 for the caller.
     pub(crate) fn totals(
         &self,
-        lanes: impl FnOnce() -> (u64, u64),
-        pending: impl FnOnce() -> usize,
-        queued: usize,
+        lanes_cancelled: impl FnOnce() -> u64,
+        lanes_scheduled: impl FnOnce() -> u64,
     ) -> Totals {
-        // Lowered totals first, so a racing reader sees fewer ended than
-        // scheduled rather than more.
         let fired = self.fired.load(Ordering::Acquire);
         let stopped = self.stopped.load(Ordering::Acquire);
-        let (lane_scheduled, lane_cancelled) = lanes();
-        let cancelled = lane_cancelled.wrapping_add(self.cancelled.load(Ordering::Acquire));
-        let scheduled = lane_scheduled.wrapping_add(self.scheduled.load(Ordering::Acquire));
+        let cancelled = lanes_cancelled().wrapping_add(self.cancelled.load(Ordering::Acquire));
+        let scheduled = lanes_scheduled().wrapping_add(self.scheduled.load(Ordering::Acquire));
+        let ended = fired.saturating_add(cancelled).saturating_add(stopped);
+        let pending = scheduled.saturating_sub(ended);
         Totals {
             scheduled,
             fired,
             cancelled,
             stopped,
-            pending: pending(),
+            pending: usize::try_from(pending).unwrap_or(usize::MAX),
             worker_wakeups: self.worker_wakeups.load(Ordering::Relaxed),
             max_lateness_nanos: self.max_lateness.load(Ordering::Relaxed),
-            queued,
+            queued: 0,
         }
     }
 }

@@ -339,18 +339,16 @@ impl Intake {
         self.lanes().for_each(|lane| lane.close());
     }
 
-    /// Timeouts the lanes' owners scheduled and cancelled, wrapping.
-    pub(crate) fn totals(&self) -> (u64, u64) {
-        self.lanes().fold((0, 0), |(s, c), lane| {
-            let (scheduled, cancelled) = lane.totals();
-            (s.wrapping_add(scheduled), c.wrapping_add(cancelled))
-        })
+    /// Timeouts the lanes' owners scheduled, wrapping.
+    pub(crate) fn scheduled(&self) -> u64 {
+        self.lanes()
+            .fold(0, |n, lane| n.wrapping_add(lane.scheduled()))
     }
 
-    /// The lanes' share of the pending count, wrapping.
-    pub(crate) fn net_pending(&self) -> u64 {
-        let (scheduled, cancelled) = self.totals();
-        scheduled.wrapping_sub(cancelled)
+    /// Timeouts the lanes' owners cancelled, wrapping.
+    pub(crate) fn cancelled(&self) -> u64 {
+        self.lanes()
+            .fold(0, |n, lane| n.wrapping_add(lane.cancelled()))
     }
 
     /// Keeps a vacated slot on this thread's lane. False if it has none,

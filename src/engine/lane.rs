@@ -223,12 +223,15 @@ impl Lane {
         n.store(n.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
     }
 
-    /// Timeouts this lane's owners scheduled and cancelled, ever.
-    pub(crate) fn totals(&self) -> (u64, u64) {
-        // Cancelled first: a racing reader sees no more cancelled than
-        // scheduled.
-        let cancelled = self.producer.cancelled.load(Ordering::Acquire);
-        (self.producer.scheduled.load(Ordering::Acquire), cancelled)
+    /// Timeouts this lane's owners scheduled, ever (see `counts.rs` for
+    /// the order to read it in).
+    pub(crate) fn scheduled(&self) -> u64 {
+        self.producer.scheduled.load(Ordering::Acquire)
+    }
+
+    /// Timeouts this lane's owners cancelled, ever.
+    pub(crate) fn cancelled(&self) -> u64 {
+        self.producer.cancelled.load(Ordering::Acquire)
     }
 
     /// Owner only: queues `key`, in the next cell or, if the ring is full

@@ -206,14 +206,21 @@ impl Shared {
         self.config.max_pending.is_none()
     }
 
-    /// Pending timeouts, the lanes' shares included.
+    /// Pending timeouts, the lanes' shares included: never below zero,
+    /// nor above what was scheduled, even while others count (see
+    /// `counts.rs`).
     pub(crate) fn pending(&self) -> usize {
-        let lanes = if self.counts_on_lanes() {
-            self.intake.net_pending()
+        if self.counts_on_lanes() {
+            self.counts_now().pending
         } else {
-            0
-        };
-        self.counts.pending(lanes)
+            self.counts.limited_pending()
+        }
+    }
+
+    /// The counts' totals, without `queued`.
+    fn counts_now(&self) -> Totals {
+        self.counts
+            .totals(|| self.intake.cancelled(), || self.intake.scheduled())
     }
 
     #[inline(always)]
@@ -234,14 +241,15 @@ impl Shared {
 
     /// `n` pending timeouts fired or were stopped.
     pub(crate) fn uncount(&self, n: usize, how: Ended) {
-        self.counts.uncount(n, how);
+        self.counts.uncount(n, how, !self.counts_on_lanes());
     }
 
     /// The totals behind `stats()`.
     pub(crate) fn totals(&self) -> Totals {
-        let queued = self.intake.len();
-        self.counts
-            .totals(|| self.intake.totals(), || self.pending(), queued)
+        Totals {
+            queued: self.intake.len(),
+            ..self.counts_now()
+        }
     }
 
     #[inline(always)]
