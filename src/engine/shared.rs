@@ -478,7 +478,7 @@ impl Shared {
         if withdrawn {
             // The worker never saw it. We hold its reference now, and the
             // caller holds one too, so this is not the last.
-            entry.keep_withdrawn_reference();
+            entry.release_withdrawn_reference();
         } else {
             self.leave_removal_to_worker(key, entry);
         }

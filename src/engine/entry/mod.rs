@@ -90,14 +90,10 @@ const RUNNING: u8 = 4;
 const LOCKED: u8 = 5;
 /// Flag bit: a run of the task panicked.
 const PANICKED: u8 = 0x80;
-/// Flag bit: the cancel that won the entry also withdrew it from its lane,
-/// and left the queue's reference counted rather than release it (see
-/// `keep_withdrawn_reference`).
-const WITHDRAWN: u8 = 0x40;
 /// Flag bit, only ever on `PENDING`: a reset moved the deadline, and the
 /// one in force is in the reset table, not in `deadline` (see `reset.rs`).
 const RESET: u8 = 0x20;
-const FLAGS: u8 = PANICKED | WITHDRAWN | RESET;
+const FLAGS: u8 = PANICKED | RESET;
 /// `PENDING` with its deadline moved by a reset.
 const MOVED: u8 = PENDING | RESET;
 /// Flag bit of `task_word`: `with_task` holds the task.
@@ -217,31 +213,25 @@ impl Entry {
         self.refs.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops one reference; true for the last one. With `WITHDRAWN` set,
-    /// the last but one: the one left is the queue's, which nobody holds.
+    /// Drops one reference; true for the last one.
+    ///
+    /// The count alone decides: once this returns, the caller names the
+    /// entry no more, and another holder may free the slot and the next
+    /// schedule fill it. So nothing is read from the entry after the
+    /// decrement. (A flag read after it, for a withdrawn entry, once let a
+    /// release that was not the last free the reused slot a second time.)
     #[inline(always)]
     pub(crate) fn release(&self) -> bool {
-        match self.refs.fetch_sub(1, Ordering::AcqRel) {
-            1 => true,
-            2 => self.state.load(Ordering::Relaxed) & WITHDRAWN != 0,
-            _ => false,
-        }
+        self.refs.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
     /// The cancel that won the entry withdrew it from its lane, taking over
-    /// the queue's reference: instead of releasing it, which is an atomic
-    /// read-modify-write, it leaves it counted and says so, and `release`
-    /// frees the slot one reference early.
-    ///
-    /// A plain store will do: the entry is `CANCELLED`, which no transition
-    /// leaves, and a withdrawn entry never ran, so nothing sets
-    /// `PANICKED`. Whoever releases the next-to-last reference acquired
-    /// this store through the chain of `release`s after it.
+    /// the queue's reference: it gives that reference up. Never the last:
+    /// the caller holds one too.
     #[inline(always)]
-    pub(crate) fn keep_withdrawn_reference(&self) {
-        let state = self.state.load(Ordering::Relaxed);
-        debug_assert_eq!(state & !RESET, CANCELLED);
-        self.state.store(state | WITHDRAWN, Ordering::Relaxed);
+    pub(crate) fn release_withdrawn_reference(&self) {
+        let last = self.release();
+        debug_assert!(!last, "a cancel's caller holds a reference too");
     }
 
     #[inline]
