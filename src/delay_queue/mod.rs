@@ -20,6 +20,7 @@ use crate::engine::task::{panic_message, Notice, Task};
 use crate::{HashedWheelTimer, TimerError};
 use store::Store;
 use stream::Signal;
+use waiters::Seat;
 
 /// A queue of items, each given back once its deadline has passed:
 /// tokio-util's [`DelayQueue`](https://docs.rs/tokio-util/latest/tokio_util/time/struct.DelayQueue.html)
@@ -40,6 +41,12 @@ use stream::Signal;
 /// thread insert, reset and remove while a consumer drains the stream, with
 /// no `Mutex` around it. Several consumers may drain it at once; each item
 /// goes to exactly one of them.
+///
+/// A handle is one consumer: while the queue is empty it keeps the waker
+/// of that handle's latest poll, one per handle, and drops it with the
+/// handle. Give each task that consumes its own clone. Tasks that share
+/// one handle still never wait unwoken, but each poll wakes the task that
+/// polled before it, to poll again.
 ///
 /// # Where it differs from tokio-util's
 ///
@@ -95,6 +102,8 @@ use stream::Signal;
 /// ```
 pub struct DelayQueue<T> {
     inner: Arc<Inner<T>>,
+    /// This handle's slot among the consumers waiting (see `waiters.rs`).
+    seat: Seat,
 }
 
 struct Inner<T> {
@@ -128,6 +137,7 @@ impl HashedWheelTimer {
                 store: Store::new(&signal),
                 signal,
             }),
+            seat: Seat::default(),
         }
     }
 }
@@ -297,7 +307,15 @@ impl<T> Clone for DelayQueue<T> {
     fn clone(&self) -> DelayQueue<T> {
         DelayQueue {
             inner: self.inner.clone(),
+            seat: Seat::default(),
         }
+    }
+}
+
+impl<T> Drop for DelayQueue<T> {
+    /// The handle waits no more: the queue drops its waker.
+    fn drop(&mut self) {
+        self.inner.signal.waiters.leave(&self.seat);
     }
 }
 

@@ -1,6 +1,15 @@
 //! The consumers of a delay queue waiting for an item, and how the driver
 //! wakes them without a lost wake-up and, mostly, without a lock.
 //!
+//! A consumer is a handle: the queue, or one of its clones. Each handle
+//! that has waited has one slot here, its [`Seat`], holding the waker of
+//! its latest poll: a poll with another waker replaces it, so a queue
+//! keeps at most one waker per live handle, however often, and with
+//! however many wakers, its consumers poll; a dropped handle gives its
+//! slot up. Replacing a waker that would wake another task wakes it (a
+//! spurious wake-up, for a task that shares one handle with others: it
+//! polls again and takes the slot back), so no task is left waiting.
+//!
 //! A consumer that finds nothing registers its waker, arms the flag, and
 //! looks again. The driver pushes, then reads the flag, and takes the lock
 //! only if it is armed. A full fence on each side, between the write of
@@ -10,26 +19,67 @@
 
 use std::task::Waker;
 
+use slab::Slab;
+
 use crate::engine::sync::{fence, AtomicBool, Mutex, Ordering};
 
 #[derive(Default)]
 pub(crate) struct Waiters {
     /// True while a waker may be registered.
     armed: AtomicBool,
-    wakers: Mutex<Vec<Waker>>,
+    /// One slot per handle that has waited: its latest waker, until woken.
+    seats: Mutex<Slab<Option<Waker>>>,
 }
 
+/// A handle's slot among the waiters: its index + 1, 0 before it first
+/// waits. Written only under the waiters' lock (std's atomic: loom sees
+/// the lock), given up by `Waiters::leave` when the handle drops.
+#[derive(Default)]
+pub(crate) struct Seat(std::sync::atomic::AtomicUsize);
+
 impl Waiters {
-    /// Registers `waker` before the caller looks for an item once more.
-    pub(crate) fn register(&self, waker: &Waker) {
-        {
-            let mut wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
-            if !wakers.iter().any(|w| w.will_wake(waker)) {
-                wakers.push(waker.clone());
-            }
+    fn lock(&self) -> crate::engine::sync::MutexGuard<'_, Slab<Option<Waker>>> {
+        // No user code runs under this lock; recover rather than propagate.
+        self.seats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers `waker` as the one to wake for `seat`'s handle, before the
+    /// caller looks for an item once more.
+    pub(crate) fn register(&self, seat: &Seat, waker: &Waker) {
+        let displaced = {
+            let mut seats = self.lock();
+            let taken = seat.0.load(Ordering::Relaxed).checked_sub(1);
+            let index = match taken.filter(|&index| seats.contains(index)) {
+                Some(index) => index,
+                None => {
+                    let index = seats.insert(None);
+                    seat.0.store(index + 1, Ordering::Relaxed);
+                    index
+                }
+            };
+            let slot = &mut seats[index];
+            let displaced = match slot {
+                Some(kept) if kept.will_wake(waker) => None,
+                _ => slot.replace(waker.clone()),
+            };
             self.armed.store(true, Ordering::Relaxed);
-        }
+            displaced
+        };
         fence(Ordering::SeqCst);
+        // Outside the lock: a waker may run user code.
+        if let Some(displaced) = displaced {
+            displaced.wake();
+        }
+    }
+
+    /// `seat`'s handle is dropped: gives its slot up.
+    pub(crate) fn leave(&self, seat: &Seat) {
+        let Some(index) = seat.0.load(Ordering::Relaxed).checked_sub(1) else {
+            return;
+        };
+        let waker = self.lock().try_remove(index);
+        seat.0.store(0, Ordering::Relaxed);
+        drop(waker); // outside the lock
     }
 
     /// After an item was pushed, or anything else a waiting consumer must
@@ -40,10 +90,13 @@ impl Waiters {
         if !self.armed.load(Ordering::Relaxed) {
             return;
         }
-        let wakers = {
-            let mut wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        let wakers: Vec<Waker> = {
+            let mut seats = self.lock();
             self.armed.store(false, Ordering::Relaxed);
-            std::mem::take(&mut *wakers)
+            seats
+                .iter_mut()
+                .filter_map(|(_, slot)| slot.take())
+                .collect()
         };
         // Outside the lock: a waker may run user code.
         wakers.into_iter().for_each(Waker::wake);
@@ -84,7 +137,7 @@ mod loom_models {
             let found_at_once = queued.load(Ordering::Relaxed) == 1;
             let mut found = found_at_once;
             if !found {
-                waiters.register(&waker(woken.clone()));
+                waiters.register(&Seat::default(), &waker(woken.clone()));
                 found = queued.load(Ordering::Relaxed) == 1;
             }
             producer.join().unwrap();
@@ -92,6 +145,62 @@ mod loom_models {
                 found || woken.0.load(Ordering::SeqCst),
                 "the item was pushed, and the consumer neither saw it nor was woken"
             );
+        });
+    }
+
+    fn flag() -> std::sync::Arc<Flag> {
+        std::sync::Arc::new(Flag(loom::sync::atomic::AtomicBool::new(false)))
+    }
+
+    /// One consumer polls twice, with a new waker the second time (its
+    /// seat's waker is replaced, the old one woken), and a second consumer
+    /// on another thread waits too, against a producer that pushes and
+    /// wakes: each consumer's latest poll either finds the item or its
+    /// latest waker is woken. Then both handles drop, racing nothing left.
+    #[test]
+    fn loom_models_replacing_a_waker_never_leaves_a_consumer_waiting() {
+        loom::model(|| {
+            let waiters = Arc::new(Waiters::default());
+            let queued = Arc::new(AtomicUsize::new(0));
+            let producer = {
+                let (waiters, queued) = (waiters.clone(), queued.clone());
+                loom::thread::spawn(move || {
+                    queued.fetch_add(1, Ordering::Relaxed);
+                    waiters.wake_all();
+                })
+            };
+            let other = {
+                let (waiters, queued) = (waiters.clone(), queued.clone());
+                loom::thread::spawn(move || {
+                    let (seat, woken) = (Seat::default(), flag());
+                    waiters.register(&seat, &waker(woken.clone()));
+                    let found = queued.load(Ordering::Relaxed) == 1;
+                    (seat, woken, found)
+                })
+            };
+            let seat = Seat::default();
+            let (first, second) = (flag(), flag());
+            waiters.register(&seat, &waker(first.clone()));
+            let _ = queued.load(Ordering::Relaxed);
+            waiters.register(&seat, &waker(second.clone()));
+            let found = queued.load(Ordering::Relaxed) == 1;
+            producer.join().unwrap();
+            let (other_seat, other_woken, other_found) = other.join().unwrap();
+            assert!(
+                found || second.0.load(Ordering::SeqCst),
+                "the consumer's latest poll neither saw the item nor was woken"
+            );
+            assert!(
+                other_found || other_woken.0.load(Ordering::SeqCst),
+                "the other consumer neither saw the item nor was woken"
+            );
+            assert!(
+                first.0.load(Ordering::SeqCst),
+                "a replaced waker is woken, or was by the producer"
+            );
+            waiters.leave(&seat);
+            waiters.leave(&other_seat);
+            assert!(waiters.lock().is_empty(), "the handles gave their seats up");
         });
     }
 }

@@ -1,0 +1,157 @@
+//! How many wakers a `DelayQueue` keeps for the consumers waiting on it:
+//! one per consumer handle at most, however many times, and with however
+//! many different wakers, it was polled; none for a handle dropped; and
+//! every waiting consumer is still woken.
+
+mod common;
+
+use common::manual;
+use futures::task::{waker, ArcWake};
+use hashed_wheel_timer::DelayQueue;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+const MS: Duration = Duration::from_millis(1);
+
+/// A waker's target that counts its wake-ups. The queue holds a clone of
+/// a waker as one more strong reference to it.
+#[derive(Default)]
+struct Counted(AtomicUsize);
+
+impl ArcWake for Counted {
+    fn wake_by_ref(arc_self: &Arc<Self>) {
+        arc_self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Counted {
+    fn wakes(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Polls `queue` once with a fresh waker, which it drops after: the
+/// returned target's strong count is 1 unless the queue kept a clone.
+fn poll_with_fresh_waker(queue: &DelayQueue<u32>) -> (Arc<Counted>, bool) {
+    let target = Arc::new(Counted::default());
+    let w = waker(target.clone());
+    let pending = queue
+        .poll_expired(&mut Context::from_waker(&w))
+        .is_pending();
+    (target, pending)
+}
+
+/// How many of `targets` the queue still holds a waker of.
+fn kept(targets: &[Arc<Counted>]) -> usize {
+    targets.iter().filter(|t| Arc::strong_count(t) > 1).count()
+}
+
+#[test]
+fn a_consumer_polling_an_empty_queue_with_fresh_wakers_keeps_one() {
+    let timer = manual(MS);
+    let queue = timer.delay_queue::<u32>();
+    let targets: Vec<Arc<Counted>> = (0..10_000)
+        .map(|_| {
+            let (target, pending) = poll_with_fresh_waker(&queue);
+            assert!(pending, "the queue is empty");
+            target
+        })
+        .collect();
+    assert!(
+        kept(&targets) <= 1,
+        "{} wakers kept for one consumer",
+        kept(&targets)
+    );
+    // The one it kept is the latest, and it is woken when an item fires.
+    queue.insert(7, MS).unwrap();
+    timer.advance(MS);
+    assert!(
+        targets.last().unwrap().wakes() >= 1,
+        "the consumer was woken"
+    );
+    assert_eq!(kept(&targets), 0, "a waker is given up once woken");
+}
+
+#[test]
+fn several_consumers_keep_one_waker_each_and_are_all_woken() {
+    let timer = manual(MS);
+    let queue = timer.delay_queue::<u32>();
+    let consumers: Vec<DelayQueue<u32>> = (0..3).map(|_| queue.clone()).collect();
+    let mut targets: Vec<Vec<Arc<Counted>>> = vec![Vec::new(); consumers.len()];
+    for _ in 0..1_000 {
+        for (consumer, targets) in consumers.iter().zip(&mut targets) {
+            targets.push(poll_with_fresh_waker(consumer).0);
+        }
+    }
+    let all: usize = targets.iter().map(|t| kept(t)).sum();
+    assert!(all <= consumers.len(), "{all} wakers kept");
+    queue.insert(7, MS).unwrap();
+    timer.advance(MS);
+    for (i, targets) in targets.iter().enumerate() {
+        assert!(
+            targets.last().unwrap().wakes() >= 1,
+            "consumer {i} was not woken"
+        );
+    }
+    // Exactly one of them gets the item.
+    let got: Vec<u32> = consumers
+        .iter()
+        .filter_map(|c| match poll_expired_noop(c) {
+            Poll::Ready(Some(e)) => Some(e.into_inner()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, vec![7]);
+}
+
+fn poll_expired_noop(queue: &DelayQueue<u32>) -> Poll<Option<hashed_wheel_timer::Expired<u32>>> {
+    queue.poll_expired(&mut Context::from_waker(futures::task::noop_waker_ref()))
+}
+
+#[test]
+fn a_dropped_consumer_handle_keeps_no_waker() {
+    let timer = manual(MS);
+    let queue = timer.delay_queue::<u32>();
+    let consumer = queue.clone();
+    let targets: Vec<Arc<Counted>> = (0..10)
+        .map(|_| poll_with_fresh_waker(&consumer).0)
+        .collect();
+    drop(consumer);
+    assert_eq!(kept(&targets), 0, "the dropped consumer's waker is kept");
+}
+
+/// Two tasks polling one handle (through `&DelayQueue`): the handle keeps
+/// one waker, but neither task is left waiting. The one whose waker the
+/// other replaced is woken then, to poll again.
+#[test]
+fn tasks_sharing_one_handle_are_never_left_waiting() {
+    let timer = manual(MS);
+    let queue = timer.delay_queue::<u32>();
+    let (first, pending) = poll_with_fresh_waker(&queue);
+    assert!(pending);
+    let (second, pending) = poll_with_fresh_waker(&queue);
+    assert!(pending);
+    queue.insert(7, MS).unwrap();
+    timer.advance(MS);
+    assert!(first.wakes() >= 1, "the first task was left waiting");
+    assert!(second.wakes() >= 1, "the second task was left waiting");
+}
+
+/// The same waker polled again is kept once and not woken for it.
+#[test]
+fn polling_again_with_the_same_waker_neither_wakes_nor_adds() {
+    let timer = manual(MS);
+    let queue = timer.delay_queue::<u32>();
+    let target = Arc::new(Counted::default());
+    let w = waker(target.clone());
+    for _ in 0..100 {
+        assert!(queue
+            .poll_expired(&mut Context::from_waker(&w))
+            .is_pending());
+    }
+    drop(w);
+    assert_eq!(Arc::strong_count(&target), 2, "one waker kept");
+    assert_eq!(target.wakes(), 0, "no wake-up without an item");
+}
