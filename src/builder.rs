@@ -7,8 +7,13 @@ use crate::engine::handoff::Handoff;
 use crate::engine::shared::Config;
 use crate::{Executor, HashedWheelTimer, TimerError};
 
-/// The largest `ticks_per_wheel` accepted, as in Netty.
-pub const MAX_TICKS_PER_WHEEL: usize = 1 << 30;
+/// The largest `ticks_per_wheel` accepted: 2^20 = 1,048,576 buckets.
+///
+/// The wheel allocates its buckets up front, 8 bytes each, plus a bit
+/// each for the bitmap of busy ones: this bound keeps that under 9 MiB.
+/// (Netty allows 2^30, which would be 8 GiB here.) A larger wheel buys
+/// nothing: deadlines beyond one turn wait, in order, for their round.
+pub const MAX_TICKS_PER_WHEEL: usize = 1 << 20;
 
 /// Configures a [`HashedWheelTimer`]; made by [`HashedWheelTimer::builder`].
 ///
@@ -86,7 +91,9 @@ impl Builder {
     }
 
     /// Buckets per wheel round. Default 512; rounded up to a power of two;
-    /// at most [`MAX_TICKS_PER_WHEEL`]. The wheel costs 8 bytes per bucket.
+    /// at most [`MAX_TICKS_PER_WHEEL`] (2^20), or `build` fails with
+    /// [`TimerError::TooManyTicksPerWheel`]. The wheel allocates 8 bytes
+    /// per bucket when it is built.
     pub fn ticks_per_wheel(mut self, ticks: usize) -> Builder {
         self.ticks_per_wheel = ticks;
         self
@@ -176,7 +183,8 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// A zero tick, zero or more than 2^30 ticks per wheel, a wheel turn
+    /// A zero tick, zero or more than [`MAX_TICKS_PER_WHEEL`] (2^20) ticks
+    /// per wheel, a wheel turn
     /// longer than 2^64 ns, a zero `max_pending_timeouts`, or a thread name
     /// with a NUL byte: each gets its own [`TimerError`] naming the value.
     pub fn build(self) -> Result<HashedWheelTimer, TimerError> {

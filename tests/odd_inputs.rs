@@ -104,6 +104,15 @@ fn bad_builder_values_give_errors_that_name_them() {
     assert_eq!(zero_wheel, TimerError::ZeroTicksPerWheel);
     assert!(zero_wheel.to_string().contains("ticks_per_wheel"));
 
+    // Netty's bound, 2^30, is refused: its buckets alone would take 8 GiB.
+    let netty_max = HashedWheelTimer::builder()
+        .manual_clock()
+        .ticks_per_wheel(1 << 30)
+        .build()
+        .unwrap_err();
+    assert_eq!(netty_max, TimerError::TooManyTicksPerWheel(1 << 30));
+    assert!(netty_max.to_string().contains("1073741824"));
+
     let huge = HashedWheelTimer::builder()
         .ticks_per_wheel(MAX_TICKS_PER_WHEEL + 1)
         .build()
@@ -112,7 +121,7 @@ fn bad_builder_values_give_errors_that_name_them() {
         huge,
         TimerError::TooManyTicksPerWheel(MAX_TICKS_PER_WHEEL + 1)
     );
-    assert!(huge.to_string().contains("1073741825"));
+    assert!(huge.to_string().contains("1048577"));
 
     let overflow = HashedWheelTimer::builder()
         .tick_duration(Duration::from_secs(u64::MAX / 1_000_000_000))
@@ -162,7 +171,7 @@ fn odd_but_valid_settings_work() {
     timer.advance(Duration::from_nanos(10));
     assert_eq!(fired.count(), 1);
 
-    // The largest wheel allocates lazily and still works.
+    // The largest wheel, 2^20 buckets (8 MiB), still works.
     let big = HashedWheelTimer::builder()
         .manual_clock()
         .ticks_per_wheel(MAX_TICKS_PER_WHEEL)
