@@ -247,12 +247,14 @@ impl Intake {
 
     /// Driver only: passes up to `limit` queued keys to `out`, the lanes'
     /// first, at tick `now`. From each lane, the keys `holds` says are due
-    /// to be filed (see `hold.rs`); every key of the shared queue.
+    /// to be filed (see `hold.rs`), or with `all` every key; every key of
+    /// the shared queue.
     pub(crate) fn drain(
         &self,
         limit: usize,
         holds: &mut Holds,
         now: u64,
+        all: bool,
         mut out: impl FnMut(Key),
     ) -> Drain {
         let mut left = limit;
@@ -260,7 +262,7 @@ impl Intake {
         let policy = holds.policy;
         for lane in self.lanes() {
             let view = lane.view();
-            let keep_at_most = if view.spilling {
+            let keep_at_most = if view.spilling || all {
                 0
             } else if view.asked {
                 KEEP_WHEN_ASKED

@@ -23,8 +23,8 @@ pub(crate) mod lane;
 pub(crate) mod local;
 #[cfg(all(test, loom))]
 mod loom_models;
+pub(crate) mod manual;
 pub(crate) mod nanos;
-pub(crate) mod next;
 pub(crate) mod notice;
 pub(crate) mod packed_task;
 pub(crate) mod prefetch;

@@ -150,6 +150,21 @@ impl Wheel {
         }
     }
 
+    /// The tick at which the earliest entry fires: `next_work_tick`, but
+    /// for a later round, the tick of its earliest entry rather than the
+    /// round's start. Walks that round's list: for `advance_to_next`.
+    pub(crate) fn next_due_tick(&self, slots: &Slots) -> Option<u64> {
+        let tick = self.next_work_tick()?;
+        let Place::Round(round) = self.place_of(tick) else {
+            return Some(tick);
+        };
+        let round_start = round << self.shift;
+        let list = self.overflow.get(&round)?;
+        list.iter(slots)
+            .map(|key| tick_of(slots.get(key).deadline(), self.tick_nanos).max(round_start))
+            .min()
+    }
+
     /// Processes the next tick with work if it is at or before `upto`,
     /// appending what is due to `due` in bucket order. Returns that tick, or
     /// `None` after moving the wheel to `upto`.
