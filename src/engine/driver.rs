@@ -59,11 +59,8 @@ impl Shared {
                 now_tick
             };
             while core.wheel.expire_next(&self.slots, upto, due).is_some() {}
-            if upto == now_tick {
-                core.wheel.expire_due_next_tick(&self.slots, now, due);
-            }
             self.refile_moved_due(&mut core, due, now);
-            self.next_turn(&mut core, now_tick, drained)
+            self.next_turn(&core, now_tick, drained)
         };
         let fired = !due.is_empty();
         self.fire(due);
@@ -89,7 +86,7 @@ impl Shared {
     /// once for arrivals left over, and at the next tick for a
     /// housekeeping asked for meanwhile. A driver that sleeps on a thread
     /// lingers a round while producers cancel young (see `worker.rs`).
-    fn next_turn(&self, core: &mut Core, now_tick: u64, drained: Drain) -> Option<Nanos> {
+    fn next_turn(&self, core: &Core, now_tick: u64, drained: Drain) -> Option<Nanos> {
         let at = |tick: u64| self.clock.time_of(tick);
         if drained.more {
             return Some(at(now_tick));
@@ -167,23 +164,10 @@ impl Shared {
     }
 
     /// When the driver must wake for what the wheel holds: at the end of
-    /// the next tick with work, or, on a real clock, a little later if one
-    /// wake-up can then fire the tick after it too, none more than a tick
-    /// late (see `Wheel::one_wake_for_two_ticks`). A tokio clock's driver
-    /// wakes at tick ends only: tokio's own timers round a wake-up up to
-    /// its next millisecond, so one planned between two would come late.
-    /// A manual clock stops at tick ends.
-    fn wheel_wake(&self, core: &mut Core) -> Option<Nanos> {
-        let tick = core.wheel.next_work_tick()?;
-        let end = self.clock.time_of(tick);
-        if self.clock.is_tokio() || self.clock.is_manual() {
-            return Some(end);
-        }
-        Some(
-            core.wheel
-                .one_wake_for_two_ticks(&self.slots, tick)
-                .map_or(end, |both| both.max(end)),
-        )
+    /// the next tick with work. Every entry of that tick is due by then,
+    /// and none is more than a tick late, whatever resets did meanwhile.
+    fn wheel_wake(&self, core: &Core) -> Option<Nanos> {
+        Some(self.clock.time_of(core.wheel.next_work_tick()?))
     }
 
     /// The sleeping driver, after publishing that it sleeps until `wake`:
@@ -214,7 +198,7 @@ impl Shared {
                 self.file(wheel, key)
             });
         let sooner = self
-            .wheel_wake(&mut core)
+            .wheel_wake(&core)
             .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
         if drained.more || sooner {
             return Err(());

@@ -2,11 +2,9 @@
 //! timeout, ended by `stop()` or by dropping the last timer handle.
 //!
 //! Each loop: one `turn` of the wheel at the time now (see `driver.rs`),
-//! then sleep until the time the turn asked for: the next tick with work,
-//! or a little past its end if one wake-up can then serve the tick after
-//! it too, with nothing more than a tick late (see `Shared::wheel_wake`).
-//! With nothing pending it parks with no timeout, so an idle timer costs
-//! no wake-ups at all.
+//! then sleep until the time the turn asked for: the end of the next tick
+//! with work. With nothing pending it parks with no timeout, so an idle
+//! timer costs no wake-ups at all.
 //!
 //! Except while producers cancel timeouts young: when the worker finds
 //! cells withdrawn from the lanes and an empty wheel, it sleeps one round
@@ -155,6 +153,52 @@ pub(crate) mod tests {
         rx.recv_timeout(Duration::from_secs(60)).expect("it fired");
         let took = start.elapsed();
         assert!(took < Duration::from_secs(2), "fired after {took:?}");
+    }
+
+    /// Invariant 4 for resets: a timeout reset earlier within its own tick
+    /// fires at that tick's end, at most a tick late. The worker once
+    /// planned one wake-up for two ticks from the filed deadlines (29 s,
+    /// and 35 s in the next tick), and a reset from 29 s to 21 s, in the
+    /// same tick, left it asleep until 35 s: 14 s late with 10 s ticks.
+    /// Ticks of 10 s, so the test reads the plan long before anything is
+    /// due; deadlines within 4 ticks, so neither is held in its lane.
+    #[test]
+    fn a_reset_earlier_within_its_tick_keeps_the_worker_plan_within_a_tick() {
+        use crate::engine::shared::{BUSY, IDLE};
+        use std::sync::atomic::Ordering::SeqCst;
+        let tick = Duration::from_secs(10);
+        let timer = HashedWheelTimer::builder()
+            .tick_duration(tick)
+            .build()
+            .unwrap();
+        let shared = timer.shared();
+        let start = timer.now();
+        // The later first: the earlier one then wakes a worker that sleeps
+        // towards it, so both are filed before the worker sleeps again.
+        let _next_tick = timer
+            .new_timeout_at(|_| {}, start + tick * 35 / 10)
+            .unwrap();
+        let reset = timer
+            .new_timeout_at(|_| {}, start + tick * 29 / 10)
+            .unwrap();
+        let planned = || shared.planned_wake.load(SeqCst);
+        let filed_and_asleep =
+            || shared.lock_core().wheel.len() == 2 && planned() != BUSY && planned() != IDLE;
+        assert!(
+            eventually(filed_and_asleep),
+            "the worker filed both and sleeps"
+        );
+        let to = start + tick * 21 / 10;
+        assert!(reset.reset_at(to));
+        let due = shared.clock.to_nanos(to);
+        // `planned_wake` is the wake-up less a tick: at most a tick late.
+        // Read until the worker settles: it may be between two rounds.
+        let in_time = || planned() != BUSY && planned() <= due;
+        assert!(
+            eventually(in_time),
+            "plans to wake {:?} after the reset deadline",
+            Duration::from_nanos(planned().saturating_add(shared.config.tick_nanos) - due)
+        );
     }
 
     #[test]
