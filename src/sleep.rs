@@ -238,7 +238,7 @@ impl Sleep {
     /// not the future has been polled since. After the timer stopped, on
     /// the default timer's clock, where the wait went on.
     pub fn is_elapsed(&self) -> bool {
-        self.home().shared().clock.has_passed(self.deadline_nanos)
+        self.deadline_nanos <= self.home().shared().clock.now()
     }
 
     /// Moves the deadline, earlier or later, even after completion: the
@@ -286,9 +286,9 @@ impl Sleep {
             }
             return;
         }
-        let upper = clock.upper_bound();
-        let already_due = clock.has_passed_by(self.deadline_nanos, upper);
-        let urgent = shared.is_urgent_by(self.deadline_nanos, upper);
+        let now = clock.now();
+        let already_due = self.deadline_nanos <= now;
+        let urgent = shared.is_urgent_by(self.deadline_nanos, now);
         let cancelled = shared.cancel_sole(key, self.lane_mark());
         self.entry = None;
         // Lost to the worker or to `stop()`: the task was woken, and its
@@ -325,8 +325,8 @@ impl Sleep {
         };
         let shared = self.home().shared();
         // One reading of the clock, for "elapsed?" and, if not, "urgent?".
-        let mut upper = shared.clock.upper_bound();
-        if shared.clock.has_passed_by(self.deadline_nanos, upper) {
+        let mut now = shared.clock.now();
+        if self.deadline_nanos <= now {
             return Poll::Ready(done);
         }
         if let Some(key) = self.entry {
@@ -335,12 +335,12 @@ impl Sleep {
             }
             // Spent: it fired (maybe just now, after the check above) or the
             // timer stopped. Only a deadline still ahead needs a new entry.
-            upper = shared.clock.upper_bound();
-            if shared.clock.has_passed_by(self.deadline_nanos, upper) {
+            now = shared.clock.now();
+            if self.deadline_nanos <= now {
                 return Poll::Ready(done);
             }
         }
-        let urgent = shared.is_urgent_by(self.deadline_nanos, upper);
+        let urgent = shared.is_urgent_by(self.deadline_nanos, now);
         match self
             .home()
             .schedule_waker(self.deadline_nanos, cx.waker().clone(), urgent)
