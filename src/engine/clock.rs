@@ -102,16 +102,11 @@ impl Clock {
             Time::Real => saturating_nanos(self.start.elapsed()),
             Time::Manual { now, .. } => now.load(Ordering::Acquire),
             Time::Tokio { handle, start } => {
-                // Inside one of its tasks the clock is at hand; elsewhere
-                // the runtime is entered for the read (outside a runtime,
-                // tokio would read the real clock).
-                let now = if tokio::task::try_id().is_some() {
-                    tokio::time::Instant::now()
-                } else {
-                    let _entered = handle.enter();
-                    tokio::time::Instant::now()
-                };
-                saturating_nanos(now.saturating_duration_since(*start))
+                // Entered whatever the thread: tokio reads the clock of the
+                // runtime current here, which in a task of another runtime
+                // is that one's, and outside any is the real clock.
+                let _entered = handle.enter();
+                saturating_nanos(tokio::time::Instant::now().saturating_duration_since(*start))
             }
         }
     }
