@@ -126,6 +126,14 @@ impl Clock {
         matches!(self.time, Time::Tokio { .. })
     }
 
+    /// The runtime whose clock this is; `None` on another clock.
+    pub(crate) fn tokio_runtime(&self) -> Option<&tokio::runtime::Handle> {
+        match &self.time {
+            Time::Tokio { handle, .. } => Some(handle),
+            _ => None,
+        }
+    }
+
     /// `at`, a time on this clock, as the tokio runtime's `Instant`, for a
     /// tokio clock's driver to sleep until; `None` on another clock.
     pub(crate) fn tokio_instant(&self, at: Nanos) -> Option<tokio::time::Instant> {
