@@ -93,6 +93,14 @@ async fn a_timeout_on_a_stopped_timer_still_gives_the_call_its_time() {
 
 const HOUR: Duration = Duration::from_secs(3600);
 
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 /// Runs `test` on a paused runtime on a thread of its own, and fails rather
 /// than hangs if it takes a minute of real time: auto-advance makes an hour
 /// of paused time take milliseconds, while a wait on the real clock takes
@@ -103,12 +111,7 @@ where
 {
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        runtime.block_on(test());
+        paused_runtime().block_on(test());
         tx.send(()).unwrap();
     });
     match rx.recv_timeout(Duration::from_secs(60)) {
@@ -144,11 +147,7 @@ fn a_stopped_tokio_clock_timers_futures_wait_out_their_time_on_its_paused_clock(
 
 #[test]
 fn a_sleep_whose_tokio_clock_runtime_is_gone_ends_at_once() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     let timer = runtime.block_on(async { HashedWheelTimer::builder().tokio_clock().build() });
     let timer = timer.unwrap();
     let (sleep, call) = (
