@@ -48,7 +48,12 @@ use crate::{HashedWheelTimer, TimerError};
 /// out the time it had left on the process-wide
 /// [`default_timer`](crate::default_timer), which cannot stop; so does one
 /// first polled afterwards. So `loop { sleep(d).await }` keeps its pace
-/// rather than spinning. The timer's
+/// rather than spinning. A timer on a tokio runtime's clock
+/// ([`tokio_clock`](crate::Builder::tokio_clock)) hands them to a timer of
+/// its own on that runtime instead, so they keep to its clock: on a paused
+/// runtime, auto-advance or `tokio::time::advance` ends them as it ends
+/// any sleep. If that runtime is gone, its clock can never reach the
+/// deadline, and they end at once. The timer's
 /// [`is_shutdown`](HashedWheelTimer::is_shutdown) says it stopped; one
 /// warning says so the first time (see the README's "Warnings").
 ///
@@ -109,7 +114,7 @@ pub struct Sleep {
 }
 
 /// The bit of `Sleep::mark` that says the timer stopped and the wait went on
-/// on the default timer. Lane marks are below 2^23 (256 lanes of 2^14
+/// on the timer's `after_stop` timer. Lane marks are below 2^23 (256 lanes of 2^14
 /// cells).
 const MOVED: u32 = 1 << 31;
 
@@ -162,17 +167,17 @@ impl Sleep {
     }
 
     /// The timer that holds our entry, and on whose clock `deadline_nanos`
-    /// is: ours, or the process-wide default once ours stopped.
+    /// is: ours, or its `after_stop` timer once ours stopped.
     fn home(&self) -> &HashedWheelTimer {
         if self.is_moved() {
-            crate::default_timer()
+            self.timer.after_stop()
         } else {
             &self.timer
         }
     }
 
     /// True once our timer stopped before the deadline and the wait went
-    /// on on the default timer (see "When the timer stops").
+    /// on on its `after_stop` timer (see "When the timer stops").
     fn is_moved(&self) -> bool {
         self.mark & MOVED != 0
     }
@@ -194,29 +199,30 @@ impl Sleep {
         }
     }
 
-    /// Our timer stopped before the deadline: the wait goes on on the
-    /// process-wide default timer, which cannot stop, for the time that
-    /// was left on ours. So a loop of sleeps keeps its pace instead of
-    /// spinning, and nothing hangs.
+    /// Our timer stopped before the deadline: the wait goes on on its
+    /// `after_stop` timer (the default timer, or one on its tokio runtime),
+    /// for the time that was left on ours. So a loop of sleeps keeps its
+    /// pace instead of spinning, and nothing hangs.
     #[cold]
-    fn move_to_default(&mut self) {
+    fn move_after_stop(&mut self) {
         self.set_entry(None);
         let clock = &self.timer.shared().clock;
         let left = self.deadline_nanos.saturating_sub(clock.now());
         self.mark = MOVED;
-        let home = &crate::default_timer().shared().clock;
+        let home = &self.home().shared().clock;
         self.deadline_nanos = home.deadline_after(Duration::from_nanos(left));
         static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
             crate::engine::notice::warn(format_args!(
                 "a Sleep, timeout or Interval of a stopped timer now waits out its \
-                 deadline on the default timer (said once per process)"
+                 deadline on the default timer, or on its tokio runtime's clock \
+                 (said once per process)"
             ));
         }
     }
 
     /// `deadline` as `deadline_nanos`: on our timer's clock; once moved, on
-    /// the default timer's, shifted as the move shifted it.
+    /// the `after_stop` timer's, shifted as the move shifted it.
     fn nanos_of(&self, deadline: Instant) -> Nanos {
         if !self.is_moved() {
             return self.timer.shared().clock.to_nanos(deadline);
@@ -236,9 +242,9 @@ impl Sleep {
 
     /// True once the deadline has passed on the timer's clock, whether or
     /// not the future has been polled since. After the timer stopped, on
-    /// the default timer's clock, where the wait went on.
+    /// the clock where the wait went on (see "When the timer stops").
     pub fn is_elapsed(&self) -> bool {
-        self.home().shared().clock.has_passed(self.deadline_nanos)
+        self.deadline_nanos <= self.home().shared().clock.now()
     }
 
     /// Moves the deadline, earlier or later, even after completion: the
@@ -286,9 +292,9 @@ impl Sleep {
             }
             return;
         }
-        let upper = clock.upper_bound();
-        let already_due = clock.has_passed_by(self.deadline_nanos, upper);
-        let urgent = shared.is_urgent_by(self.deadline_nanos, upper);
+        let now = clock.now();
+        let already_due = self.deadline_nanos <= now;
+        let urgent = shared.is_urgent_by(self.deadline_nanos, now);
         let cancelled = shared.cancel_sole(key, self.lane_mark());
         self.entry = None;
         // Lost to the worker or to `stop()`: the task was woken, and its
@@ -316,7 +322,8 @@ impl Sleep {
 
     /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)`
     /// once it has passed after the timer stopped before it (the wait went
-    /// on on the default timer).
+    /// on on its `after_stop` timer), or at once if that one stopped too
+    /// (its tokio runtime is gone).
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
         let done = if self.is_moved() {
             Err(TimerError::Shutdown)
@@ -325,8 +332,8 @@ impl Sleep {
         };
         let shared = self.home().shared();
         // One reading of the clock, for "elapsed?" and, if not, "urgent?".
-        let mut upper = shared.clock.upper_bound();
-        if shared.clock.has_passed_by(self.deadline_nanos, upper) {
+        let mut now = shared.clock.now();
+        if self.deadline_nanos <= now {
             return Poll::Ready(done);
         }
         if let Some(key) = self.entry {
@@ -335,12 +342,12 @@ impl Sleep {
             }
             // Spent: it fired (maybe just now, after the check above) or the
             // timer stopped. Only a deadline still ahead needs a new entry.
-            upper = shared.clock.upper_bound();
-            if shared.clock.has_passed_by(self.deadline_nanos, upper) {
+            now = shared.clock.now();
+            if self.deadline_nanos <= now {
                 return Poll::Ready(done);
             }
         }
-        let urgent = shared.is_urgent_by(self.deadline_nanos, upper);
+        let urgent = shared.is_urgent_by(self.deadline_nanos, now);
         match self
             .home()
             .schedule_waker(self.deadline_nanos, cx.waker().clone(), urgent)
@@ -351,11 +358,13 @@ impl Sleep {
                 Poll::Pending
             }
             Err(TimerError::Shutdown) if !self.is_moved() => {
-                self.move_to_default();
+                self.move_after_stop();
                 self.poll_elapsed(cx)
             }
             Err(TimerError::Shutdown) => {
-                // The default timer never stops; this is for completeness.
+                // The after-stop timer stopped too: its tokio runtime is
+                // gone, and with it the clock that could reach the deadline.
+                // (The default timer never stops.)
                 self.set_entry(None);
                 Poll::Ready(Err(TimerError::Shutdown))
             }

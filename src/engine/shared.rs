@@ -387,13 +387,13 @@ impl Shared {
     /// `hold.rs`). Reads the clock.
     #[inline(always)]
     pub(crate) fn is_urgent(&self, deadline: Nanos) -> bool {
-        self.is_urgent_by(deadline, self.clock.upper_bound())
+        self.is_urgent_by(deadline, self.clock.now())
     }
 
-    /// `is_urgent`, given `upper`, a `Clock::upper_bound()` just read.
+    /// `is_urgent`, given `now`, a `Clock::now()` just read.
     #[inline(always)]
-    pub(crate) fn is_urgent_by(&self, deadline: Nanos, upper: Nanos) -> bool {
-        deadline < upper.saturating_add(self.urgent_nanos)
+    pub(crate) fn is_urgent_by(&self, deadline: Nanos, now: Nanos) -> bool {
+        deadline < now.saturating_add(self.urgent_nanos)
     }
 
     /// `is_urgent` for a deadline `delay` after a reading of the clock
