@@ -250,14 +250,14 @@ impl Sleep {
     /// Moves the deadline, earlier or later, even after completion: the
     /// `Sleep` is then pending again until the new deadline.
     ///
-    /// The wheel entry is kept where it can be. A later deadline moves it
-    /// in place (as [`Timeout::reset`](crate::Timeout::reset)): the task is
-    /// not woken at the old deadline, and the timer's thread does no work
-    /// for it until then, so a deadline pushed back again and again (an idle
-    /// timeout) costs a few atomic writes per push. An earlier deadline in
-    /// another tick swaps the entry, at once and with the stored waker, so
-    /// the task needs no poll to be woken in time; a deadline already past
-    /// wakes the task at once, with no entry.
+    /// The wheel entry moves in place, as with
+    /// [`Timeout::reset`](crate::Timeout::reset), the timer's one way to
+    /// reset. A later deadline: the task is not woken at the old deadline,
+    /// and the timer's thread does no work for it until then, so a deadline
+    /// pushed back again and again (an idle timeout) costs a few atomic
+    /// writes per push. An earlier one reaches the timer's thread at once,
+    /// which wakes if it must, so the task needs no poll to be woken in
+    /// time. A deadline already past wakes the task at once, with no entry.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -274,49 +274,25 @@ impl Sleep {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     pub fn reset(&mut self, deadline: Instant) {
-        let old_tick = self.home().shared().clock.tick_of(self.deadline_nanos);
         self.deadline_nanos = self.nanos_of(deadline);
         self.deadline = deadline;
-        let shared = self.home().shared();
-        let clock = &shared.clock;
         let Some(key) = self.entry else {
             return;
         };
-        let new_tick = clock.tick_of(self.deadline_nanos);
-        if new_tick >= old_tick {
-            // In the same tick, the entry fires in time as it is. Later, it
-            // moves in place; if it cannot, it fired or the timer stopped,
-            // the task was woken, and its next poll files a new entry.
-            if new_tick > old_tick {
-                shared.reset(key, self.deadline_nanos);
-            }
+        let shared = self.home().shared();
+        if self.deadline_nanos > shared.clock.now() {
+            // The timer's one reset. If it cannot move the entry, it fired
+            // or the timer stopped: the task was woken, and its next poll
+            // files a new entry or completes.
+            shared.reset(key, self.deadline_nanos);
             return;
         }
-        let now = clock.now();
-        let already_due = self.deadline_nanos <= now;
-        let urgent = shared.is_urgent_by(self.deadline_nanos, now);
+        // Due already: no tick to wait for. A cancel lost to the driver or
+        // to `stop()` means the task was woken already.
         let cancelled = shared.cancel_sole(key, self.lane_mark());
         self.entry = None;
-        // Lost to the worker or to `stop()`: the task was woken, and its
-        // next poll files a new entry or completes.
-        let Some(Task::Wake(Some(waker))) = cancelled else {
-            return;
-        };
-        if already_due {
-            // No entry to file, and no tick to wait for.
+        if let Some(Task::Wake(Some(waker))) = cancelled {
             waker.wake();
-            return;
-        }
-        match self
-            .home()
-            .schedule_waker(self.deadline_nanos, waker.clone(), urgent)
-        {
-            Ok((key, mark)) => {
-                self.entry = Some(key);
-                self.set_lane_mark(mark);
-            }
-            // Let the task's next poll deal with it (complete or retry).
-            Err(_) => waker.wake(),
         }
     }
 
@@ -467,7 +443,7 @@ mod tests {
         timer.advance(MS);
         drop(unpolled);
         assert_eq!(counted(), 1, "fired, dropped unpolled");
-        // Cancelled by its drop, after a reset that swapped its entry.
+        // Cancelled by its drop, after a reset that moved its entry earlier.
         let mut swapped = task::spawn(timer.sleep(MS * 10));
         assert_pending!(swapped.poll());
         swapped.reset(timer.now() + MS * 5);
@@ -515,7 +491,7 @@ mod tests {
         let mut sleep = task::spawn(timer.sleep(MS * 1000));
         for i in 0..500u32 {
             assert_pending!(sleep.poll());
-            // Alternately earlier (a new entry) and later (re-filed on poll).
+            // Alternately earlier and later, moved in place each time.
             let by = if i % 2 == 0 { MS * 500 } else { MS * 1000 };
             sleep.reset(timer.now() + by);
             timer.advance(MS);
@@ -551,20 +527,31 @@ mod tests {
         assert_eq!(in_wheel(&timer), 0, "removed at the next tick");
     }
 
+    /// One way to reset: later or earlier, the entry moves in place, as a
+    /// `Timeout`'s does; dropped after an earlier reset (the driver holds a
+    /// reference to refile it), it gives every reference back.
     #[test]
-    fn reset_later_keeps_the_entry_and_earlier_swaps_it() {
+    fn reset_moves_the_entry_in_place_either_way() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let mut sleep = task::spawn(timer.sleep(MS * 10));
         assert_pending!(sleep.poll());
         let shared = timer.shared();
-        let filed_for = |sleep: &Sleep| shared.entry(sleep.entry.unwrap()).deadline();
-        let first = filed_for(&sleep);
+        let key = sleep.entry.unwrap();
         sleep.reset(timer.now() + MS * 50);
-        assert_eq!(filed_for(&sleep), first, "kept");
+        assert_eq!(sleep.entry, Some(key), "kept, later");
         sleep.reset(timer.now() + MS * 2);
-        assert_eq!(filed_for(&sleep), 2_000_000, "swapped for one 2 ms away");
+        assert_eq!(sleep.entry, Some(key), "kept, earlier");
+        assert_eq!(shared.deadline_of(key), 2_000_000, "in force: 2 ms away");
         assert_eq!(timer.pending_timeouts(), 1);
-        assert_eq!(shared.live(), 1, "the first one freed");
+        timer.advance(MS * 2);
+        assert!(sleep.is_woken(), "woken at the earlier deadline");
+        let mut dropped = task::spawn(timer.sleep(MS * 10));
+        assert_pending!(dropped.poll());
+        dropped.reset(timer.now() + MS);
+        drop(dropped);
+        timer.advance(MS);
+        drop(sleep);
+        assert_eq!(shared.live(), 0, "every reference came back");
     }
 
     #[test]

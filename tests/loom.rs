@@ -549,3 +549,46 @@ fn reset_earlier_against_cancel() {
         assert_eq!((s.scheduled, s.cancelled, s.pending), (1, 1, 0));
     });
 }
+
+/// A `Sleep` reset earlier while its entry still waits in its lane, then
+/// dropped while another thread drives the wheel and refiles what the
+/// reset moved. The reset lends the driver a reference, so the drop must
+/// not take the lane's shortcut (a withdraw that assumes only the `Sleep`
+/// and the lane name the entry): every reference comes back once, and the
+/// next sleep, which reuses the slot, fires once, on time.
+#[test]
+fn a_sleep_reset_earlier_then_dropped_against_its_refiling() {
+    use std::future::Future;
+    use std::task::Context;
+    loom::model(|| {
+        let timer = manual();
+        let (_wakes, waker) = counting_waker();
+        let mut sleep = Box::pin(timer.sleep(TICK * 500)); // held in its lane
+        assert!(sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        sleep.as_mut().reset(timer.now() + TICK * 2);
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.advance(Duration::ZERO))
+        };
+        drop(sleep);
+        let mut next = Box::pin(timer.sleep(TICK));
+        assert!(next
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        driver.join().unwrap();
+        timer.advance(TICK);
+        assert!(next
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_ready());
+        drop(next);
+        timer.advance(TICK * 3);
+        assert_eq!(timer.pending_timeouts(), 0);
+        let s = timer.stats();
+        assert_eq!((s.scheduled, s.cancelled, s.fired), (2, 1, 1));
+    });
+}

@@ -199,6 +199,13 @@ impl Entry {
         prefetch(&self.task);
     }
 
+    /// True if two parties name the entry: its only holder and its queue,
+    /// with no reset's `moved` reference out (see `Shared::cancel_sole`).
+    #[inline(always)]
+    pub(crate) fn has_two_references(&self) -> bool {
+        self.refs.load(Ordering::Acquire) == 2
+    }
+
     /// Empties an entry that its only holder withdrew from its lane
     /// (see `Shared::cancel_sole`), and returns its task. Nobody else can
     /// name it: no handle, and neither the driver nor `stop()` took it from
