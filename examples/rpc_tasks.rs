@@ -135,7 +135,7 @@ impl Config {
             deadline: Duration::from_millis(300),
             rounds: 40,
             load: Duration::from_millis(500),
-            warmup: Duration::from_millis(250),
+            warmup: Duration::from_millis(300),
             only: Vec::new(),
         };
         let mut args = std::env::args().skip(1);
@@ -182,7 +182,7 @@ fn usage(flag: &str) -> ! {
     eprintln!(
         "unknown or incomplete flag {flag}\n\
          flags: --tasks N (4096) --workers N (2) --deadline-ms N (300) --rounds N (40)\n\
-         \x20      --round-ms N (500) --warmup-ms N (250) --only NAME,NAME --quick"
+         \x20      --round-ms N (500) --warmup-ms N (300) --only NAME,NAME --quick"
     );
     std::process::exit(2)
 }
