@@ -125,6 +125,7 @@ struct Config {
     load: Duration,
     warmup: Duration,
     only: Vec<String>,
+    quick: bool,
 }
 
 impl Config {
@@ -137,10 +138,12 @@ impl Config {
             load: Duration::from_millis(500),
             warmup: Duration::from_millis(300),
             only: Vec::new(),
+            quick: false,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
             if flag == "--quick" {
+                config.quick = true;
                 config.rounds = 2;
                 config.load = Duration::from_millis(100);
                 config.warmup = Duration::from_millis(50);
@@ -507,6 +510,9 @@ fn main() {
             "(tokio's alt timer row skipped: build with RUSTFLAGS=\"--cfg tokio_unstable\", \
              as benches/rpc_tasks.sh does)"
         );
+    }
+    if config.quick {
+        println!("(--quick: a smoke run, too short for figures to report)");
     }
     let started = Instant::now();
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); rows.len()];
