@@ -1,6 +1,6 @@
 //! The intake: how new and re-armed entries reach the worker.
 //!
-//! Each producer thread queues on its own lane (see `lane.rs`), which lets
+//! Each producer thread queues on its own lane (see `lane/`), which lets
 //! a cancel withdraw a timeout the worker has not seen yet and keeps free
 //! slots on the producer's core. A lane whose ring is full queues on its
 //! own overflow. A thread with no lane (the 257th concurrent producer, or
@@ -12,7 +12,7 @@
 //!
 //! Equal deadlines submitted by one thread fire in submission order, a
 //! full ring included: a lane hands the worker its keys first in, first
-//! out (see `lane.rs`). The exception is a thread that moves between the
+//! out (see `lane/`). The exception is a thread that moves between the
 //! shared queue and a lane (it had none, past 256 concurrent producers,
 //! and later adopts one, or it schedules from a thread-local destructor
 //! after letting go of its lane): its keys on the two paths are not

@@ -58,7 +58,7 @@
 //! - `prev` and `next` are the wheel's list links (see `wheel/list.rs`),
 //!   touched only by the thread driving the wheel; `next` also links the
 //!   free list of a vacant entry (see `slots.rs`), and `prev` says where a
-//!   queued entry waits in its lane (see `lane.rs`), set by its producer
+//!   queued entry waits in its lane (see `lane/`), set by its producer
 //!   before the worker can see it.
 //! - `refs` counts who may still name the entry (see `slots.rs`). Only the
 //!   holder of the last reference vacates it, and only the thread that took
@@ -200,7 +200,7 @@ impl Entry {
         self.next.store(key.map_or(0, Key::pack), Ordering::Release);
     }
 
-    /// Where the entry waits in a lane (see `lane.rs`), or 0. It shares
+    /// Where the entry waits in a lane (see `lane/`), or 0. It shares
     /// `prev`: an entry is in a lane or in a bucket, never both.
     #[inline(always)]
     pub(crate) fn set_queue_mark(&self, mark: u32) {
