@@ -7,8 +7,12 @@ use crate::engine::handoff::Handoff;
 use crate::engine::shared::Config;
 use crate::{Executor, HashedWheelTimer, TimerError};
 
-/// The largest `ticks_per_wheel` accepted, as in Netty.
-pub const MAX_TICKS_PER_WHEEL: usize = 1 << 30;
+/// The largest `ticks_per_wheel` accepted: 2^20 buckets, 8 MiB of them.
+/// A wheel's buckets are allocated whole when it is built, and a bigger
+/// one buys nothing: deadlines past one round wait in an ordered map of
+/// later rounds, which costs only what it holds. (Netty allows 2^30, which
+/// here would take 8 GiB.) At a 1 ms tick, one round is about 17 minutes.
+pub const MAX_TICKS_PER_WHEEL: usize = 1 << 20;
 
 /// Configures a [`HashedWheelTimer`]; made by [`HashedWheelTimer::builder`].
 ///
@@ -176,7 +180,7 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// A zero tick, zero or more than 2^30 ticks per wheel, a wheel turn
+    /// A zero tick, zero or more than 2^20 ticks per wheel, a wheel turn
     /// longer than 2^64 ns, a zero `max_pending_timeouts`, or a thread name
     /// with a NUL byte: each gets its own [`TimerError`] naming the value.
     pub fn build(self) -> Result<HashedWheelTimer, TimerError> {

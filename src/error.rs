@@ -20,7 +20,7 @@ pub enum TimerError {
     #[error("ticks_per_wheel must be at least 1 (got 0)")]
     ZeroTicksPerWheel,
     /// `ticks_per_wheel` was above [`MAX_TICKS_PER_WHEEL`](crate::MAX_TICKS_PER_WHEEL).
-    #[error("ticks_per_wheel must be at most 2^30 = 1073741824 (got {0})")]
+    #[error("ticks_per_wheel must be at most 2^20 = 1048576 (got {0})")]
     TooManyTicksPerWheel(usize),
     /// One wheel turn, `tick_duration × ticks_per_wheel`, does not fit in
     /// `u64` nanoseconds (about 584 years).
