@@ -7,12 +7,11 @@ use crate::engine::handoff::Handoff;
 use crate::engine::shared::Config;
 use crate::{Executor, HashedWheelTimer, TimerError};
 
-/// The largest `ticks_per_wheel` accepted: 2^20 = 1,048,576 buckets.
-///
-/// The wheel allocates its buckets up front, 8 bytes each, plus a bit
-/// each for the bitmap of busy ones: this bound keeps that under 9 MiB.
-/// (Netty allows 2^30, which would be 8 GiB here.) A larger wheel buys
-/// nothing: deadlines beyond one turn wait, in order, for their round.
+/// The largest `ticks_per_wheel` accepted: 2^20 buckets, 8 MiB of them.
+/// A wheel's buckets are allocated whole when it is built, and a bigger
+/// one buys nothing: deadlines past one round wait in an ordered map of
+/// later rounds, which costs only what it holds. (Netty allows 2^30, which
+/// here would take 8 GiB.) At a 1 ms tick, one round is about 17 minutes.
 pub const MAX_TICKS_PER_WHEEL: usize = 1 << 20;
 
 /// Configures a [`HashedWheelTimer`]; made by [`HashedWheelTimer::builder`].
@@ -183,8 +182,7 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// A zero tick, zero or more than [`MAX_TICKS_PER_WHEEL`] (2^20) ticks
-    /// per wheel, a wheel turn
+    /// A zero tick, zero or more than 2^20 ticks per wheel, a wheel turn
     /// longer than 2^64 ns, a zero `max_pending_timeouts`, or a thread name
     /// with a NUL byte: each gets its own [`TimerError`] naming the value.
     pub fn build(self) -> Result<HashedWheelTimer, TimerError> {

@@ -83,8 +83,8 @@ fn nanos_to_duration(nanos: u128) -> Duration {
 /// # When the timer stops
 ///
 /// It neither hangs nor spins: `tick()` goes on ticking each period, waited
-/// out on the process-wide [`default_timer`](crate::default_timer) (see
-/// [`Sleep`](crate::Sleep)). To end the loop on a stop, check
+/// out on the process-wide [`default_timer`](crate::default_timer), or on a
+/// tokio clock's runtime (see [`Sleep`](crate::Sleep)). To end the loop on a stop, check
 /// [`HashedWheelTimer::is_shutdown`], or use [`try_tick`](Interval::try_tick),
 /// which returns [`TimerError::Shutdown`] at once, or the stream, which ends.
 ///

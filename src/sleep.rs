@@ -48,7 +48,12 @@ use crate::{HashedWheelTimer, TimerError};
 /// out the time it had left on the process-wide
 /// [`default_timer`](crate::default_timer), which cannot stop; so does one
 /// first polled afterwards. So `loop { sleep(d).await }` keeps its pace
-/// rather than spinning. The timer's
+/// rather than spinning. A timer on a tokio runtime's clock
+/// ([`tokio_clock`](crate::Builder::tokio_clock)) hands them to a timer of
+/// its own on that runtime instead, so they keep to its clock: on a paused
+/// runtime, auto-advance or `tokio::time::advance` ends them as it ends
+/// any sleep. If that runtime is gone, its clock can never reach the
+/// deadline, and they end at once. The timer's
 /// [`is_shutdown`](HashedWheelTimer::is_shutdown) says it stopped; one
 /// warning says so the first time (see the README's "Warnings").
 ///
@@ -109,7 +114,7 @@ pub struct Sleep {
 }
 
 /// The bit of `Sleep::mark` that says the timer stopped and the wait went on
-/// on the default timer. Lane marks are below 2^23 (256 lanes of 2^14
+/// on the timer's `after_stop` timer. Lane marks are below 2^23 (256 lanes of 2^14
 /// cells).
 const MOVED: u32 = 1 << 31;
 
@@ -162,17 +167,17 @@ impl Sleep {
     }
 
     /// The timer that holds our entry, and on whose clock `deadline_nanos`
-    /// is: ours, or the process-wide default once ours stopped.
+    /// is: ours, or its `after_stop` timer once ours stopped.
     fn home(&self) -> &HashedWheelTimer {
         if self.is_moved() {
-            crate::default_timer()
+            self.timer.after_stop()
         } else {
             &self.timer
         }
     }
 
     /// True once our timer stopped before the deadline and the wait went
-    /// on on the default timer (see "When the timer stops").
+    /// on on its `after_stop` timer (see "When the timer stops").
     fn is_moved(&self) -> bool {
         self.mark & MOVED != 0
     }
@@ -194,29 +199,30 @@ impl Sleep {
         }
     }
 
-    /// Our timer stopped before the deadline: the wait goes on on the
-    /// process-wide default timer, which cannot stop, for the time that
-    /// was left on ours. So a loop of sleeps keeps its pace instead of
-    /// spinning, and nothing hangs.
+    /// Our timer stopped before the deadline: the wait goes on on its
+    /// `after_stop` timer (the default timer, or one on its tokio runtime),
+    /// for the time that was left on ours. So a loop of sleeps keeps its
+    /// pace instead of spinning, and nothing hangs.
     #[cold]
-    fn move_to_default(&mut self) {
+    fn move_after_stop(&mut self) {
         self.set_entry(None);
         let clock = &self.timer.shared().clock;
         let left = self.deadline_nanos.saturating_sub(clock.now());
         self.mark = MOVED;
-        let home = &crate::default_timer().shared().clock;
+        let home = &self.home().shared().clock;
         self.deadline_nanos = home.deadline_after(Duration::from_nanos(left));
         static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
             crate::engine::notice::warn(format_args!(
                 "a Sleep, timeout or Interval of a stopped timer now waits out its \
-                 deadline on the default timer (said once per process)"
+                 deadline on the default timer, or on its tokio runtime's clock \
+                 (said once per process)"
             ));
         }
     }
 
     /// `deadline` as `deadline_nanos`: on our timer's clock; once moved, on
-    /// the default timer's, shifted as the move shifted it.
+    /// the `after_stop` timer's, shifted as the move shifted it.
     fn nanos_of(&self, deadline: Instant) -> Nanos {
         if !self.is_moved() {
             return self.timer.shared().clock.to_nanos(deadline);
@@ -236,22 +242,22 @@ impl Sleep {
 
     /// True once the deadline has passed on the timer's clock, whether or
     /// not the future has been polled since. After the timer stopped, on
-    /// the default timer's clock, where the wait went on.
+    /// the clock where the wait went on (see "When the timer stops").
     pub fn is_elapsed(&self) -> bool {
-        self.home().shared().clock.has_passed(self.deadline_nanos)
+        self.deadline_nanos <= self.home().shared().clock.now()
     }
 
     /// Moves the deadline, earlier or later, even after completion: the
     /// `Sleep` is then pending again until the new deadline.
     ///
-    /// The wheel entry is kept where it can be. A later deadline moves it
-    /// in place (as [`Timeout::reset`](crate::Timeout::reset)): the task is
-    /// not woken at the old deadline, and the timer's thread does no work
-    /// for it until then, so a deadline pushed back again and again (an idle
-    /// timeout) costs a few atomic writes per push. An earlier deadline in
-    /// another tick swaps the entry, at once and with the stored waker, so
-    /// the task needs no poll to be woken in time; a deadline already past
-    /// wakes the task at once, with no entry.
+    /// The wheel entry moves in place, as with
+    /// [`Timeout::reset`](crate::Timeout::reset), the timer's one way to
+    /// reset. A later deadline: the task is not woken at the old deadline,
+    /// and the timer's thread does no work for it until then, so a deadline
+    /// pushed back again and again (an idle timeout) costs a few atomic
+    /// writes per push. An earlier one reaches the timer's thread at once,
+    /// which wakes if it must, so the task needs no poll to be woken in
+    /// time. A deadline already past wakes the task at once, with no entry.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -268,55 +274,32 @@ impl Sleep {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     pub fn reset(&mut self, deadline: Instant) {
-        let old_tick = self.home().shared().clock.tick_of(self.deadline_nanos);
         self.deadline_nanos = self.nanos_of(deadline);
         self.deadline = deadline;
-        let shared = self.home().shared();
-        let clock = &shared.clock;
         let Some(key) = self.entry else {
             return;
         };
-        let new_tick = clock.tick_of(self.deadline_nanos);
-        if new_tick >= old_tick {
-            // In the same tick, the entry fires in time as it is. Later, it
-            // moves in place; if it cannot, it fired or the timer stopped,
-            // the task was woken, and its next poll files a new entry.
-            if new_tick > old_tick {
-                shared.reset(key, self.deadline_nanos);
-            }
+        let shared = self.home().shared();
+        if self.deadline_nanos > shared.clock.now() {
+            // The timer's one reset. If it cannot move the entry, it fired
+            // or the timer stopped: the task was woken, and its next poll
+            // files a new entry or completes.
+            shared.reset(key, self.deadline_nanos);
             return;
         }
-        let upper = clock.upper_bound();
-        let already_due = clock.has_passed_by(self.deadline_nanos, upper);
-        let urgent = shared.is_urgent_by(self.deadline_nanos, upper);
+        // Due already: no tick to wait for. A cancel lost to the driver or
+        // to `stop()` means the task was woken already.
         let cancelled = shared.cancel_sole(key, self.lane_mark());
         self.entry = None;
-        // Lost to the worker or to `stop()`: the task was woken, and its
-        // next poll files a new entry or completes.
-        let Some(Task::Wake(Some(waker))) = cancelled else {
-            return;
-        };
-        if already_due {
-            // No entry to file, and no tick to wait for.
+        if let Some(Task::Wake(Some(waker))) = cancelled {
             waker.wake();
-            return;
-        }
-        match self
-            .home()
-            .schedule_waker(self.deadline_nanos, waker.clone(), urgent)
-        {
-            Ok((key, mark)) => {
-                self.entry = Some(key);
-                self.set_lane_mark(mark);
-            }
-            // Let the task's next poll deal with it (complete or retry).
-            Err(_) => waker.wake(),
         }
     }
 
     /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)`
     /// once it has passed after the timer stopped before it (the wait went
-    /// on on the default timer).
+    /// on on its `after_stop` timer), or at once if that one stopped too
+    /// (its tokio runtime is gone).
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
         let done = if self.is_moved() {
             Err(TimerError::Shutdown)
@@ -325,8 +308,8 @@ impl Sleep {
         };
         let shared = self.home().shared();
         // One reading of the clock, for "elapsed?" and, if not, "urgent?".
-        let mut upper = shared.clock.upper_bound();
-        if shared.clock.has_passed_by(self.deadline_nanos, upper) {
+        let mut now = shared.clock.now();
+        if self.deadline_nanos <= now {
             return Poll::Ready(done);
         }
         if let Some(key) = self.entry {
@@ -335,12 +318,12 @@ impl Sleep {
             }
             // Spent: it fired (maybe just now, after the check above) or the
             // timer stopped. Only a deadline still ahead needs a new entry.
-            upper = shared.clock.upper_bound();
-            if shared.clock.has_passed_by(self.deadline_nanos, upper) {
+            now = shared.clock.now();
+            if self.deadline_nanos <= now {
                 return Poll::Ready(done);
             }
         }
-        let urgent = shared.is_urgent_by(self.deadline_nanos, upper);
+        let urgent = shared.is_urgent_by(self.deadline_nanos, now);
         match self
             .home()
             .schedule_waker(self.deadline_nanos, cx.waker().clone(), urgent)
@@ -351,11 +334,13 @@ impl Sleep {
                 Poll::Pending
             }
             Err(TimerError::Shutdown) if !self.is_moved() => {
-                self.move_to_default();
+                self.move_after_stop();
                 self.poll_elapsed(cx)
             }
             Err(TimerError::Shutdown) => {
-                // The default timer never stops; this is for completeness.
+                // The after-stop timer stopped too: its tokio runtime is
+                // gone, and with it the clock that could reach the deadline.
+                // (The default timer never stops.)
                 self.set_entry(None);
                 Poll::Ready(Err(TimerError::Shutdown))
             }
@@ -458,7 +443,7 @@ mod tests {
         timer.advance(MS);
         drop(unpolled);
         assert_eq!(counted(), 1, "fired, dropped unpolled");
-        // Cancelled by its drop, after a reset that swapped its entry.
+        // Cancelled by its drop, after a reset that moved its entry earlier.
         let mut swapped = task::spawn(timer.sleep(MS * 10));
         assert_pending!(swapped.poll());
         swapped.reset(timer.now() + MS * 5);
@@ -506,7 +491,7 @@ mod tests {
         let mut sleep = task::spawn(timer.sleep(MS * 1000));
         for i in 0..500u32 {
             assert_pending!(sleep.poll());
-            // Alternately earlier (a new entry) and later (re-filed on poll).
+            // Alternately earlier and later, moved in place each time.
             let by = if i % 2 == 0 { MS * 500 } else { MS * 1000 };
             sleep.reset(timer.now() + by);
             timer.advance(MS);
@@ -542,20 +527,31 @@ mod tests {
         assert_eq!(in_wheel(&timer), 0, "removed at the next tick");
     }
 
+    /// One way to reset: later or earlier, the entry moves in place, as a
+    /// `Timeout`'s does; dropped after an earlier reset (the driver holds a
+    /// reference to refile it), it gives every reference back.
     #[test]
-    fn reset_later_keeps_the_entry_and_earlier_swaps_it() {
+    fn reset_moves_the_entry_in_place_either_way() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let mut sleep = task::spawn(timer.sleep(MS * 10));
         assert_pending!(sleep.poll());
         let shared = timer.shared();
-        let filed_for = |sleep: &Sleep| shared.entry(sleep.entry.unwrap()).deadline();
-        let first = filed_for(&sleep);
+        let key = sleep.entry.unwrap();
         sleep.reset(timer.now() + MS * 50);
-        assert_eq!(filed_for(&sleep), first, "kept");
+        assert_eq!(sleep.entry, Some(key), "kept, later");
         sleep.reset(timer.now() + MS * 2);
-        assert_eq!(filed_for(&sleep), 2_000_000, "swapped for one 2 ms away");
+        assert_eq!(sleep.entry, Some(key), "kept, earlier");
+        assert_eq!(shared.deadline_of(key), 2_000_000, "in force: 2 ms away");
         assert_eq!(timer.pending_timeouts(), 1);
-        assert_eq!(shared.live(), 1, "the first one freed");
+        timer.advance(MS * 2);
+        assert!(sleep.is_woken(), "woken at the earlier deadline");
+        let mut dropped = task::spawn(timer.sleep(MS * 10));
+        assert_pending!(dropped.poll());
+        dropped.reset(timer.now() + MS);
+        drop(dropped);
+        timer.advance(MS);
+        drop(sleep);
+        assert_eq!(shared.live(), 0, "every reference came back");
     }
 
     #[test]

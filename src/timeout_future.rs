@@ -29,8 +29,9 @@ pin_project! {
     /// # When the timer stops
     ///
     /// It neither hangs nor ends early: the inner future keeps its time,
-    /// waited out on the process-wide [`default_timer`](crate::default_timer),
-    /// and if it is not ready by then the call ends with an `Elapsed` whose
+    /// waited out on the process-wide [`default_timer`](crate::default_timer)
+    /// or on a tokio clock's runtime (see [`Sleep`]), and if it is not ready
+    /// by then the call ends with an `Elapsed` whose
     /// [`is_shutdown`](Elapsed::is_shutdown) is true. So a retry loop around
     /// it does not spin.
     ///

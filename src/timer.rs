@@ -1,7 +1,7 @@
 //! `HashedWheelTimer`: the handle users hold, and its producer API.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,8 @@ pub struct HashedWheelTimer {
 /// worker hold `Shared` but not this, so they do not keep the timer alive.
 pub(crate) struct Owner {
     shared: Arc<Shared>,
+    /// A tokio clock's timer for its futures once this one stopped.
+    after_stop: OnceLock<HashedWheelTimer>,
     _registration: Registration,
 }
 
@@ -97,6 +99,7 @@ impl HashedWheelTimer {
             shared.set_owner(weak.clone());
             Owner {
                 shared: Arc::new(shared),
+                after_stop: OnceLock::new(),
                 _registration: Registration::new(),
             }
         });
@@ -188,7 +191,8 @@ impl HashedWheelTimer {
     /// Futures neither hang nor spin on a stopped timer: pending ones are
     /// woken (they are not in the returned `Vec`) and, like new ones, wait
     /// out the time they had left on the process-wide
-    /// [`default_timer`](crate::default_timer). A [`Sleep`](crate::Sleep)
+    /// [`default_timer`](crate::default_timer), or on a tokio clock's
+    /// runtime (see [`Sleep`](crate::Sleep)). A [`Sleep`](crate::Sleep)
     /// then ends, a [`timeout`](Self::timeout) gives an
     /// [`Elapsed`](crate::Elapsed) whose `is_shutdown()` is true, and an
     /// [`Interval`](crate::Interval) ticks on; its `try_tick` errs at once
@@ -241,6 +245,21 @@ impl HashedWheelTimer {
             .into_iter()
             .map(|key| Timeout::on_anchor(key, anchor.clone()))
             .collect())
+    }
+
+    /// Where this timer's futures wait out their time once it stopped: the
+    /// process-wide default timer, which cannot stop; on a tokio clock, a
+    /// timer of its own on the same runtime (made at first need), so the
+    /// wait keeps to that runtime's clock, paused or not.
+    pub(crate) fn after_stop(&self) -> &HashedWheelTimer {
+        let Some(runtime) = self.shared().clock.tokio_runtime() else {
+            return crate::default_timer();
+        };
+        self.owner.after_stop.get_or_init(|| {
+            let _entered = runtime.enter();
+            let timer = HashedWheelTimer::builder().tokio_clock().build();
+            timer.unwrap_or_else(|_| unreachable!("built inside its runtime"))
+        })
     }
 
     /// True once [`stop`](Self::stop) has been called.

@@ -90,3 +90,93 @@ async fn a_timeout_on_a_stopped_timer_still_gives_the_call_its_time() {
     assert!(slow.unwrap_err().is_shutdown());
     assert!(start.elapsed() >= MS * 20, "never before its deadline");
 }
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// Runs `test` on a paused runtime on a thread of its own, and fails rather
+/// than hangs if it takes a minute of real time: auto-advance makes an hour
+/// of paused time take milliseconds, while a wait on the real clock takes
+/// the hour.
+fn on_a_paused_runtime<F>(test: impl FnOnce() -> F + Send + 'static)
+where
+    F: std::future::Future<Output = ()>,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        paused_runtime().block_on(test());
+        tx.send(()).unwrap();
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(()) => thread.join().unwrap(),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(thread.join().unwrap_err())
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("still waiting after a minute of real time")
+        }
+    }
+}
+
+#[test]
+fn a_stopped_tokio_clock_timers_futures_wait_out_their_time_on_its_paused_clock() {
+    on_a_paused_runtime(|| async {
+        let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+        let start = tokio::time::Instant::now();
+        let mut polled = timer.sleep(HOUR);
+        assert!(futures::poll!(&mut polled).is_pending());
+        let unpolled = timer.sleep(HOUR);
+        let call = timer.timeout(HOUR, std::future::pending::<()>());
+        timer.stop().unwrap();
+        let ((), (), called) = futures::join!(polled, unpolled, call);
+        assert!(called.unwrap_err().is_shutdown());
+        let waited = tokio::time::Instant::now() - start;
+        assert!(
+            waited >= HOUR,
+            "never early on the timer's clock: {waited:?}"
+        );
+    });
+}
+
+#[test]
+fn a_sleep_whose_tokio_clock_runtime_is_gone_ends_at_once() {
+    let runtime = paused_runtime();
+    let timer = runtime.block_on(async { HashedWheelTimer::builder().tokio_clock().build() });
+    let timer = timer.unwrap();
+    let (sleep, call) = (
+        timer.sleep(HOUR),
+        timer.timeout(HOUR, std::future::pending::<()>()),
+    );
+    drop(runtime);
+    // Its paused clock can never move again: waiting would never end.
+    on_a_paused_runtime(|| async move {
+        sleep.await;
+        assert!(call.await.unwrap_err().is_shutdown());
+    });
+}
+
+#[test]
+fn an_interval_of_a_stopped_tokio_clock_timer_keeps_its_pace_in_paused_time() {
+    on_a_paused_runtime(|| async {
+        let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+        let mut iv = timer.interval(MS * 10);
+        iv.tick().await;
+        timer.stop().unwrap();
+        let start = tokio::time::Instant::now();
+        for _ in 0..5 {
+            iv.tick().await;
+        }
+        let took = tokio::time::Instant::now() - start;
+        assert!(
+            took >= MS * 50,
+            "five 10 ms ticks in {took:?} of paused time"
+        );
+    });
+}

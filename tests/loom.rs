@@ -314,44 +314,6 @@ fn withdraw_against_drain_frees_the_slot_once() {
     });
 }
 
-/// The driving thread drops the handle it ran a fired task with while the
-/// user drops theirs, and the user's thread, whose drop freed the slot,
-/// reuses it at once for a timeout it cancels before the driver drains it.
-/// The driver's release, which was not the last, must not free the reused
-/// slot: its reference is gone, and so is its say about the slot. Freed
-/// twice, the slot would be handed to two timeouts.
-#[test]
-fn a_release_that_was_not_the_last_never_frees_the_slot_reused_after_it() {
-    // An advance that fires, two schedules, a cancel, and five schedules
-    // after: more than loom's default 1,000 branches on one path.
-    let mut model = loom::model::Builder::new();
-    model.max_branches = 4_000;
-    model.check(|| {
-        let timer = manual();
-        let (first, runs) = counted(&timer, TICK);
-        timer.advance(Duration::ZERO); // filed into its bucket
-        let worker = timer.clone();
-        let driver = thread::spawn(move || worker.advance(TICK));
-        drop(first); // the last reference, if the driver dropped its own
-        let second = timer.new_timeout(|_| {}, TICK * 10).unwrap();
-        assert!(second.cancel(), "nothing else could win it");
-        drop(second);
-        driver.join().unwrap();
-        assert_eq!(runs.load(SeqCst), 1);
-        // This thread keeps a line's spare slots (4 under loom): a fifth
-        // schedule refills from the shared list, where a slot freed twice
-        // would be again.
-        let later: Vec<Timeout> = (0..5)
-            .map(|_| timer.new_timeout(|_| {}, TICK).unwrap())
-            .collect();
-        for (i, a) in later.iter().enumerate() {
-            for b in &later[i + 1..] {
-                assert!(a != b, "two pending timeouts share one slot");
-            }
-        }
-    });
-}
-
 /// A lane's owner, making room in its ring, moves the ring's head past the
 /// cells it finds empty while the worker drains the same ring. Every key
 /// still queued is filed exactly once, the withdrawn one never, and the
@@ -585,5 +547,48 @@ fn reset_earlier_against_cancel() {
         assert!(t.is_cancelled());
         let s = timer.stats();
         assert_eq!((s.scheduled, s.cancelled, s.pending), (1, 1, 0));
+    });
+}
+
+/// A `Sleep` reset earlier while its entry still waits in its lane, then
+/// dropped while another thread drives the wheel and refiles what the
+/// reset moved. The reset lends the driver a reference, so the drop must
+/// not take the lane's shortcut (a withdraw that assumes only the `Sleep`
+/// and the lane name the entry): every reference comes back once, and the
+/// next sleep, which reuses the slot, fires once, on time.
+#[test]
+fn a_sleep_reset_earlier_then_dropped_against_its_refiling() {
+    use std::future::Future;
+    use std::task::Context;
+    loom::model(|| {
+        let timer = manual();
+        let (_wakes, waker) = counting_waker();
+        let mut sleep = Box::pin(timer.sleep(TICK * 500)); // held in its lane
+        assert!(sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        sleep.as_mut().reset(timer.now() + TICK * 2);
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.advance(Duration::ZERO))
+        };
+        drop(sleep);
+        let mut next = Box::pin(timer.sleep(TICK));
+        assert!(next
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        driver.join().unwrap();
+        timer.advance(TICK);
+        assert!(next
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_ready());
+        drop(next);
+        timer.advance(TICK * 3);
+        assert_eq!(timer.pending_timeouts(), 0);
+        let s = timer.stats();
+        assert_eq!((s.scheduled, s.cancelled, s.fired), (2, 1, 1));
     });
 }

@@ -219,3 +219,33 @@ fn advance_to_next_moves_to_each_deadline_in_turn_held_ones_included() {
     );
     assert_eq!(timer.advance_to_next(), None);
 }
+
+/// `advance_to_next` with only deadlines that can never fire pending (a
+/// saturated one, held in its lane or filed in a far round, and a
+/// cancelled one) returns `None` with time unmoved; a timeout made
+/// afterwards still fires. It once moved the clock about 584 years, to the
+/// saturated deadline's round, and the next timeout never fired.
+#[test]
+fn advance_to_next_past_only_saturated_or_cancelled_timeouts_leaves_time_unmoved() {
+    for filed_first in [false, true] {
+        let timer = manual(Duration::from_millis(1));
+        let never = timer.new_timeout(|_| {}, Duration::MAX).unwrap();
+        let cancelled = timer.new_timeout(|_| {}, Duration::from_secs(10)).unwrap();
+        if filed_first {
+            timer.advance(Duration::from_millis(70)); // both out of their lane
+        }
+        assert!(cancelled.cancel());
+        let before = timer.now();
+        assert_eq!(timer.advance_to_next(), None, "filed first: {filed_first}");
+        assert_eq!(
+            timer.now(),
+            before,
+            "time unmoved (filed first: {filed_first})"
+        );
+        let fired = Fired::default();
+        let t = fired.schedule(&timer, 1, Duration::from_secs(10));
+        assert_eq!(timer.advance_to_next(), Some(Duration::from_secs(10)));
+        assert!(t.is_expired() && never.is_pending());
+        assert_eq!(fired.labels(), vec![1]);
+    }
+}

@@ -121,7 +121,9 @@ fn bad_builder_values_give_errors_that_name_them() {
         huge,
         TimerError::TooManyTicksPerWheel(MAX_TICKS_PER_WHEEL + 1)
     );
-    assert!(huge.to_string().contains("1048577"));
+    assert!(huge
+        .to_string()
+        .contains(&(MAX_TICKS_PER_WHEEL + 1).to_string()));
 
     let overflow = HashedWheelTimer::builder()
         .tick_duration(Duration::from_secs(u64::MAX / 1_000_000_000))
@@ -171,7 +173,7 @@ fn odd_but_valid_settings_work() {
     timer.advance(Duration::from_nanos(10));
     assert_eq!(fired.count(), 1);
 
-    // The largest wheel, 2^20 buckets (8 MiB), still works.
+    // The largest wheel (8 MiB of buckets) works.
     let big = HashedWheelTimer::builder()
         .manual_clock()
         .ticks_per_wheel(MAX_TICKS_PER_WHEEL)

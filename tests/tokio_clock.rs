@@ -195,3 +195,46 @@ async fn never_early_and_at_most_a_tick_late_on_the_paused_clock() {
     }
     assert_eq!(timer.pending_timeouts(), 0);
 }
+
+#[test]
+fn a_task_of_another_runtime_reads_the_timers_own_clock() {
+    const HOUR: Duration = Duration::from_secs(3600);
+    let a = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let timer = a.block_on(async {
+        let timer = timer();
+        tokio::time::advance(HOUR).await;
+        timer
+    });
+    let b = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let on_b = timer.clone();
+    let (t, sleep, now_on_b) = b.block_on(async move {
+        let task = tokio::spawn(async move {
+            let t = on_b.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
+            (t, on_b.sleep(Duration::from_secs(60)), on_b.now())
+        });
+        task.await.unwrap()
+    });
+    assert_eq!(now_on_b, timer.now(), "A's paused clock, from B's task");
+    assert_eq!(t.remaining(), Duration::from_secs(60));
+    assert_eq!(sleep.deadline() - timer.now(), Duration::from_secs(60));
+    a.block_on(async {
+        tokio::time::advance(MS * 5).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await; // let the driver task run
+        }
+    });
+    assert!(
+        !t.is_expired(),
+        "fired {:?} early",
+        Duration::from_secs(60) - MS * 5
+    );
+    assert!(!sleep.is_elapsed());
+}

@@ -1,5 +1,7 @@
-//! What the examples read from Linux's /proc: resident memory, and a named
-//! thread's CPU time and wake-ups. Elsewhere every reading is 0 / `None`.
+//! What the examples read from Linux: resident memory, a named thread's
+//! CPU time and wake-ups (from /proc), and the whole process's CPU time and
+//! context switches (`getrusage`). Elsewhere every /proc reading is 0 /
+//! `None`.
 #![allow(dead_code)]
 
 use std::time::Duration;
@@ -45,9 +47,17 @@ pub fn thread_wakeups(tid: &str) -> Option<u64> {
         .ok()
 }
 
-/// CPU seconds (user + system) this process has used, exited threads
-/// included.
-pub fn process_cpu() -> f64 {
+/// What this process has used so far, exited threads included.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    /// CPU seconds, user + system.
+    pub cpu: f64,
+    /// Context switches, voluntary (`ru_nvcsw`) + involuntary (`ru_nivcsw`).
+    pub switches: u64,
+}
+
+/// This process's CPU time and context switches so far (`getrusage`).
+pub fn process_usage() -> Usage {
     // SAFETY: `getrusage` fills the struct it is given, and a zeroed
     // `rusage` is a valid value for it to overwrite.
     let usage = unsafe {
@@ -56,5 +66,14 @@ pub fn process_cpu() -> f64 {
         usage
     };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
+    Usage {
+        cpu: secs(usage.ru_utime) + secs(usage.ru_stime),
+        switches: (usage.ru_nvcsw + usage.ru_nivcsw) as u64,
+    }
+}
+
+/// CPU seconds (user + system) this process has used, exited threads
+/// included.
+pub fn process_cpu() -> f64 {
+    process_usage().cpu
 }

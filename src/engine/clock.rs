@@ -1,68 +1,63 @@
 //! The timer's own time: nanoseconds since its start, and tick arithmetic.
 //!
-//! A real clock reads `Instant::now()`. A manual clock is a counter that only
+//! A timer reads one of three clocks (`Time`): the real one
+//! (`Instant::now()`); a manual counter that only
 //! [`HashedWheelTimer::advance`](crate::HashedWheelTimer::advance) moves, so
-//! tests are exact. A tokio clock reads `tokio::time::Instant::now()` on the
-//! timer's runtime, so a paused runtime's time (`start_paused`,
-//! `tokio::time::advance`, auto-advance) is the timer's time. Either way every deadline is stored as `u64` nanoseconds
-//! since start, saturating at `u64::MAX` (about 584 years): a huge delay
-//! never overflows and never fires.
+//! tests are exact; or a tokio runtime's clock, so that a paused runtime's
+//! time (`start_paused`, `tokio::time::advance`, auto-advance) is the
+//! timer's time. `Clock::now` is the one reading of it: deadlines,
+//! `remaining()` and firing all take it (invariant 8). Every deadline is
+//! stored as `u64` nanoseconds since start, saturating at `u64::MAX` (about
+//! 584 years): a huge delay never overflows and never fires.
 
 use std::time::{Duration, Instant};
 
 use crate::engine::sync::{AtomicU64, Ordering};
-use crate::engine::tsc;
 
-pub(crate) use crate::engine::nanos::{saturating_nanos, Nanos};
+/// Nanoseconds since the timer's start; `u64::MAX` means never.
+pub(crate) type Nanos = u64;
+
+/// `d` in nanoseconds, saturated.
+pub(crate) fn saturating_nanos(d: Duration) -> Nanos {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
 
 pub(crate) struct Clock {
+    /// The timer's start as a real `Instant`: what the instants users see
+    /// (`to_instant`, `to_nanos`) count from, on every clock.
     start: Instant,
-    /// `start` on `tsc::now_upper`'s scale.
-    start_since_base: Nanos,
-    manual: Option<Manual>,
-    tokio: Option<TokioTime>,
+    time: Time,
     tick_nanos: u64,
     /// The last tick the clock can reach: the one before a saturated
     /// deadline's, so that a saturated deadline never fires.
     last_tick: u64,
 }
 
-/// A clock that only `advance` moves.
-struct Manual {
-    /// What `now()` reads: the time of the tick being fired, during `advance`.
-    now: AtomicU64,
-    /// Where the running `advance` will leave `now`.
-    target: AtomicU64,
-}
-
-/// A tokio runtime's clock.
-struct TokioTime {
-    /// The runtime whose clock this is: read it from any thread.
-    handle: tokio::runtime::Handle,
-    start: tokio::time::Instant,
-}
-
-impl TokioTime {
-    /// Nanoseconds since `start` on the runtime's clock. Inside one of its
-    /// tasks the clock is at hand; elsewhere the runtime is entered for the
-    /// read (outside a runtime, tokio would read the real clock).
-    fn now(&self) -> Nanos {
-        let now = if tokio::task::try_id().is_some() {
-            tokio::time::Instant::now()
-        } else {
-            let _entered = self.handle.enter();
-            tokio::time::Instant::now()
-        };
-        saturating_nanos(now.saturating_duration_since(self.start))
-    }
-}
-
-/// Which clock a timer reads.
+/// Which clock a timer reads, as its builder asks for it.
 pub(crate) enum Source {
     Real,
     Manual,
     /// The clock of the runtime this handle belongs to.
     Tokio(tokio::runtime::Handle),
+}
+
+/// The clock a timer reads, and what reading it takes.
+enum Time {
+    /// `Instant::now()`, since `Clock::start`.
+    Real,
+    /// A clock that only `advance` moves.
+    Manual {
+        /// What `now()` reads: the time of the tick being fired, during
+        /// `advance`.
+        now: AtomicU64,
+        /// Where the running `advance` will leave `now`.
+        target: AtomicU64,
+    },
+    /// A tokio runtime's clock, read on that runtime from any thread.
+    Tokio {
+        handle: tokio::runtime::Handle,
+        start: tokio::time::Instant,
+    },
 }
 
 impl Clock {
@@ -75,125 +70,96 @@ impl Clock {
     }
 
     pub(crate) fn of(tick_nanos: u64, source: Source) -> Clock {
-        tsc::base(); // first: a start before the base would be clamped to it
-        let mut start = Instant::now();
-        let (mut manual, mut tokio) = (None, None);
-        match source {
-            Source::Real => {}
-            Source::Manual => {
-                manual = Some(Manual {
+        let (start, time) = match source {
+            Source::Real => (Instant::now(), Time::Real),
+            Source::Manual => (
+                Instant::now(),
+                Time::Manual {
                     now: AtomicU64::new(0),
                     target: AtomicU64::new(0),
-                })
-            }
+                },
+            ),
             Source::Tokio(handle) => {
-                let tokio_start = {
+                let start = {
                     let _entered = handle.enter();
                     tokio::time::Instant::now()
                 };
-                start = tokio_start.into_std();
-                tokio = Some(TokioTime {
-                    handle,
-                    start: tokio_start,
-                });
+                (start.into_std(), Time::Tokio { handle, start })
             }
-        }
+        };
         Clock {
             start,
-            start_since_base: tsc::since_base(start),
-            manual,
-            tokio,
+            time,
             tick_nanos,
             last_tick: tick_of(u64::MAX, tick_nanos) - 1,
         }
     }
 
+    /// The time now, on this timer's clock: the only reading there is.
+    #[inline]
+    pub(crate) fn now(&self) -> Nanos {
+        match &self.time {
+            Time::Real => saturating_nanos(self.start.elapsed()),
+            Time::Manual { now, .. } => now.load(Ordering::Acquire),
+            Time::Tokio { handle, start } => {
+                // Entered whatever the thread: tokio reads the clock of the
+                // runtime current here, which in a task of another runtime
+                // is that one's, and outside any is the real clock.
+                let _entered = handle.enter();
+                saturating_nanos(tokio::time::Instant::now().saturating_duration_since(*start))
+            }
+        }
+    }
+
+    /// `delay` from now, saturated: never earlier than `now() + delay`.
+    #[inline]
+    pub(crate) fn deadline_after(&self, delay: Duration) -> Nanos {
+        self.now().saturating_add(saturating_nanos(delay))
+    }
+
     pub(crate) fn is_manual(&self) -> bool {
-        self.manual.is_some()
+        matches!(self.time, Time::Manual { .. })
     }
 
     /// True for a tokio runtime's clock.
     pub(crate) fn is_tokio(&self) -> bool {
-        self.tokio.is_some()
+        matches!(self.time, Time::Tokio { .. })
+    }
+
+    /// The runtime whose clock this is; `None` on another clock.
+    pub(crate) fn tokio_runtime(&self) -> Option<&tokio::runtime::Handle> {
+        match &self.time {
+            Time::Tokio { handle, .. } => Some(handle),
+            _ => None,
+        }
     }
 
     /// `at`, a time on this clock, as the tokio runtime's `Instant`, for a
-    /// tokio clock's driver to sleep until.
+    /// tokio clock's driver to sleep until; `None` on another clock.
     pub(crate) fn tokio_instant(&self, at: Nanos) -> Option<tokio::time::Instant> {
-        let tokio = self.tokio.as_ref()?;
+        let Time::Tokio { start, .. } = &self.time else {
+            return None;
+        };
         Some(
-            tokio
-                .start
+            start
                 .checked_add(Duration::from_nanos(at))
-                .unwrap_or_else(|| tokio.start + FAR_FUTURE),
+                .unwrap_or_else(|| *start + FAR_FUTURE),
         )
-    }
-
-    pub(crate) fn now(&self) -> Nanos {
-        match &self.manual {
-            Some(manual) => manual.now.load(Ordering::Acquire),
-            None => match &self.tokio {
-                Some(tokio) => tokio.now(),
-                None => saturating_nanos(self.start.elapsed()),
-            },
-        }
     }
 
     /// Moves a manual clock forward to `to`; never backwards.
     pub(crate) fn set_manual(&self, to: Nanos) {
-        if let Some(manual) = &self.manual {
-            manual.now.fetch_max(to, Ordering::AcqRel);
+        if let Time::Manual { now, .. } = &self.time {
+            now.fetch_max(to, Ordering::AcqRel);
         }
     }
 
-    /// The target of a manual clock's `advance`; `None` on a real clock.
+    /// The target of a manual clock's `advance`; `None` on another clock.
     pub(crate) fn manual_target(&self) -> Option<&AtomicU64> {
-        self.manual.as_ref().map(|manual| &manual.target)
-    }
-
-    /// `now() >= deadline`. On a real clock, a deadline beyond the cheap
-    /// upper bound of `tsc.rs` has surely not passed, and then the exact
-    /// clock is not read.
-    pub(crate) fn has_passed(&self, deadline: Nanos) -> bool {
-        self.has_passed_by(deadline, self.upper_bound())
-    }
-
-    /// `has_passed`, given `upper`, an `upper_bound()` just read: a caller
-    /// that needs the reading for more than this reads the clock once.
-    #[inline(always)]
-    pub(crate) fn has_passed_by(&self, deadline: Nanos, upper: Nanos) -> bool {
-        deadline <= upper && self.now() >= deadline
-    }
-
-    /// At least `now()`: on a real clock, at most a few microseconds more,
-    /// read cheaply (see `tsc.rs`); on a manual or tokio clock, `now()`.
-    #[inline(always)]
-    pub(crate) fn upper_bound(&self) -> Nanos {
-        match &self.manual {
-            Some(manual) => manual.now.load(Ordering::Acquire),
-            None if self.tokio.is_some() => self.now(),
-            None => self.upper_now(),
+        match &self.time {
+            Time::Manual { target, .. } => Some(target),
+            _ => None,
         }
-    }
-
-    /// At least `now()`, and at most a few microseconds more.
-    #[inline(always)]
-    fn upper_now(&self) -> Nanos {
-        tsc::now_upper().saturating_sub(self.start_since_base)
-    }
-
-    /// `delay` from now: never earlier, and on a real clock at most a few
-    /// microseconds later (see `tsc.rs`). A zero delay reads the exact
-    /// clock: "now" must have passed by the first look, as tokio's
-    /// `sleep(ZERO)` has, not a microsecond later.
-    #[inline(always)]
-    pub(crate) fn deadline_after(&self, delay: Duration) -> Nanos {
-        let now = match &self.manual {
-            Some(manual) => manual.now.load(Ordering::Acquire),
-            None if delay.is_zero() || self.tokio.is_some() => self.now(),
-            None => self.upper_now(),
-        };
-        now.saturating_add(saturating_nanos(delay))
     }
 
     pub(crate) fn to_instant(&self, nanos: Nanos) -> Instant {
@@ -301,40 +267,17 @@ mod tests {
     }
 
     #[test]
-    fn a_real_deadline_is_never_before_now_plus_the_delay() {
+    fn a_deadline_is_never_before_now_plus_the_delay() {
         // Holds however slowly this runs: a delay only moves the deadline on.
         let clock = Clock::new(1_000_000, false);
-        for _ in 0..if cfg!(miri) { 100 } else { 100_000 } {
+        for _ in 0..if cfg!(miri) { 100 } else { 10_000 } {
             let now = clock.now();
             assert!(clock.deadline_after(Duration::from_nanos(7)) >= now + 7);
-        }
-    }
-
-    #[test]
-    fn a_zero_delay_has_passed_at_once() {
-        let clock = Clock::new(1_000_000, false);
-        for _ in 0..if cfg!(miri) { 10 } else { 10_000 } {
-            assert!(clock.has_passed(clock.deadline_after(Duration::ZERO)));
-        }
-    }
-
-    #[test]
-    fn has_passed_agrees_with_now() {
-        let clock = Clock::new(1_000_000, false);
-        let soon = clock.now() + 2_000_000;
-        assert!(!clock.has_passed(u64::MAX), "the far future");
-        assert!(clock.has_passed(0), "the start");
-        // Never true early; holds however slowly this runs.
-        loop {
-            let passed = clock.has_passed(soon);
-            if passed {
-                assert!(clock.now() >= soon, "said passed before it had");
-                break;
-            }
+            assert!(clock.deadline_after(Duration::ZERO) <= clock.now());
         }
         let manual = Clock::new(10, true);
         manual.set_manual(50);
-        assert!(manual.has_passed(50) && !manual.has_passed(51));
+        assert_eq!(manual.deadline_after(Duration::from_nanos(7)), 57);
     }
 
     #[test]

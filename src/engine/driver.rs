@@ -1,37 +1,112 @@
-//! Turning the wheel: the steps the worker thread and a manual `advance`
-//! share. Each step runs under the core lock; callbacks run after it is
-//! released, so they may schedule, cancel or stop freely.
+//! The driver: one routine, `turn(now)`, that every driver runs: the worker
+//! thread (`worker.rs`), a tokio clock's task (`tokio_driver.rs`), and a
+//! manual clock's `advance` and `advance_to_next` (`manual.rs`). Netty's
+//! `Worker.run` and tokio's `process_at_time` have the same shape.
 //!
-//! One step: remove cancelled entries -> file new entries (at most
-//! `DRAIN_CAP_PER_TICK` per step) -> collect what is due -> fire it, ordered by
-//! deadline, then by submission. Firing hands each task to `dispatch.rs`,
-//! which runs it here or on the executor; a periodic entry comes back
-//! through the intake when its run ends.
+//! One turn, under the core lock: remove cancelled entries -> file entries
+//! a reset moved earlier -> file arrivals (at most `DRAIN_CAP_PER_TICK`)
+//! -> expire every tick up to `now` -> then, with the lock released, fire
+//! what is due, ordered by deadline, then by submission. Firing hands each
+//! task to `dispatch.rs`, which runs it here or on the executor; a periodic
+//! entry comes back through the intake when its run ends. A turn ends by
+//! saying when the driver must turn again (`Turn::next`); a driver that
+//! sleeps publishes that for producers first (`plan_sleep`).
 
 use std::sync::Arc;
 use std::task::Waker;
-use std::time::Duration;
 
-use crate::engine::clock::{saturating_nanos, Nanos};
+use crate::engine::clock::Nanos;
 use crate::engine::counts::Ended;
 use crate::engine::entry::{Entry, Fire};
 use crate::engine::intake::{earliest, Drain};
 use crate::engine::key::Key;
 use crate::engine::shared::{Core, Shared, IDLE};
-use crate::engine::sync::{fence, AtomicU64, Ordering};
+use crate::engine::sync::{fence, Ordering};
 use crate::engine::task::Task;
 use crate::engine::wheel::Wheel;
 
-/// The most new timeouts the worker files into buckets per tick, as in
+/// The most new timeouts the driver files into buckets per turn, as in
 /// Netty: a flood of new timeouts cannot stall expiry. The rest wait in the
-/// queue for the next tick, so they may fire late, never early.
+/// queue for the next turn, so they may fire late, never early.
 pub const DRAIN_CAP_PER_TICK: usize = 100_000;
 
+/// What a `turn` tells its driver.
+pub(crate) struct Turn {
+    /// Something fired: its task may have scheduled work due sooner than
+    /// `next`.
+    pub(crate) fired: bool,
+    /// When the driver must turn again, on the timer's clock; `None`: not
+    /// until something new arrives.
+    pub(crate) next: Option<Nanos>,
+}
+
 impl Shared {
+    /// One turn of the wheel at time `now`, the one routine every driver
+    /// runs (the worker thread, a tokio clock's task, a manual `advance`):
+    /// removes cancelled entries, adopts resets moved earlier, files
+    /// arrivals, expires every tick up to `now`, and fires what is due.
+    /// Says whether anything fired and when the driver must turn again.
+    pub(crate) fn turn(self: &Arc<Self>, now: Nanos, due: &mut Vec<Key>) -> Turn {
+        let now_tick = self.clock.ticks_at(now);
+        let next = {
+            let mut core = self.lock_core();
+            let drained = self.prepare(&mut core, now_tick, false);
+            // With arrivals left over, expire one tick at a time, so the
+            // rest is filed before later ticks fire.
+            let upto = if drained.more {
+                now_tick.min(core.wheel.current_tick().saturating_add(1))
+            } else {
+                now_tick
+            };
+            while core.wheel.expire_next(&self.slots, upto, due).is_some() {}
+            self.refile_moved_due(&mut core, due, now);
+            self.next_turn(&core, now_tick, drained)
+        };
+        let fired = !due.is_empty();
+        self.fire(due);
+        Turn { fired, next }
+    }
+
+    /// The start of a turn, under the core lock: removes cancelled
+    /// entries, files entries a reset moved earlier, then files arrivals
+    /// due to be filed at `now_tick` (with `all`, every arrival, held or
+    /// not).
+    pub(crate) fn prepare(&self, core: &mut Core, now_tick: u64, all: bool) -> Drain {
+        self.remove_cancelled(core, now_tick, self.clock.is_manual());
+        self.refile_moved(core);
+        let Core { wheel, holds, .. } = core;
+        self.intake
+            .drain(DRAIN_CAP_PER_TICK, holds, now_tick, all, |key| {
+                self.file(wheel, key)
+            })
+    }
+
+    /// When the driver must turn again after a turn at `now_tick`: for the
+    /// wheel's next tick with work, for the keys it holds in the lanes, at
+    /// once for arrivals left over, and at the next tick for a
+    /// housekeeping asked for meanwhile. A driver that sleeps on a thread
+    /// lingers a round while producers cancel young (see `worker.rs`).
+    fn next_turn(&self, core: &Core, now_tick: u64, drained: Drain) -> Option<Nanos> {
+        let at = |tick: u64| self.clock.time_of(tick);
+        if drained.more {
+            return Some(at(now_tick));
+        }
+        let cancelling_young = self.intake.take_saw_withdrawn() && !self.clock.is_manual();
+        let round = core.wheel.ticks_per_round();
+        let mut next = self
+            .wheel_wake(core)
+            .or_else(|| cancelling_young.then(|| at(now_tick.saturating_add(round))));
+        next = earliest(next, drained.look_by.map(at));
+        if self.housekeeping_requested.load(Ordering::SeqCst) {
+            next = earliest(next, Some(at(now_tick.saturating_add(1))));
+        }
+        next
+    }
+
     /// Answers `housekeeping_requested`, at most once per tick unless
     /// `force`: clears it, then removes cancelled entries from their buckets.
     /// The caller files the queue right after.
-    pub(crate) fn remove_cancelled(&self, core: &mut Core, now_tick: u64, force: bool) {
+    fn remove_cancelled(&self, core: &mut Core, now_tick: u64, force: bool) {
         if !force && core.last_housekeeping.is_some_and(|last| last >= now_tick) {
             return;
         }
@@ -50,15 +125,6 @@ impl Shared {
         if core.wheel.remove(&self.slots, key) {
             self.slots.release_locked(key);
         }
-    }
-
-    /// Files up to `DRAIN_CAP` new entries due to be filed at tick `now`
-    /// (see `hold.rs`). Says whether more are waiting, and by when the
-    /// driver must look again for the keys it holds.
-    pub(crate) fn drain_intake(&self, core: &mut Core, now: u64) -> Drain {
-        let Core { wheel, holds, .. } = core;
-        self.intake
-            .drain(DRAIN_CAP_PER_TICK, holds, now, |key| self.file(wheel, key))
     }
 
     /// Puts a key taken from the intake (or out of its bucket) into its
@@ -80,11 +146,12 @@ impl Shared {
         }
     }
 
-    /// The worker, at tick `now`, about to sleep until the time `wake`
-    /// (`None`: until woken): publishes that in `planned_wake`, then looks
-    /// at what producers queued meanwhile (see `file_late_arrivals`).
-    /// Returns when to wake, or `Err` to go round again at once.
-    pub(crate) fn plan_sleep(&self, now: u64, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
+    /// A driver that sleeps between turns (the worker thread, a tokio
+    /// clock's task), about to sleep until the time `wake` (`None`: until
+    /// woken): publishes that in `planned_wake`, then looks at what
+    /// producers queued meanwhile (see `file_late_arrivals`). Returns when
+    /// to wake, or `Err` to turn again at once.
+    pub(crate) fn plan_sleep(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         // A deadline a tick or more before the wake-up would fire late.
         let planned = wake.map_or(IDLE, |wake| wake.saturating_sub(self.config.tick_nanos));
         self.planned_wake.store(planned, Ordering::SeqCst);
@@ -93,39 +160,27 @@ impl Shared {
         if self.is_shutdown() {
             return Err(());
         }
-        self.file_late_arrivals(now, wake)
+        self.file_late_arrivals(wake)
     }
 
-    /// When the worker must wake for what the wheel holds: at the end of
-    /// the next tick with work, or a little later if one wake-up can then
-    /// fire the tick after it too, none more than a tick late (see
-    /// `Wheel::one_wake_for_two_ticks`). A tokio clock's driver wakes at
-    /// tick ends only: tokio's own timers round a wake-up up to its next
-    /// millisecond, so one planned between two would come late.
-    pub(crate) fn wheel_wake(&self, core: &mut Core) -> Option<Nanos> {
-        let tick = core.wheel.next_work_tick()?;
-        let end = self.clock.time_of(tick);
-        if self.clock.is_tokio() {
-            return Some(end);
-        }
-        Some(
-            core.wheel
-                .one_wake_for_two_ticks(&self.slots, tick)
-                .map_or(end, |both| both.max(end)),
-        )
+    /// When the driver must wake for what the wheel holds: at the end of
+    /// the next tick with work. Every entry of that tick is due by then,
+    /// and none is more than a tick late, whatever resets did meanwhile.
+    fn wheel_wake(&self, core: &Core) -> Option<Nanos> {
+        Some(self.clock.time_of(core.wheel.next_work_tick()?))
     }
 
-    /// The worker, after publishing that it sleeps until `wake`: looks at
-    /// what producers queued while it was busy (they saw it busy and did
-    /// not wake it). Files what must not wait, and returns when it must
-    /// wake instead (`wake`, or sooner for keys it holds); `Err` if it must
-    /// go round again at once: more is queued than one drain takes, or
+    /// The sleeping driver, after publishing that it sleeps until `wake`:
+    /// looks at what producers queued while it was busy (they saw it busy
+    /// and did not wake it). Files what must not wait, and returns when it
+    /// must wake instead (`wake`, or sooner for keys it holds); `Err` if it
+    /// must turn again at once: more is queued than one drain takes, or
     /// something filed is due before `wake`.
     ///
-    /// Going round again whenever the intake was not empty would keep the
-    /// worker spinning beside a busy producer, filing each timeout just
+    /// Turning again whenever the intake was not empty would keep the
+    /// driver spinning beside a busy producer, filing each timeout just
     /// before its producer cancels it.
-    fn file_late_arrivals(&self, now: u64, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
+    fn file_late_arrivals(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         let mut core = self.lock_core();
         if !self.moved.is_empty() {
             return Err(()); // a reset moved a deadline earlier: file it
@@ -135,9 +190,15 @@ impl Shared {
         if !arrivals.more {
             return Ok(wake);
         }
-        let drained = self.drain_intake(&mut core, now);
+        let now_tick = core.wheel.current_tick();
+        let Core { wheel, holds, .. } = &mut *core;
+        let drained = self
+            .intake
+            .drain(DRAIN_CAP_PER_TICK, holds, now_tick, false, |key| {
+                self.file(wheel, key)
+            });
         let sooner = self
-            .wheel_wake(&mut core)
+            .wheel_wake(&core)
             .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
         if drained.more || sooner {
             return Err(());
@@ -146,23 +207,6 @@ impl Shared {
             wake,
             drained.look_by.map(|tick| self.clock.time_of(tick)),
         ))
-    }
-
-    /// One worker step: everything due up to `now_tick` lands in `due`.
-    /// Says whether the intake still holds entries due to be filed (the
-    /// cap was hit), and by when the worker must look at those it holds.
-    ///
-    /// `now` is the time: a worker woken between two tick ends also fires
-    /// what in the next tick is due by then (see `wheel_wake`).
-    pub(crate) fn step(&self, now: Nanos, now_tick: u64, due: &mut Vec<Key>) -> Drain {
-        let mut core = self.lock_core();
-        self.remove_cancelled(&mut core, now_tick, false);
-        self.refile_moved(&mut core);
-        let drained = self.drain_intake(&mut core, now_tick);
-        while core.wheel.expire_next(&self.slots, now_tick, due).is_some() {}
-        core.wheel.expire_due_next_tick(&self.slots, now, due);
-        self.refile_moved_due(&mut core, due, now);
-        drained
     }
 
     /// Fires `due` in deadline order (stable: equal deadlines keep
@@ -250,70 +294,6 @@ impl Shared {
             }
         }
         released.into_iter().for_each(|key| self.slots.release(key));
-    }
-
-    /// Manual clock: moves time forward by `by`, firing every due tick on
-    /// this thread, with the clock reading each tick's time as it fires.
-    pub(crate) fn advance(self: &Arc<Self>, by: Duration) {
-        let Some(target) = self.clock.manual_target() else {
-            crate::engine::notice::warn(format_args!(
-                "advance() does nothing on a timer with a real clock, or a tokio clock \
-                 (move that one with tokio::time::advance)"
-            ));
-            return;
-        };
-        let by = saturating_nanos(by);
-        if self.is_driving_here() {
-            // Called from a task this thread runs inside an outer `advance`:
-            // the task takes `by`. The clock moves on at once, and the outer
-            // call processes the extended range, firing what came due
-            // meanwhile late, as a slow task makes a real worker do.
-            let to = self.clock.now().saturating_add(by);
-            self.clock.set_manual(to);
-            target.fetch_max(to, Ordering::AcqRel);
-            return;
-        }
-        let _driving = self.driver.lock().unwrap_or_else(|p| p.into_inner());
-        self.as_driver(|| self.drive_to(target, by));
-    }
-
-    /// The body of `advance`, with the driver lock held.
-    fn drive_to(self: &Arc<Self>, target: &AtomicU64, by: Nanos) {
-        target.fetch_max(self.clock.now().saturating_add(by), Ordering::AcqRel);
-        let mut due = Vec::new();
-        while !self.is_shutdown() {
-            let upto = self.clock.ticks_at(target.load(Ordering::Acquire));
-            let (fired_tick, current, more, look_by) = {
-                let mut core = self.lock_core();
-                let current = core.wheel.current_tick();
-                self.remove_cancelled(&mut core, current, true);
-                self.refile_moved(&mut core);
-                let drained = self.drain_intake(&mut core, current);
-                let more = drained.more;
-                // With intake left over, go one tick at a time, as the
-                // worker would, so the rest is filed before later ticks;
-                // and stop where held keys are due to be filed.
-                let limit = if more {
-                    upto.min(current.saturating_add(1))
-                } else {
-                    drained.look_by.map_or(upto, |look| upto.min(look))
-                };
-                let tick = core.wheel.expire_next(&self.slots, limit, &mut due);
-                let at = self.clock.time_of(tick.unwrap_or(current));
-                self.refile_moved_due(&mut core, &mut due, at);
-                (tick, core.wheel.current_tick(), more, drained.look_by)
-            };
-            self.clock
-                .set_manual(self.clock.time_of(fired_tick.unwrap_or(current)));
-            self.fire(&mut due);
-            // Done once the wheel is at `upto` with nothing fired, nothing
-            // more to file, and no held key due to be filed by `upto`.
-            let held_due = look_by.is_some_and(|look| look <= upto);
-            if fired_tick.is_none() && !more && current >= upto && !held_due {
-                break;
-            }
-        }
-        self.clock.set_manual(target.load(Ordering::Acquire));
     }
 
     /// Stops the timer and returns every entry that never ran, marked

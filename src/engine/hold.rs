@@ -5,7 +5,7 @@
 //! when the response comes. A cancel that finds its timeout still in the
 //! lane withdraws it there: one swap on a cell its producer wrote, and the
 //! slot goes back to the producer's free stack, warm in its cache (see
-//! `lane.rs`). A cancel that comes after the driver filed the timeout costs
+//! `lane/`). A cancel that comes after the driver filed the timeout costs
 //! far more: a queue to the driver, an unlink from a bucket, a slot freed
 //! on another core. So the driver files a lane's keys only once they are
 //! old enough that most cancels have come: `HOLD` (64 ms). Those still in

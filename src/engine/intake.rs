@@ -1,6 +1,6 @@
 //! The intake: how new and re-armed entries reach the worker.
 //!
-//! Each producer thread queues on its own lane (see `lane.rs`), which lets
+//! Each producer thread queues on its own lane (see `lane/`), which lets
 //! a cancel withdraw a timeout the worker has not seen yet and keeps free
 //! slots on the producer's core. A lane whose ring is full queues on its
 //! own overflow. A thread with no lane (the 257th concurrent producer, or
@@ -12,7 +12,7 @@
 //!
 //! Equal deadlines submitted by one thread fire in submission order, a
 //! full ring included: a lane hands the worker its keys first in, first
-//! out (see `lane.rs`). The exception is a thread that moves between the
+//! out (see `lane/`). The exception is a thread that moves between the
 //! shared queue and a lane (it had none, past 256 concurrent producers,
 //! and later adopts one, or it schedules from a thread-local destructor
 //! after letting go of its lane): its keys on the two paths are not
@@ -247,12 +247,14 @@ impl Intake {
 
     /// Driver only: passes up to `limit` queued keys to `out`, the lanes'
     /// first, at tick `now`. From each lane, the keys `holds` says are due
-    /// to be filed (see `hold.rs`); every key of the shared queue.
+    /// to be filed (see `hold.rs`), or with `all` every key; every key of
+    /// the shared queue.
     pub(crate) fn drain(
         &self,
         limit: usize,
         holds: &mut Holds,
         now: u64,
+        all: bool,
         mut out: impl FnMut(Key),
     ) -> Drain {
         let mut left = limit;
@@ -260,7 +262,7 @@ impl Intake {
         let policy = holds.policy;
         for lane in self.lanes() {
             let view = lane.view();
-            let keep_at_most = if view.spilling {
+            let keep_at_most = if view.spilling || all {
                 0
             } else if view.asked {
                 KEEP_WHEN_ASKED

@@ -23,8 +23,7 @@ pub(crate) mod lane;
 pub(crate) mod local;
 #[cfg(all(test, loom))]
 mod loom_models;
-pub(crate) mod nanos;
-pub(crate) mod next;
+pub(crate) mod manual;
 pub(crate) mod notice;
 pub(crate) mod packed_task;
 pub(crate) mod prefetch;
@@ -38,6 +37,5 @@ pub(crate) mod slots;
 pub(crate) mod sync;
 pub(crate) mod task;
 pub(crate) mod tokio_driver;
-pub(crate) mod tsc;
 pub(crate) mod wheel;
 pub(crate) mod worker;

@@ -395,13 +395,13 @@ impl Shared {
     /// `hold.rs`). Reads the clock.
     #[inline(always)]
     pub(crate) fn is_urgent(&self, deadline: Nanos) -> bool {
-        self.is_urgent_by(deadline, self.clock.upper_bound())
+        self.is_urgent_by(deadline, self.clock.now())
     }
 
-    /// `is_urgent`, given `upper`, a `Clock::upper_bound()` just read.
+    /// `is_urgent`, given `now`, a `Clock::now()` just read.
     #[inline(always)]
-    pub(crate) fn is_urgent_by(&self, deadline: Nanos, upper: Nanos) -> bool {
-        deadline < upper.saturating_add(self.urgent_nanos)
+    pub(crate) fn is_urgent_by(&self, deadline: Nanos, now: Nanos) -> bool {
+        deadline < now.saturating_add(self.urgent_nanos)
     }
 
     /// `is_urgent` for a deadline `delay` after a reading of the clock
@@ -504,7 +504,13 @@ impl Shared {
     pub(crate) fn cancel_sole(&self, key: Key, mark: u32) -> Option<Task> {
         let entry = self.entry(key);
         entry.prefetch();
-        if self.intake.withdraw_at(mark, key) {
+        if let Some(cell) = self.intake.cell_at(mark) {
+            prefetch(cell); // both lines on their way at once
+        }
+        // A reset to earlier queued the key for the driver with a reference
+        // of its own: then the driver, too, may take it from the lane, and
+        // the cancel takes the common path. Only the holder adds one.
+        if entry.has_two_references() && self.intake.withdraw_at(mark, key) {
             self.uncount_cancelled();
             let task = entry.vacate_withdrawn();
             self.keep_free(key, entry);

@@ -21,7 +21,7 @@
 //!
 //! A chunk is made of cache-line-aligned *lines* of `LINE` entries, and
 //! fresh keys are handed out a line at a time: the taker keeps the spares
-//! (on its lane, see `lane.rs`), so two threads' hot entries never share a
+//! (on its lane, see `lane/`), so two threads' hot entries never share a
 //! cache line.
 //!
 //! # The free lists

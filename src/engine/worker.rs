@@ -1,12 +1,10 @@
 //! The worker thread: one per timer with a real clock, started by the first
 //! timeout, ended by `stop()` or by dropping the last timer handle.
 //!
-//! Each loop: step the wheel up to the current tick (and fire what in the
-//! next tick is due by now), fire what is due, then sleep until the next
-//! tick with work, or a little past its end if one wake-up can then serve
-//! the tick after it too, with nothing more than a tick late (see
-//! `Shared::wheel_wake`). With nothing pending it parks with no timeout,
-//! so an idle timer costs no wake-ups at all.
+//! Each loop: one `turn` of the wheel at the time now (see `driver.rs`),
+//! then sleep until the time the turn asked for: the end of the next tick
+//! with work. With nothing pending it parks with no timeout, so an idle
+//! timer costs no wake-ups at all.
 //!
 //! Except while producers cancel timeouts young: when the worker finds
 //! cells withdrawn from the lanes and an empty wheel, it sleeps one round
@@ -21,7 +19,6 @@ use std::thread;
 use std::time::Duration;
 
 use crate::engine::clock::Nanos;
-use crate::engine::intake::earliest;
 use crate::engine::key::Key;
 use crate::engine::refusal::Refusal;
 use crate::engine::shared::{Shared, BUSY};
@@ -87,40 +84,18 @@ pub(crate) enum Round {
     Sleep(Option<Nanos>),
 }
 
-/// One round of a driver that sleeps between rounds (the worker thread, or
-/// a task on a tokio runtime): steps the wheel up to now, fires what is
-/// due, and plans when to wake, publishing the plan for producers.
+/// One round of a driver that sleeps between turns (the worker thread, or
+/// a task on a tokio runtime): turns the wheel at the time now, then
+/// publishes when it next needs to turn, for producers (`plan_sleep`).
 pub(crate) fn round(shared: &Arc<Shared>, due: &mut Vec<Key>) -> Round {
-    let clock = &shared.clock;
     shared.planned_wake.store(BUSY, Ordering::SeqCst);
     if shared.is_shutdown() {
         return Round::Exit;
     }
     #[cfg(test)]
     shared.worker_rounds.fetch_add(1, Ordering::Relaxed);
-    let now = clock.now();
-    let now_tick = clock.ticks_at(now);
-    let drained = shared.step(now, now_tick, due);
-    shared.fire(due);
-
-    let cancelling_young = shared.intake.take_saw_withdrawn();
-    let at_tick = |tick: u64| Some(clock.time_of(tick));
-    let mut next = {
-        let mut core = shared.lock_core();
-        let round = core.wheel.ticks_per_round();
-        let linger = || clock.time_of(now_tick.saturating_add(round));
-        shared
-            .wheel_wake(&mut core)
-            .or_else(|| cancelling_young.then(linger))
-    };
-    next = earliest(next, drained.look_by.and_then(at_tick));
-    if drained.more {
-        next = at_tick(now_tick.saturating_add(1));
-    }
-    if shared.housekeeping_requested.load(Ordering::SeqCst) {
-        next = earliest(next, at_tick(now_tick.saturating_add(1)));
-    }
-    match shared.plan_sleep(now_tick, next) {
+    let turn = shared.turn(shared.clock.now(), due);
+    match shared.plan_sleep(turn.next) {
         Ok(next) => Round::Sleep(next),
         Err(()) => Round::Again,
     }
@@ -178,6 +153,52 @@ pub(crate) mod tests {
         rx.recv_timeout(Duration::from_secs(60)).expect("it fired");
         let took = start.elapsed();
         assert!(took < Duration::from_secs(2), "fired after {took:?}");
+    }
+
+    /// Invariant 4 for resets: a timeout reset earlier within its own tick
+    /// fires at that tick's end, at most a tick late. The worker once
+    /// planned one wake-up for two ticks from the filed deadlines (29 s,
+    /// and 35 s in the next tick), and a reset from 29 s to 21 s, in the
+    /// same tick, left it asleep until 35 s: 14 s late with 10 s ticks.
+    /// Ticks of 10 s, so the test reads the plan long before anything is
+    /// due; deadlines within 4 ticks, so neither is held in its lane.
+    #[test]
+    fn a_reset_earlier_within_its_tick_keeps_the_worker_plan_within_a_tick() {
+        use crate::engine::shared::{BUSY, IDLE};
+        use std::sync::atomic::Ordering::SeqCst;
+        let tick = Duration::from_secs(10);
+        let timer = HashedWheelTimer::builder()
+            .tick_duration(tick)
+            .build()
+            .unwrap();
+        let shared = timer.shared();
+        let start = timer.now();
+        // The later first: the earlier one then wakes a worker that sleeps
+        // towards it, so both are filed before the worker sleeps again.
+        let _next_tick = timer
+            .new_timeout_at(|_| {}, start + tick * 35 / 10)
+            .unwrap();
+        let reset = timer
+            .new_timeout_at(|_| {}, start + tick * 29 / 10)
+            .unwrap();
+        let planned = || shared.planned_wake.load(SeqCst);
+        let filed_and_asleep =
+            || shared.lock_core().wheel.len() == 2 && planned() != BUSY && planned() != IDLE;
+        assert!(
+            eventually(filed_and_asleep),
+            "the worker filed both and sleeps"
+        );
+        let to = start + tick * 21 / 10;
+        assert!(reset.reset_at(to));
+        let due = shared.clock.to_nanos(to);
+        // `planned_wake` is the wake-up less a tick: at most a tick late.
+        // Read until the worker settles: it may be between two rounds.
+        let in_time = || planned() != BUSY && planned() <= due;
+        assert!(
+            eventually(in_time),
+            "plans to wake {:?} after the reset deadline",
+            Duration::from_nanos(planned().saturating_add(shared.config.tick_nanos) - due)
+        );
     }
 
     #[test]

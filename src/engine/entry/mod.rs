@@ -58,7 +58,7 @@
 //! - `prev` and `next` are the wheel's list links (see `wheel/list.rs`),
 //!   touched only by the thread driving the wheel; `next` also links the
 //!   free list of a vacant entry (see `slots.rs`), and `prev` says where a
-//!   queued entry waits in its lane (see `lane.rs`), set by its producer
+//!   queued entry waits in its lane (see `lane/`), set by its producer
 //!   before the worker can see it.
 //! - `refs` counts who may still name the entry (see `slots.rs`). Only the
 //!   holder of the last reference vacates it, and only the thread that took
@@ -177,15 +177,6 @@ impl Entry {
         self.state.store(PENDING, Ordering::Release);
     }
 
-    /// Empties a slot whose last reference is gone; returns any task left.
-    #[inline(always)]
-    pub(crate) fn vacate(&self) -> Option<Task> {
-        if Kind::from_bits(self.task_word.load(Ordering::Relaxed)) == Kind::Empty {
-            return None; // the common case: fired or cancelled, task taken
-        }
-        self.with_task_alone(Option::take)
-    }
-
     /// Starts loading the entry into the cache: both lines, when it
     /// straddles two (see `prefetch.rs`).
     #[inline(always)]
@@ -193,45 +184,6 @@ impl Entry {
         prefetch(&self.state);
         prefetch(&self.deadline);
         prefetch(&self.task);
-    }
-
-    /// Empties an entry that its only holder withdrew from its lane
-    /// (see `Shared::cancel_sole`), and returns its task. Nobody else can
-    /// name it: no handle, and neither the driver nor `stop()` took it from
-    /// the lane. So plain stores do, where a cancel and a release would each
-    /// swap.
-    #[inline(always)]
-    pub(crate) fn vacate_withdrawn(&self) -> Option<Task> {
-        debug_assert_eq!(self.state.load(Ordering::Relaxed) & !RESET, PENDING);
-        debug_assert_eq!(self.refs.load(Ordering::Relaxed), 2);
-        self.state.store(CANCELLED, Ordering::Relaxed);
-        self.refs.store(0, Ordering::Relaxed);
-        self.with_task_alone(Option::take)
-    }
-
-    pub(crate) fn retain(&self) {
-        self.refs.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Drops one reference; true for the last one.
-    ///
-    /// The count alone decides: once this returns, the caller names the
-    /// entry no more, and another holder may free the slot and the next
-    /// schedule fill it. So nothing is read from the entry after the
-    /// decrement. (A flag read after it, for a withdrawn entry, once let a
-    /// release that was not the last free the reused slot a second time.)
-    #[inline(always)]
-    pub(crate) fn release(&self) -> bool {
-        self.refs.fetch_sub(1, Ordering::AcqRel) == 1
-    }
-
-    /// The cancel that won the entry withdrew it from its lane, taking over
-    /// the queue's reference: it gives that reference up. Never the last:
-    /// the caller holds one too.
-    #[inline(always)]
-    pub(crate) fn release_withdrawn_reference(&self) {
-        let last = self.release();
-        debug_assert!(!last, "a cancel's caller holds a reference too");
     }
 
     #[inline]
@@ -244,7 +196,7 @@ impl Entry {
         self.next.store(key.map_or(0, Key::pack), Ordering::Release);
     }
 
-    /// Where the entry waits in a lane (see `lane.rs`), or 0. It shares
+    /// Where the entry waits in a lane (see `lane/`), or 0. It shares
     /// `prev`: an entry is in a lane or in a bucket, never both.
     #[inline(always)]
     pub(crate) fn set_queue_mark(&self, mark: u32) {
@@ -594,6 +546,7 @@ impl std::fmt::Debug for Entry {
     }
 }
 
+mod refs;
 mod reset;
 #[cfg(test)]
 mod tests;

@@ -38,16 +38,12 @@ mod list;
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
-use crate::engine::clock::{tick_of, Nanos};
+use crate::engine::clock::tick_of;
 use crate::engine::entry::Entry;
 use crate::engine::key::Key;
 use crate::engine::slots::Slots;
 use bitmap::Bitmap;
 use list::List;
-
-/// The most entries a bucket may hold for `one_wake_for_two_ticks` to walk
-/// it: busier ticks have a wake-up each.
-const WALK_AT_MOST: usize = 16;
 
 /// Where an entry due at some tick is kept right now.
 #[derive(Clone, Copy)]
@@ -68,9 +64,6 @@ pub(crate) struct Wheel {
     /// The last tick processed. Every entry's tick is later than this.
     current: u64,
     len: usize,
-    /// The second tick of the last wake-up planned to serve two ticks
-    /// (see `one_wake_for_two_ticks`): the only tick worth walking early.
-    two_ticks: Option<u64>,
 }
 
 impl Wheel {
@@ -86,7 +79,6 @@ impl Wheel {
             tick_nanos,
             current: 0,
             len: 0,
-            two_ticks: None,
         }
     }
 
@@ -150,6 +142,21 @@ impl Wheel {
         }
     }
 
+    /// The tick at which the earliest entry fires: `next_work_tick`, but
+    /// for a later round, the tick of its earliest entry rather than the
+    /// round's start. Walks that round's list: for `advance_to_next`.
+    pub(crate) fn next_due_tick(&self, slots: &Slots) -> Option<u64> {
+        let tick = self.next_work_tick()?;
+        let Place::Round(round) = self.place_of(tick) else {
+            return Some(tick);
+        };
+        let round_start = round << self.shift;
+        let list = self.overflow.get(&round)?;
+        list.iter(slots)
+            .map(|key| tick_of(slots.get(key).deadline(), self.tick_nanos).max(round_start))
+            .min()
+    }
+
     /// Processes the next tick with work if it is at or before `upto`,
     /// appending what is due to `due` in bucket order. Returns that tick, or
     /// `None` after moving the wheel to `upto`.
@@ -175,79 +182,6 @@ impl Wheel {
         self.occupied.clear(bucket);
         self.drain_list(slots, list, due);
         Some(tick)
-    }
-
-    /// A time, past `tick`'s end, at which one wake-up could fire all of
-    /// `tick` and all of the tick after it with none more than a tick
-    /// late: the latest deadline of the next tick, if it is within a tick
-    /// of `tick`'s earliest. `None` if there is no such time, or the ticks
-    /// are not both in the current round (a later round's entries wait in
-    /// one list for the whole round, too long to walk), or either holds more
-    /// than `WALK_AT_MOST` entries. Walks the two buckets: their entries are
-    /// the next to fire.
-    /// Remembers the tick after `tick` when it says yes, for
-    /// `expire_due_next_tick`.
-    pub(crate) fn one_wake_for_two_ticks(&mut self, slots: &Slots, tick: u64) -> Option<Nanos> {
-        self.two_ticks = None;
-        let next = tick.checked_add(1)?;
-        let (Place::Bucket(this), Place::Bucket(after)) =
-            (self.place_of(tick), self.place_of(next))
-        else {
-            return None;
-        };
-        // The earliest or latest deadline of a bucket with few entries;
-        // `None` for a crowded one, whose walk would cost more than the
-        // wake-up it could save.
-        let extreme = |bucket: usize, pick: fn(Nanos, Nanos) -> Nanos| {
-            let mut found = None;
-            let keys = List::unpack(self.buckets[bucket]).iter(slots);
-            for (seen, key) in keys.enumerate() {
-                if seen == WALK_AT_MOST {
-                    return None;
-                }
-                let deadline = slots.get(key).deadline();
-                found = Some(found.map_or(deadline, |so_far| pick(so_far, deadline)));
-            }
-            found
-        };
-        let last_after = extreme(after, Nanos::max)?;
-        let first = extreme(this, Nanos::min)?;
-        let both = (last_after <= first.saturating_add(self.tick_nanos)).then_some(last_after)?;
-        self.two_ticks = Some(next);
-        Some(both)
-    }
-
-    /// Appends to `due`, in bucket order, the entries filed under the
-    /// tick after the current one whose deadline is at or before `now`,
-    /// ahead of that tick's end: a driver that woke between two tick ends,
-    /// as `one_wake_for_two_ticks` planned, fires what is due by then. Any
-    /// other tick is not walked: its entries fire at its end, on time, and
-    /// a busy tick's walk would cost a cache miss per entry.
-    pub(crate) fn expire_due_next_tick(&mut self, slots: &Slots, now: Nanos, due: &mut Vec<Key>) {
-        let next = self.current.saturating_add(1);
-        if self.two_ticks != Some(next) {
-            return;
-        }
-        let Place::Bucket(bucket) = self.place_of(next) else {
-            return;
-        };
-        if self.buckets[bucket].is_none() {
-            return;
-        }
-        let before = due.len();
-        self.with_list(Place::Bucket(bucket), |list| {
-            let mut at = list.head;
-            while let Some(key) = at {
-                let entry = slots.get(key);
-                at = entry.next_link();
-                if entry.deadline() <= now {
-                    list.unlink(slots, key);
-                    entry.set_in_wheel(false);
-                    due.push(key);
-                }
-            }
-        });
-        self.len -= due.len() - before;
     }
 
     /// Moves round `round` from `overflow` into the (empty) buckets.
@@ -336,81 +270,6 @@ mod tests {
         let key = entry(slots, deadline);
         wheel.insert(slots, key);
         key
-    }
-
-    /// Ticks of 10 ns: deadlines 11-20 are tick 2's, 21-30 tick 3's.
-    fn wheel_of_10ns_ticks() -> (Wheel, Slots) {
-        (Wheel::new(64, 10), Slots::new())
-    }
-
-    #[test]
-    fn one_wake_up_serves_two_ticks_only_if_none_is_more_than_a_tick_late() {
-        let (mut wheel, slots) = wheel_of_10ns_ticks();
-        insert(&mut wheel, &slots, 14);
-        assert_eq!(
-            wheel.one_wake_for_two_ticks(&slots, 2),
-            None,
-            "tick 3 is empty"
-        );
-        insert(&mut wheel, &slots, 22);
-        insert(&mut wheel, &slots, 23);
-        // Tick 2's earliest is 14: a wake-up at 23 fires it 9 ns late.
-        assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), Some(23));
-        insert(&mut wheel, &slots, 25);
-        // At 25 the one due at 14 would be 11 ns late: more than a tick.
-        assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), None);
-    }
-
-    #[test]
-    fn a_crowded_tick_is_not_walked() {
-        let (mut wheel, slots) = wheel_of_10ns_ticks();
-        for _ in 0..WALK_AT_MOST {
-            insert(&mut wheel, &slots, 14);
-        }
-        insert(&mut wheel, &slots, 22);
-        assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), Some(22));
-        insert(&mut wheel, &slots, 15);
-        assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), None);
-    }
-
-    #[test]
-    fn entries_of_the_next_tick_due_by_now_fire_ahead_of_its_end() {
-        let (mut wheel, slots) = wheel_of_10ns_ticks();
-        let keys: Vec<Key> = [14, 22, 23, 24]
-            .iter()
-            .map(|&d| insert(&mut wheel, &slots, d))
-            .collect();
-        // Planned at tick 1's end: one wake-up, at 24, for ticks 2 and 3.
-        assert_eq!(wheel.one_wake_for_two_ticks(&slots, 2), Some(24));
-        let mut due = vec![];
-        assert_eq!(wheel.expire_next(&slots, 2, &mut due), Some(2));
-        wheel.expire_due_next_tick(&slots, 23, &mut due);
-        assert_eq!(due, keys[..3].to_vec(), "never one not due yet");
-        assert_eq!(wheel.len(), 1);
-        assert!(!slots.get(keys[1]).in_wheel());
-        // The rest of tick 3 fires at its end.
-        due.clear();
-        assert_eq!(wheel.expire_next(&slots, 3, &mut due), Some(3));
-        assert_eq!(due, vec![keys[3]]);
-        assert_eq!(wheel.len(), 0);
-    }
-
-    #[test]
-    fn the_next_tick_is_walked_only_when_a_wake_up_was_planned_for_it() {
-        let (mut wheel, slots) = wheel_of_10ns_ticks();
-        let keys: Vec<Key> = [14, 22, 29]
-            .iter()
-            .map(|&d| insert(&mut wheel, &slots, d))
-            .collect();
-        assert_eq!(
-            wheel.one_wake_for_two_ticks(&slots, 2),
-            None,
-            "29 is too late"
-        );
-        let mut due = vec![];
-        assert_eq!(wheel.expire_next(&slots, 2, &mut due), Some(2));
-        wheel.expire_due_next_tick(&slots, 23, &mut due);
-        assert_eq!(due, keys[..1].to_vec(), "22 waits for its tick's end");
     }
 
     fn run_to(wheel: &mut Wheel, slots: &Slots, upto: u64) -> Vec<(u64, u64)> {

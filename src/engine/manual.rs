@@ -1,0 +1,103 @@
+//! The manual clock's drivers: `advance` and `advance_to_next` move time
+//! only when a test asks, turning the wheel on the caller's thread at each
+//! time something is due, as a worker thread would at that time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::clock::{saturating_nanos, Nanos};
+use crate::engine::shared::Shared;
+use crate::engine::sync::{AtomicU64, Ordering};
+
+impl Shared {
+    /// Manual clock: moves time forward by `by`, turning the wheel at each
+    /// time it has work on the way, with the clock reading that time, so
+    /// each task sees the time of its own tick.
+    pub(crate) fn advance(self: &Arc<Self>, by: Duration) {
+        self.advance_firing(by);
+    }
+
+    /// `advance`, saying whether anything fired.
+    fn advance_firing(self: &Arc<Self>, by: Duration) -> bool {
+        let Some(target) = self.clock.manual_target() else {
+            crate::engine::notice::warn(format_args!(
+                "advance() does nothing on a timer with a real clock, or a tokio clock \
+                 (move that one with tokio::time::advance)"
+            ));
+            return false;
+        };
+        let by = saturating_nanos(by);
+        if self.is_driving_here() {
+            // Called from a task this thread runs inside an outer `advance`:
+            // the task takes `by`. The clock moves on at once, and the outer
+            // call turns through the extended range, firing what came due
+            // meanwhile late, as a slow task makes a real worker do.
+            let to = self.clock.now().saturating_add(by);
+            self.clock.set_manual(to);
+            target.fetch_max(to, Ordering::AcqRel);
+            return false;
+        }
+        let _driving = self.driver.lock().unwrap_or_else(|p| p.into_inner());
+        self.as_driver(|| self.drive_to(target, by))
+    }
+
+    /// The body of `advance`, with the driver lock held: turns at the
+    /// current time, then at each time a turn asks for, and last at the
+    /// target, so every tick up to it has been processed. After a turn
+    /// that fired, it turns again at the same time: a task may have
+    /// scheduled something due sooner than the turn planned. Says whether
+    /// anything fired.
+    fn drive_to(self: &Arc<Self>, target: &AtomicU64, by: Nanos) -> bool {
+        target.fetch_max(self.clock.now().saturating_add(by), Ordering::AcqRel);
+        let mut due = Vec::new();
+        let mut fired = false;
+        while !self.is_shutdown() {
+            let now = self.clock.now();
+            let turn = self.turn(now, &mut due);
+            if turn.fired {
+                fired = true;
+                continue;
+            }
+            let target = target.load(Ordering::Acquire);
+            if now >= target {
+                break;
+            }
+            self.clock
+                .set_manual(turn.next.map_or(target, |next| next.min(target)));
+        }
+        self.clock.set_manual(target.load(Ordering::Acquire));
+        fired
+    }
+
+    /// Manual clock: advances to the end of the next tick in which a
+    /// pending timeout is due, firing what is due there (as `advance`
+    /// would), and returns how far time moved. `None`, with time unmoved,
+    /// if nothing pending can ever fire (none, or only saturated
+    /// deadlines), on a clock that is not manual, or after a stop.
+    pub(crate) fn advance_to_next(self: &Arc<Self>) -> Option<Duration> {
+        self.clock.manual_target()?;
+        let start = self.clock.now();
+        loop {
+            let now = self.clock.now();
+            let due = self.next_due_time()?;
+            if self.advance_firing(Duration::from_nanos(due.saturating_sub(now))) {
+                return Some(Duration::from_nanos(self.clock.now() - start));
+            }
+        }
+    }
+
+    /// The end of the tick in which the earliest pending timeout is due,
+    /// after filing every arrival, held ones included; `None` if nothing
+    /// pending can ever fire, or the timer stopped.
+    fn next_due_time(&self) -> Option<Nanos> {
+        if self.is_shutdown() {
+            return None;
+        }
+        let mut core = self.lock_core();
+        let now_tick = core.wheel.current_tick();
+        while self.prepare(&mut core, now_tick, true).more {}
+        let tick = core.wheel.next_due_tick(&self.slots)?;
+        // Only saturated deadlines are past the last reachable tick.
+        (tick <= self.clock.ticks_at(u64::MAX)).then(|| self.clock.time_of(tick))
+    }
+}
