@@ -118,22 +118,29 @@ mod loom_models {
         }
     }
 
+    /// The waiters, the count of items queued, and a producer thread that
+    /// queues one and wakes the waiters.
+    fn producer() -> (Arc<Waiters>, Arc<AtomicUsize>, loom::thread::JoinHandle<()>) {
+        let waiters = Arc::new(Waiters::default());
+        let queued = Arc::new(AtomicUsize::new(0));
+        let producer = {
+            let (waiters, queued) = (waiters.clone(), queued.clone());
+            loom::thread::spawn(move || {
+                queued.fetch_add(1, Ordering::Relaxed);
+                waiters.wake_all();
+            })
+        };
+        (waiters, queued, producer)
+    }
+
     /// A consumer that finds the queue empty and registers, against a
     /// producer that pushes and wakes: the consumer either finds the item
     /// on its second look or is woken.
     #[test]
     fn loom_models_a_delay_queue_consumer_is_never_left_waiting() {
         loom::model(|| {
-            let waiters = Arc::new(Waiters::default());
-            let queued = Arc::new(AtomicUsize::new(0));
-            let producer = {
-                let (waiters, queued) = (waiters.clone(), queued.clone());
-                loom::thread::spawn(move || {
-                    queued.fetch_add(1, Ordering::Relaxed);
-                    waiters.wake_all();
-                })
-            };
-            let woken = std::sync::Arc::new(Flag(loom::sync::atomic::AtomicBool::new(false)));
+            let (waiters, queued, producer) = producer();
+            let woken = flag();
             let found_at_once = queued.load(Ordering::Relaxed) == 1;
             let mut found = found_at_once;
             if !found {
@@ -160,15 +167,7 @@ mod loom_models {
     #[test]
     fn loom_models_replacing_a_waker_never_leaves_a_consumer_waiting() {
         loom::model(|| {
-            let waiters = Arc::new(Waiters::default());
-            let queued = Arc::new(AtomicUsize::new(0));
-            let producer = {
-                let (waiters, queued) = (waiters.clone(), queued.clone());
-                loom::thread::spawn(move || {
-                    queued.fetch_add(1, Ordering::Relaxed);
-                    waiters.wake_all();
-                })
-            };
+            let (waiters, queued, producer) = producer();
             let other = {
                 let (waiters, queued) = (waiters.clone(), queued.clone());
                 loom::thread::spawn(move || {
