@@ -97,7 +97,9 @@ mod loom_models {
             let counter = runs.clone();
             let first = timer
                 .new_timeout(
-                    move |_: &Timeout| drop(counter.fetch_add(1, Ordering::SeqCst)),
+                    move |_: &Timeout| {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                    },
                     TICK,
                 )
                 .unwrap();
