@@ -74,6 +74,12 @@ impl Shared {
     pub(crate) fn prepare(&self, core: &mut Core, now_tick: u64, all: bool) -> Drain {
         self.remove_cancelled(core, now_tick, self.clock.is_manual());
         self.refile_moved(core);
+        self.file_arrivals(core, now_tick, all)
+    }
+
+    /// Files up to `DRAIN_CAP_PER_TICK` arrivals due to be filed at
+    /// `now_tick` (with `all`, held ones too).
+    fn file_arrivals(&self, core: &mut Core, now_tick: u64, all: bool) -> Drain {
         let Core { wheel, holds, .. } = core;
         self.intake
             .drain(DRAIN_CAP_PER_TICK, holds, now_tick, all, |key| {
@@ -191,12 +197,7 @@ impl Shared {
             return Ok(wake);
         }
         let now_tick = core.wheel.current_tick();
-        let Core { wheel, holds, .. } = &mut *core;
-        let drained = self
-            .intake
-            .drain(DRAIN_CAP_PER_TICK, holds, now_tick, false, |key| {
-                self.file(wheel, key)
-            });
+        let drained = self.file_arrivals(&mut core, now_tick, false);
         let sooner = self
             .wheel_wake(&core)
             .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
