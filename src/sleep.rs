@@ -274,13 +274,16 @@ impl Sleep {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     pub fn reset(&mut self, deadline: Instant) {
+        let earlier = deadline < self.deadline;
         self.deadline_nanos = self.nanos_of(deadline);
         self.deadline = deadline;
         let Some(key) = self.entry else {
             return;
         };
         let shared = self.home().shared();
-        if self.deadline_nanos > shared.clock.now() {
+        // Only an earlier deadline can have passed already: a later one
+        // (the idle-timeout pattern, a reset per message) reads no clock.
+        if !earlier || self.deadline_nanos > shared.clock.now() {
             // The timer's one reset. If it cannot move the entry, it fired
             // or the timer stopped: the task was woken, and its next poll
             // files a new entry or completes.

@@ -504,13 +504,14 @@ impl Shared {
     pub(crate) fn cancel_sole(&self, key: Key, mark: u32) -> Option<Task> {
         let entry = self.entry(key);
         entry.prefetch();
-        if let Some(cell) = self.intake.cell_at(mark) {
+        let cell = self.intake.cell_at(mark);
+        if let Some(cell) = cell {
             prefetch(cell); // both lines on their way at once
         }
         // A reset to earlier queued the key for the driver with a reference
         // of its own: then the driver, too, may take it from the lane, and
         // the cancel takes the common path. Only the holder adds one.
-        if entry.has_two_references() && self.intake.withdraw_at(mark, key) {
+        if entry.has_two_references() && cell.is_some_and(|cell| withdraw(cell, key)) {
             self.uncount_cancelled();
             let task = entry.vacate_withdrawn();
             self.keep_free(key, entry);
