@@ -108,7 +108,7 @@ pub struct Sleep {
     /// its references.
     entry: Option<Key>,
     /// Where `entry` was queued in a lane, or 0: its drop reaches the
-    /// lane's cell without waiting for the entry (see `cancel_sole`). Its
+    /// lane's cell without waiting for the entry (see `Shared::cancel_at`). Its
     /// top bit is `MOVED`.
     mark: u32,
 }
@@ -182,7 +182,7 @@ impl Sleep {
         self.mark & MOVED != 0
     }
 
-    /// Where the entry waits in its lane (see `cancel_sole`).
+    /// Where the entry waits in its lane (see `Shared::cancel_at`).
     fn lane_mark(&self) -> u32 {
         self.mark & !MOVED
     }
@@ -292,7 +292,7 @@ impl Sleep {
         }
         // Due already: no tick to wait for. A cancel lost to the driver or
         // to `stop()` means the task was woken already.
-        let cancelled = shared.cancel_sole(key, self.lane_mark());
+        let cancelled = shared.cancel_and_release(key, self.lane_mark());
         self.entry = None;
         if let Some(Task::Wake(Some(waker))) = cancelled {
             waker.wake();
@@ -397,9 +397,7 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let Some(key) = self.entry.take() {
-            // The entry's only holder: a cancel that finds it in its lane
-            // frees it with no swap.
-            drop(self.home().shared().cancel_sole(key, self.lane_mark()));
+            drop(self.home().shared().cancel_and_release(key, self.lane_mark()));
         }
     }
 }

@@ -142,7 +142,7 @@ impl HashedWheelTimer {
 
     /// Schedules a future's waker, the payload of `Sleep`.
     /// `urgent`: see `Shared::is_urgent`. Returns the key and where it was
-    /// queued (see `Shared::cancel_sole`).
+    /// queued (see `Shared::cancel_at`).
     pub(crate) fn schedule_waker(
         &self,
         deadline: u64,

@@ -18,10 +18,6 @@ pub struct DelayKey {
     /// Unique within the shard, and the queue's id in its high bits, so a
     /// key from another queue matches nothing here.
     pub(crate) generation: u64,
-    /// The item's timer entry and where it was queued: a hint, so that
-    /// `remove` starts loading them while it reads the slot.
-    pub(crate) entry: u32,
-    pub(crate) mark: u32,
 }
 
 /// An item whose deadline has passed, as the stream of a

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 pub use key::{DelayKey, Expired};
 
-use crate::engine::key::Key;
 use crate::engine::shutdown_hooks::ShutdownHook;
 use crate::engine::task::{panic_message, Notice, Task};
 use crate::{HashedWheelTimer, TimerError};
@@ -218,11 +217,6 @@ impl<T> DelayQueue<T> {
     /// stream, before. An item whose deadline fired but that the stream has
     /// not yet yielded is still in the queue, and this takes it.
     pub fn remove(&self, key: &DelayKey) -> Option<T> {
-        // The slot, the entry and its lane cell are most often cold by now:
-        // have all three on their way at once.
-        if let Some(entry) = Key::unpack(key.entry) {
-            self.inner.timer.shared().prefetch_cancel(entry, key.mark);
-        }
         let slot = self.inner.store.lock_of(key)?.take(key)?;
         slot.timeout.cancel();
         self.wake_if_stopped();

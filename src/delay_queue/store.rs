@@ -77,7 +77,11 @@ impl<T> Store<T> {
             return None;
         }
         let slot = guard.slots.remove(index);
-        let key = key_of(shard, index as u32, slot.generation, &slot.timeout);
+        let key = DelayKey {
+            shard,
+            index: index as u32,
+            generation: slot.generation,
+        };
         Some((key, slot))
     }
 
@@ -95,15 +99,12 @@ impl<T> Shard<T> {
             shard,
             index: self.slots.vacant_key() as u32,
             generation: self.next_generation,
-            entry: 0,
-            mark: 0,
         }
     }
 
     /// Stores the item `key` names, `key` being the last from `next_key`,
     /// and returns its whole key.
     pub(crate) fn put(&mut self, key: DelayKey, timeout: Timeout, item: T) -> DelayKey {
-        let key = key_of(key.shard, key.index, key.generation, &timeout);
         let index = self.slots.insert(Slot {
             generation: key.generation,
             timeout,
@@ -124,16 +125,6 @@ impl<T> Shard<T> {
     pub(crate) fn take(&mut self, key: &DelayKey) -> Option<Slot<T>> {
         self.get(key)?;
         Some(self.slots.remove(key.index as usize))
-    }
-}
-
-fn key_of(shard: u32, index: u32, generation: u64, timeout: &Timeout) -> DelayKey {
-    DelayKey {
-        shard,
-        index,
-        generation,
-        entry: timeout.key().pack(),
-        mark: timeout.mark(),
     }
 }
 

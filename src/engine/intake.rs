@@ -226,8 +226,7 @@ impl Intake {
         self.cell_at(mark).is_some_and(|cell| withdraw(cell, key))
     }
 
-    /// The lane cell at `mark`, if `mark` names one: to prefetch, then to
-    /// `withdraw` from, with one look-up.
+    /// The lane cell at `mark`, if `mark` names one.
     #[inline(always)]
     pub(crate) fn cell_at(&self, mark: u32) -> Option<&AtomicU32> {
         let (lane, cell) = unmark(mark)?;

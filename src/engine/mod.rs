@@ -26,7 +26,6 @@ mod loom_models;
 pub(crate) mod manual;
 pub(crate) mod notice;
 pub(crate) mod packed_task;
-pub(crate) mod prefetch;
 pub(crate) mod rearm;
 pub(crate) mod refusal;
 pub(crate) mod reset;

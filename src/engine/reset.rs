@@ -18,7 +18,6 @@
 
 use crate::engine::clock::Nanos;
 use crate::engine::key::Key;
-use crate::engine::prefetch::prefetch;
 use crate::engine::shared::{Core, Shared};
 use crate::engine::sync::{fence, Ordering};
 
@@ -33,7 +32,6 @@ impl Shared {
             return false;
         }
         let cell = self.resets.cell(key);
-        prefetch(cell); // on its way while the entry is read
         let Some(filed) = entry.try_reset(to, cell) else {
             return false;
         };

@@ -41,7 +41,6 @@ use crate::engine::intake::{Holds, Intake, Queued};
 use crate::engine::jobs::Jobs;
 use crate::engine::key::Key;
 use crate::engine::lane::{withdraw, Lane};
-use crate::engine::prefetch::prefetch;
 use crate::engine::refusal::Refusal;
 use crate::engine::reset_table::ResetTable;
 use crate::engine::shutdown_hooks::{ShutdownHook, ShutdownHooks};
@@ -443,31 +442,15 @@ impl Shared {
         self.entry(key).try_stop(|| self.reset_deadline(key))
     }
 
-    /// Starts loading what a `cancel_at(key, mark)` will read, for a caller
-    /// that has a cold line of its own to read first: a delay queue's slot.
-    /// `key` and `mark` may be stale; they are only a hint.
-    #[inline]
-    pub(crate) fn prefetch_cancel(&self, key: Key, mark: u32) {
-        if let Some(entry) = self.slots.try_get(key) {
-            prefetch(entry);
-        }
-        if let Some(cell) = self.intake.cell_at(mark) {
-            prefetch(cell);
-        }
-    }
-
     /// The cancel path, for a caller holding a reference to `key`. Returns
     /// the task, if the caller won, for its `cancelled` hook.
     ///
     /// `mark` is where the caller saw `key` queued, as `schedule` returned
-    /// it (0 if it did not keep it): the lane's cell is then on its way
-    /// into the cache while the entry is read.
+    /// it (0 if it did not keep it): the cancel then reaches the lane's
+    /// cell without reading the entry for it.
     #[inline(always)]
     pub(crate) fn cancel_at(&self, key: Key, mark: u32) -> Option<Task> {
         let cell = self.intake.cell_at(mark);
-        if let Some(cell) = cell {
-            prefetch(cell);
-        }
         let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
         if outcome != CancelOutcome::Stopped {
@@ -490,33 +473,9 @@ impl Shared {
         Some(task.unwrap_or_else(|| Task::Wake(None)))
     }
 
-    /// `cancel_at`, then `release`, for the only holder of `key` (a `Sleep`).
-    /// If the entry still waits in a lane, withdrawing it is the whole
-    /// cancel: no other handle names it, and neither the driver nor
-    /// `stop()` took it, so its state, references and task are the
-    /// caller's, with no swap on the entry. Returns the task if this cancel
-    /// won it, for the caller to drop.
-    ///
-    /// `mark` is where the key was queued, as `schedule` returned
-    /// it: the cell is reached while the entry is on its way into the
-    /// cache.
-    #[inline(always)]
-    pub(crate) fn cancel_sole(&self, key: Key, mark: u32) -> Option<Task> {
-        let entry = self.entry(key);
-        entry.prefetch();
-        let cell = self.intake.cell_at(mark);
-        if let Some(cell) = cell {
-            prefetch(cell); // both lines on their way at once
-        }
-        // A reset to earlier queued the key for the driver with a reference
-        // of its own: then the driver, too, may take it from the lane, and
-        // the cancel takes the common path. Only the holder adds one.
-        if entry.has_two_references() && cell.is_some_and(|cell| withdraw(cell, key)) {
-            self.uncount_cancelled();
-            let task = entry.vacate_withdrawn();
-            self.keep_free(key, entry);
-            return task;
-        }
+    /// `cancel_at`, then `release`: for a `Sleep`, its entry's only holder.
+    /// Returns the task if this cancel won it, for the caller to drop.
+    pub(crate) fn cancel_and_release(&self, key: Key, mark: u32) -> Option<Task> {
         let task = self.cancel_at(key, mark);
         self.release(key);
         task

@@ -108,17 +108,6 @@ impl Slots {
         &chunk.0[i & (CHUNK - 1)]
     }
 
-    /// The entry at `key`'s place, if the arena reaches that far: for a
-    /// hint about a key nobody vouches for (it may be stale, or another
-    /// timer's). Reading it proves nothing about whose entry it is.
-    #[inline]
-    pub(crate) fn try_get(&self, key: Key) -> Option<&Entry> {
-        let i = key.index();
-        let table = self.directory.get(i >> (CHUNK_BITS + TABLE_BITS))?.get()?;
-        let chunk = table[(i >> CHUNK_BITS) & (TABLE - 1)].get()?;
-        Some(&chunk.0[i & (CHUNK - 1)])
-    }
-
     /// A new pending entry holding `refs` references. `None` when the
     /// timer already holds `MAX_ENTRIES` entries.
     #[cfg(test)]

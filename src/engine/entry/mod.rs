@@ -76,7 +76,6 @@
 use crate::engine::clock::Nanos;
 use crate::engine::key::Key;
 use crate::engine::packed_task::{Kind, PackedTask};
-use crate::engine::prefetch::prefetch;
 use crate::engine::sync::{spin, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
 use crate::engine::task::Task;
 
@@ -175,15 +174,6 @@ impl Entry {
         debug_assert!(old.is_none(), "a vacant slot holds no task");
         self.refs.store(refs, Ordering::Relaxed);
         self.state.store(PENDING, Ordering::Release);
-    }
-
-    /// Starts loading the entry into the cache: both lines, when it
-    /// straddles two (see `prefetch.rs`).
-    #[inline(always)]
-    pub(crate) fn prefetch(&self) {
-        prefetch(&self.state);
-        prefetch(&self.deadline);
-        prefetch(&self.task);
     }
 
     #[inline]
@@ -455,9 +445,7 @@ impl Entry {
         debug_assert!(word & TASK_LOCKED == 0, "nobody else holds it");
         // SAFETY: only the filler of a slot taken from a free list, the
         // holder of its last reference (see `slots.rs`), the cancel that
-        // won the entry from `PENDING` (see `take_task_won`), or the only
-        // holder that withdrew it from its lane (`vacate_withdrawn`) calls
-        // this.
+        // won the entry from `PENDING` (see `take_task_won`) calls this.
         // Nothing else touches `task` until this returns. The acquire that
         // made this thread the one (the free-list pop, the last `release`,
         // the winning swap) orders it after every earlier access.

@@ -2,7 +2,7 @@
 //! ground rules in `mod.rs`). The holder of the last reference vacates the
 //! slot, and the count alone says who that is.
 
-use super::{Entry, CANCELLED, PENDING, RESET};
+use super::Entry;
 use crate::engine::packed_task::Kind;
 use crate::engine::sync::Ordering;
 use crate::engine::task::Task;
@@ -14,27 +14,6 @@ impl Entry {
         if Kind::from_bits(self.task_word.load(Ordering::Relaxed)) == Kind::Empty {
             return None; // the common case: fired or cancelled, task taken
         }
-        self.with_task_alone(Option::take)
-    }
-
-    /// True if two parties name the entry: its only holder and its queue,
-    /// with no reset's `moved` reference out (see `Shared::cancel_sole`).
-    #[inline(always)]
-    pub(crate) fn has_two_references(&self) -> bool {
-        self.refs.load(Ordering::Acquire) == 2
-    }
-
-    /// Empties an entry that its only holder withdrew from its lane
-    /// (see `Shared::cancel_sole`), and returns its task. Nobody else can
-    /// name it: no handle, and neither the driver nor `stop()` took it from
-    /// the lane. So plain stores do, where a cancel and a release would each
-    /// swap.
-    #[inline(always)]
-    pub(crate) fn vacate_withdrawn(&self) -> Option<Task> {
-        debug_assert_eq!(self.state.load(Ordering::Relaxed) & !RESET, PENDING);
-        debug_assert_eq!(self.refs.load(Ordering::Relaxed), 2);
-        self.state.store(CANCELLED, Ordering::Relaxed);
-        self.refs.store(0, Ordering::Relaxed);
         self.with_task_alone(Option::take)
     }
 
