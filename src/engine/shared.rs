@@ -40,7 +40,7 @@ use crate::engine::hold::Policy;
 use crate::engine::intake::{Holds, Intake, Queued};
 use crate::engine::jobs::Jobs;
 use crate::engine::key::Key;
-use crate::engine::lane::{withdraw, Lane};
+use crate::engine::lane::withdraw;
 use crate::engine::refusal::Refusal;
 use crate::engine::reset_table::ResetTable;
 use crate::engine::shutdown_hooks::{ShutdownHook, ShutdownHooks};
@@ -198,56 +198,42 @@ impl Shared {
         self.owner.get()?.upgrade()
     }
 
-    /// Without a `max_pending_timeouts` to enforce, each producer counts on
-    /// its own lane, and only the sum is exact (see `counts.rs`).
+    /// True with a `max_pending_timeouts`: a pending count is kept then.
     #[inline(always)]
-    fn counts_on_lanes(&self) -> bool {
-        self.config.max_pending.is_none()
+    fn limited(&self) -> bool {
+        self.config.max_pending.is_some()
     }
 
-    /// Pending timeouts, the lanes' shares included: never below zero,
-    /// nor above what was scheduled, even while others count (see
-    /// `counts.rs`).
+    /// Pending timeouts: never below zero, nor above what was scheduled,
+    /// even while others count (see `counts.rs`).
     pub(crate) fn pending(&self) -> usize {
-        if self.counts_on_lanes() {
-            self.counts_now().pending
-        } else {
+        if self.limited() {
             self.counts.limited_pending()
+        } else {
+            self.counts.totals().pending
         }
     }
 
-    /// The counts' totals, without `queued`.
-    fn counts_now(&self) -> Totals {
-        self.counts
-            .totals(|| self.intake.cancelled(), || self.intake.scheduled())
-    }
-
-    #[inline(always)]
-    fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), Refusal> {
-        self.counts.reserve(lane, self.config.max_pending, task)
-    }
-
     #[cold]
-    fn unreserve(&self, lane: Option<&Lane>) {
-        self.counts.unreserve(lane, !self.counts_on_lanes());
+    fn unreserve(&self) {
+        self.counts.unreserve(self.limited());
     }
 
     #[inline(always)]
     fn uncount_cancelled(&self) {
-        let lane = self.intake.own_lane();
-        self.counts.uncount_cancelled(lane, !self.counts_on_lanes());
+        self.counts.uncount_cancelled(self.limited());
     }
 
     /// `n` pending timeouts fired or were stopped.
     pub(crate) fn uncount(&self, n: usize, how: Ended) {
-        self.counts.uncount(n, how, !self.counts_on_lanes());
+        self.counts.uncount(n, how, self.limited());
     }
 
     /// The totals behind `stats()`.
     pub(crate) fn totals(&self) -> Totals {
         Totals {
             queued: self.intake.len(),
-            ..self.counts_now()
+            ..self.counts.totals()
         }
     }
 
@@ -346,7 +332,7 @@ impl Shared {
         }
         // One look-up of this thread's lane for the whole schedule.
         let lane = self.intake.own_lane();
-        self.reserve(lane, &task)?;
+        self.counts.reserve(self.config.max_pending, &task)?;
         let free = lane.and_then(|lane| lane.pop_free(&self.slots));
         let taken = free.or_else(|| {
             let keep = |key, entry: &Entry| lane.is_some_and(|lane| lane.push_free(key, entry));
@@ -354,7 +340,7 @@ impl Shared {
             Some((key, self.entry(key)))
         });
         let Some((key, entry)) = taken else {
-            self.unreserve(lane);
+            self.unreserve();
             return Err(Refusal::AtCapacity {
                 pending: self.pending(),
                 max: MAX_ENTRIES,
@@ -364,7 +350,7 @@ impl Shared {
         let queued = self.intake.push_on(lane, key, entry, urgent);
         let mark = queued.mark;
         if !self.after_push(queued, entry) && self.take_back(key) {
-            self.unreserve(lane);
+            self.unreserve();
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
             drop(entry.take_task());
