@@ -397,7 +397,11 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let Some(key) = self.entry.take() {
-            drop(self.home().shared().cancel_and_release(key, self.lane_mark()));
+            drop(
+                self.home()
+                    .shared()
+                    .cancel_and_release(key, self.lane_mark()),
+            );
         }
     }
 }
