@@ -310,7 +310,7 @@ impl Sleep {
             Ok(())
         };
         let shared = self.home().shared();
-        // One reading of the clock, for "elapsed?" and, if not, "urgent?".
+        // One reading of the clock, for "elapsed?" and, if not, the push.
         let mut now = shared.clock.now();
         if self.deadline_nanos <= now {
             return Poll::Ready(done);
@@ -326,10 +326,9 @@ impl Sleep {
                 return Poll::Ready(done);
             }
         }
-        let urgent = shared.is_urgent_by(self.deadline_nanos, now);
         match self
             .home()
-            .schedule_waker(self.deadline_nanos, cx.waker().clone(), urgent)
+            .schedule_waker(now, self.deadline_nanos, cx.waker().clone())
         {
             Ok((key, mark)) => {
                 self.set_entry(Some(key));

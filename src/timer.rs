@@ -122,34 +122,35 @@ impl HashedWheelTimer {
         &self.owner.shared
     }
 
-    /// `urgent`: see `Shared::is_urgent`. Inlined: a 16-byte `Timeout`
-    /// returned through memory stalls its caller's first read of it.
+    /// `now`: the clock's reading `deadline` was made from (see
+    /// `Shared::schedule`). Inlined: a 16-byte `Timeout` returned through
+    /// memory stalls its caller's first read of it.
     #[inline(always)]
     pub(crate) fn schedule_entry(
         &self,
+        now: u64,
         deadline: u64,
         task: Task,
-        urgent: bool,
     ) -> Result<Timeout, TimerError> {
         let shared = self.shared();
         self.ensure_worker()?;
-        let (key, mark) = shared.schedule(deadline, task, urgent)?;
+        let (key, mark) = shared.schedule(now, deadline, task)?;
         Ok(Timeout::queued_at(key, mark, shared))
     }
 
-    /// Schedules a future's waker, the payload of `Sleep`.
-    /// `urgent`: see `Shared::is_urgent`. Returns the key and where it was
-    /// queued (see `Shared::cancel_at`).
+    /// Schedules a future's waker, the payload of `Sleep`, at `deadline`
+    /// as read `now` (see `Shared::schedule`). Returns the key and where
+    /// it was queued (see `Shared::cancel_at`).
     pub(crate) fn schedule_waker(
         &self,
+        now: u64,
         deadline: u64,
         waker: Waker,
-        urgent: bool,
     ) -> Result<(Key, u32), TimerError> {
         self.ensure_worker()?;
         Ok(self
             .shared()
-            .schedule(deadline, Task::Wake(Some(waker)), urgent)?)
+            .schedule(now, deadline, Task::Wake(Some(waker)))?)
     }
 
     #[inline(always)]

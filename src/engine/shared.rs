@@ -28,11 +28,10 @@ use std::any::Any;
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
-use std::time::Duration;
 
 use crossbeam_queue::SegQueue;
 
-use crate::engine::clock::{saturating_nanos, Clock, Nanos, Source};
+use crate::engine::clock::{Clock, Nanos, Source};
 use crate::engine::counts::{Counts, Ended, Totals};
 use crate::engine::entry::{CancelOutcome, Entry};
 use crate::engine::handoff::Handoff;
@@ -317,15 +316,17 @@ impl Shared {
     }
 
     /// The producer path: counts, queues and, if needed, wakes the worker.
-    /// The new entry has two references: the timer's, and the caller's.
-    /// `urgent` as `is_urgent` says. Also returns where the key waits in a
-    /// lane (or 0), for a handle to keep: see `cancel_at`.
+    /// `now` is the clock's reading the caller took to make `deadline`:
+    /// the driver holds the timeout in its lane unless it is due soon (see
+    /// `hold.rs`). The new entry has two references: the timer's, and the
+    /// caller's. Also returns where the key waits in a lane (or 0), for a
+    /// handle to keep: see `cancel_at`.
     #[inline(always)]
     pub(crate) fn schedule(
         &self,
+        now: Nanos,
         deadline: Nanos,
         task: Task,
-        urgent: bool,
     ) -> Result<(Key, u32), Refusal> {
         if self.is_shutdown() {
             return Err(Refusal::Shutdown);
@@ -347,6 +348,7 @@ impl Shared {
             });
         };
         entry.occupy(deadline, task, 2);
+        let urgent = self.is_urgent(now, deadline);
         let queued = self.intake.push_on(lane, key, entry, urgent);
         let mark = queued.mark;
         if !self.after_push(queued, entry) && self.take_back(key) {
@@ -363,37 +365,19 @@ impl Shared {
     /// Queues a pending entry for the worker (a new one, or a periodic one
     /// re-armed after a run), handing it the timer's reference, and wakes
     /// the worker if its planned wake-up would fire this deadline more than
-    /// a tick late.
-    /// False if the timer was shut down meanwhile: the caller then calls
-    /// `take_back`.
+    /// a tick late. False if the timer was shut down meanwhile: the caller
+    /// then calls `take_back`.
     pub(crate) fn enqueue(&self, key: Key) -> bool {
-        self.enqueue_entry(key, self.entry(key))
-    }
-
-    fn enqueue_entry(&self, key: Key, entry: &Entry) -> bool {
-        let urgent = self.is_urgent(entry.deadline());
+        let entry = self.entry(key);
+        let urgent = self.is_urgent(self.clock.now(), entry.deadline());
         self.after_push(self.intake.push(key, entry, urgent), entry)
     }
 
-    /// True if a timeout due at `deadline`, queued now, must be filed at
-    /// the driver's next look rather than held in its lane (see
-    /// `hold.rs`). Reads the clock.
+    /// True if a timeout due at `deadline`, made at `now`, must be filed at
+    /// the driver's next look rather than held in its lane (see `hold.rs`).
     #[inline(always)]
-    pub(crate) fn is_urgent(&self, deadline: Nanos) -> bool {
-        self.is_urgent_by(deadline, self.clock.now())
-    }
-
-    /// `is_urgent`, given `now`, a `Clock::now()` just read.
-    #[inline(always)]
-    pub(crate) fn is_urgent_by(&self, deadline: Nanos, now: Nanos) -> bool {
+    fn is_urgent(&self, now: Nanos, deadline: Nanos) -> bool {
         deadline < now.saturating_add(self.urgent_nanos)
-    }
-
-    /// `is_urgent` for a deadline `delay` after a reading of the clock
-    /// just taken: no second reading.
-    #[inline(always)]
-    pub(crate) fn is_urgent_delay(&self, delay: Duration) -> bool {
-        saturating_nanos(delay) < self.urgent_nanos
     }
 
     /// The rest of `enqueue`, once the entry is queued.
