@@ -523,7 +523,7 @@ mod tests {
         let mut sleep = task::spawn(timer.sleep(MS * 1000));
         assert_pending!(sleep.poll());
         // Past the time the driver holds a far timeout in its lane.
-        timer.advance(crate::engine::hold::HOLD + MS);
+        timer.advance(crate::engine::lane::HOLD + MS);
         assert_eq!(in_wheel(&timer), 1);
         drop(sleep);
         assert_eq!(timer.pending_timeouts(), 0, "uncounted at once");

@@ -373,10 +373,10 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
     /// Long enough for the driver to file a timeout that is not due soon,
-    /// which it holds in the lane meanwhile (see `engine/hold.rs`).
-    const PAST_THE_HOLD: Duration = crate::engine::hold::HOLD.saturating_add(MS);
+    /// which it holds in the lane meanwhile (see `engine/lane/`).
+    const PAST_THE_HOLD: Duration = crate::engine::lane::HOLD.saturating_add(MS);
 
-    /// The hold (see `engine/hold.rs`): a timeout due far off waits in its
+    /// The hold (see `engine/lane/`): a timeout due far off waits in its
     /// lane until it is `HOLD` old, so a cancel in the meantime never
     /// involves the driver; an urgent one is filed at the next tick, and
     /// takes the older ones of its lane along, in order.
@@ -390,7 +390,7 @@ mod tests {
         assert!(young.cancel(), "withdrawn from the lane");
         drop(young);
         assert_eq!(timer.shared().live(), 1, "its slot is back at once");
-        timer.advance(crate::engine::hold::HOLD - MS * 10);
+        timer.advance(crate::engine::lane::HOLD - MS * 10);
         assert_eq!(in_wheel(&timer), 1, "filed once a hold old");
         assert!(far.cancel());
 
