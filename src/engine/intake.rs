@@ -5,8 +5,8 @@
 //! slots on the producer's core. A lane whose ring is full queues on its
 //! own overflow. A thread with no lane (the 257th concurrent producer, or
 //! one scheduling from a thread-local destructor after it let go of its
-//! lanes) uses the shared MPSC queue. The worker drains the lanes, then the
-//! shared queue.
+//! lanes) uses the shared MPSC queue. The worker drains the lanes (each
+//! lane's keys due to be filed: see `lane/`), then the shared queue.
 //!
 //! # Order
 //!

@@ -96,7 +96,9 @@ pub(crate) fn stamp_of(now: Nanos) -> u32 {
 /// Nanoseconds from `now` until a key stamped `stamp` is `HOLD` old; 0 if
 /// it is. The two stamps' difference is signed: a producer may read the
 /// clock after the worker did. It is right while the worker looks at a
-/// key within 2^31 stamps (26 days) of its push, which `look_by` ensures.
+/// key within 2^31 stamps (26 days) of its push: `look_by` sees to that,
+/// unless the clock itself jumps further between two looks (a manual
+/// clock's `advance` called from a task it fires).
 fn wait(stamp: u32, now: Nanos) -> u64 {
     let units = stamp_of(now).wrapping_sub(stamp) as i32 as i64;
     let age = (units << STAMP_SHIFT) + (now & ((1 << STAMP_SHIFT) - 1)) as i64;
