@@ -46,10 +46,8 @@ impl HashedWheelTimer {
     {
         // Whatever the task returns is dropped, as Netty's `void run`.
         let task = Closure(move |t: &Timeout| drop(task(t)));
-        let shared = self.shared();
-        let deadline = shared.clock.deadline_after(delay);
-        let urgent = shared.is_urgent_delay(delay);
-        self.schedule_entry(deadline, Task::callback(Box::new(task)), urgent)
+        let (now, deadline) = self.shared().clock.now_and_after(delay);
+        self.schedule_entry(now, deadline, Task::callback(Box::new(task)))
     }
 
     /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`], such as one
@@ -60,10 +58,8 @@ impl HashedWheelTimer {
         task: T,
         delay: Duration,
     ) -> Result<Timeout, TimerError> {
-        let shared = self.shared();
-        let deadline = shared.clock.deadline_after(delay);
-        let urgent = shared.is_urgent_delay(delay);
-        self.schedule_entry(deadline, Task::callback(Box::new(task)), urgent)
+        let (now, deadline) = self.shared().clock.now_and_after(delay);
+        self.schedule_entry(now, deadline, Task::callback(Box::new(task)))
     }
 
     /// [`new_timeout`](Self::new_timeout) at an absolute `deadline` on this
@@ -105,9 +101,7 @@ impl HashedWheelTimer {
     }
 
     pub(crate) fn schedule_at(&self, task: Task, deadline: Instant) -> Result<Timeout, TimerError> {
-        let shared = self.shared();
-        let deadline = shared.clock.to_nanos(deadline);
-        let urgent = shared.is_urgent(deadline);
-        self.schedule_entry(deadline, task, urgent)
+        let clock = &self.shared().clock;
+        self.schedule_entry(clock.now(), clock.to_nanos(deadline), task)
     }
 }

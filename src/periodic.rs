@@ -186,9 +186,8 @@ impl HashedWheelTimer {
         task: Periodic,
         initial_delay: Duration,
     ) -> Result<Timeout, TimerError> {
-        let deadline = self.shared().clock.deadline_after(initial_delay);
-        let urgent = self.shared().is_urgent_delay(initial_delay);
-        self.schedule_entry(deadline, Task::periodic(task), urgent)
+        let (now, deadline) = self.shared().clock.now_and_after(initial_delay);
+        self.schedule_entry(now, deadline, Task::periodic(task))
     }
 }
 

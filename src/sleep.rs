@@ -310,7 +310,7 @@ impl Sleep {
             Ok(())
         };
         let shared = self.home().shared();
-        // One reading of the clock, for "elapsed?" and, if not, "urgent?".
+        // One reading of the clock, for "elapsed?" and, if not, the push.
         let mut now = shared.clock.now();
         if self.deadline_nanos <= now {
             return Poll::Ready(done);
@@ -326,10 +326,9 @@ impl Sleep {
                 return Poll::Ready(done);
             }
         }
-        let urgent = shared.is_urgent_by(self.deadline_nanos, now);
         match self
             .home()
-            .schedule_waker(self.deadline_nanos, cx.waker().clone(), urgent)
+            .schedule_waker(now, self.deadline_nanos, cx.waker().clone())
         {
             Ok((key, mark)) => {
                 self.set_entry(Some(key));
@@ -397,7 +396,11 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let Some(key) = self.entry.take() {
-            drop(self.home().shared().cancel_and_release(key, self.lane_mark()));
+            drop(
+                self.home()
+                    .shared()
+                    .cancel_and_release(key, self.lane_mark()),
+            );
         }
     }
 }
@@ -520,7 +523,7 @@ mod tests {
         let mut sleep = task::spawn(timer.sleep(MS * 1000));
         assert_pending!(sleep.poll());
         // Past the time the driver holds a far timeout in its lane.
-        timer.advance(crate::engine::hold::HOLD + MS);
+        timer.advance(crate::engine::lane::HOLD + MS);
         assert_eq!(in_wheel(&timer), 1);
         drop(sleep);
         assert_eq!(timer.pending_timeouts(), 0, "uncounted at once");

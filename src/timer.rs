@@ -122,34 +122,35 @@ impl HashedWheelTimer {
         &self.owner.shared
     }
 
-    /// `urgent`: see `Shared::is_urgent`. Inlined: a 16-byte `Timeout`
-    /// returned through memory stalls its caller's first read of it.
+    /// `now`: the clock's reading `deadline` was made from (see
+    /// `Shared::schedule`). Inlined: a 16-byte `Timeout` returned through
+    /// memory stalls its caller's first read of it.
     #[inline(always)]
     pub(crate) fn schedule_entry(
         &self,
+        now: u64,
         deadline: u64,
         task: Task,
-        urgent: bool,
     ) -> Result<Timeout, TimerError> {
         let shared = self.shared();
         self.ensure_worker()?;
-        let (key, mark) = shared.schedule(deadline, task, urgent)?;
+        let (key, mark) = shared.schedule(now, deadline, task)?;
         Ok(Timeout::queued_at(key, mark, shared))
     }
 
-    /// Schedules a future's waker, the payload of `Sleep`.
-    /// `urgent`: see `Shared::is_urgent`. Returns the key and where it was
-    /// queued (see `Shared::cancel_at`).
+    /// Schedules a future's waker, the payload of `Sleep`, at `deadline`
+    /// as read `now` (see `Shared::schedule`). Returns the key and where
+    /// it was queued (see `Shared::cancel_at`).
     pub(crate) fn schedule_waker(
         &self,
+        now: u64,
         deadline: u64,
         waker: Waker,
-        urgent: bool,
     ) -> Result<(Key, u32), TimerError> {
         self.ensure_worker()?;
         Ok(self
             .shared()
-            .schedule(deadline, Task::Wake(Some(waker)), urgent)?)
+            .schedule(now, deadline, Task::Wake(Some(waker)))?)
     }
 
     #[inline(always)]
@@ -372,10 +373,10 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
     /// Long enough for the driver to file a timeout that is not due soon,
-    /// which it holds in the lane meanwhile (see `engine/hold.rs`).
-    const PAST_THE_HOLD: Duration = crate::engine::hold::HOLD.saturating_add(MS);
+    /// which it holds in the lane meanwhile (see `engine/lane/`).
+    const PAST_THE_HOLD: Duration = crate::engine::lane::HOLD.saturating_add(MS);
 
-    /// The hold (see `engine/hold.rs`): a timeout due far off waits in its
+    /// The hold (see `engine/lane/`): a timeout due far off waits in its
     /// lane until it is `HOLD` old, so a cancel in the meantime never
     /// involves the driver; an urgent one is filed at the next tick, and
     /// takes the older ones of its lane along, in order.
@@ -389,7 +390,7 @@ mod tests {
         assert!(young.cancel(), "withdrawn from the lane");
         drop(young);
         assert_eq!(timer.shared().live(), 1, "its slot is back at once");
-        timer.advance(crate::engine::hold::HOLD - MS * 10);
+        timer.advance(crate::engine::lane::HOLD - MS * 10);
         assert_eq!(in_wheel(&timer), 1, "filed once a hold old");
         assert!(far.cancel());
 

@@ -109,7 +109,7 @@ fn one_big_advance_still_fires_each_at_its_own_tick_in_order() {
     );
 }
 
-/// Timeouts due 70 ms or more after they are made wait in their lane
+/// Timeouts due 66 ms or more after they are made wait in their lane
 /// before the driver files them (they are most often cancelled first).
 /// However far one `advance` goes, each still fires at its own tick: the
 /// driver stops where held timeouts are due to be filed.
@@ -119,7 +119,7 @@ fn held_timeouts_fire_at_their_own_tick_in_one_big_advance() {
     let timer = manual(tick);
     let fired = Fired::default();
     // An urgent one first: it does not pull the later ones along.
-    let delays = [2u64, 71, 100, 250, 512, 1500, 5000];
+    let delays = [2u64, 66, 71, 100, 250, 512, 1500, 5000];
     for (i, &ms) in delays.iter().enumerate() {
         fired.schedule(&timer, i, Duration::from_millis(ms));
     }

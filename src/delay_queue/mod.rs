@@ -156,10 +156,8 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// [`TimerError::WorkerSpawn`]. The item is dropped.
     pub fn insert(&self, item: T, delay: Duration) -> Result<DelayKey, TimerError> {
         let timer = &self.inner.timer;
-        let shared = timer.shared();
-        let deadline = shared.clock.deadline_after(delay);
-        let urgent = shared.is_urgent_delay(delay);
-        self.put(item, |task| timer.schedule_entry(deadline, task, urgent))
+        let (now, deadline) = timer.shared().clock.now_and_after(delay);
+        self.put(item, |task| timer.schedule_entry(now, deadline, task))
     }
 
     /// [`insert`](Self::insert) with an absolute deadline on the timer's

@@ -114,7 +114,14 @@ impl Clock {
     /// `delay` from now, saturated: never earlier than `now() + delay`.
     #[inline]
     pub(crate) fn deadline_after(&self, delay: Duration) -> Nanos {
-        self.now().saturating_add(saturating_nanos(delay))
+        self.now_and_after(delay).1
+    }
+
+    /// The time now, and `deadline_after(delay)` from that one reading.
+    #[inline]
+    pub(crate) fn now_and_after(&self, delay: Duration) -> (Nanos, Nanos) {
+        let now = self.now();
+        (now, now.saturating_add(saturating_nanos(delay)))
     }
 
     pub(crate) fn is_manual(&self) -> bool {

@@ -50,7 +50,7 @@ impl Shared {
         let now_tick = self.clock.ticks_at(now);
         let next = {
             let mut core = self.lock_core();
-            let drained = self.prepare(&mut core, now_tick, false);
+            let drained = self.prepare(&mut core, now, false);
             // With arrivals left over, expire one tick at a time, so the
             // rest is filed before later ticks fire.
             let upto = if drained.more {
@@ -69,22 +69,27 @@ impl Shared {
 
     /// The start of a turn, under the core lock: removes cancelled
     /// entries, files entries a reset moved earlier, then files arrivals
-    /// due to be filed at `now_tick` (with `all`, every arrival, held or
-    /// not).
-    pub(crate) fn prepare(&self, core: &mut Core, now_tick: u64, all: bool) -> Drain {
+    /// due to be filed at `now` (with `all`, every arrival, held or not).
+    pub(crate) fn prepare(&self, core: &mut Core, now: Nanos, all: bool) -> Drain {
+        let now_tick = self.clock.ticks_at(now);
         self.remove_cancelled(core, now_tick, self.clock.is_manual());
         self.refile_moved(core);
-        self.file_arrivals(core, now_tick, all)
+        self.file_arrivals(core, now, all)
     }
 
-    /// Files up to `DRAIN_CAP_PER_TICK` arrivals due to be filed at
-    /// `now_tick` (with `all`, held ones too).
-    fn file_arrivals(&self, core: &mut Core, now_tick: u64, all: bool) -> Drain {
-        let Core { wheel, holds, .. } = core;
+    /// Files up to `DRAIN_CAP_PER_TICK` arrivals due to be filed at `now`
+    /// (with `all`, held ones too).
+    fn file_arrivals(&self, core: &mut Core, now: Nanos, all: bool) -> Drain {
+        let wheel = &mut core.wheel;
         self.intake
-            .drain(DRAIN_CAP_PER_TICK, holds, now_tick, all, |key| {
-                self.file(wheel, key)
-            })
+            .drain(DRAIN_CAP_PER_TICK, now, all, |key| self.file(wheel, key))
+    }
+
+    /// When the driver must look at the lanes again for the keys a drain
+    /// left there: at the end of the tick in which the first comes due.
+    fn look_time(&self, drained: Drain) -> Option<Nanos> {
+        let tick = self.clock.tick_of(drained.look_by?);
+        Some(self.clock.time_of(tick))
     }
 
     /// When the driver must turn again after a turn at `now_tick`: for the
@@ -102,7 +107,7 @@ impl Shared {
         let mut next = self
             .wheel_wake(core)
             .or_else(|| cancelling_young.then(|| at(now_tick.saturating_add(round))));
-        next = earliest(next, drained.look_by.map(at));
+        next = earliest(next, self.look_time(drained));
         if self.housekeeping_requested.load(Ordering::SeqCst) {
             next = earliest(next, Some(at(now_tick.saturating_add(1))));
         }
@@ -178,36 +183,28 @@ impl Shared {
 
     /// The sleeping driver, after publishing that it sleeps until `wake`:
     /// looks at what producers queued while it was busy (they saw it busy
-    /// and did not wake it). Files what must not wait, and returns when it
-    /// must wake instead (`wake`, or sooner for keys it holds); `Err` if it
-    /// must turn again at once: more is queued than one drain takes, or
-    /// something filed is due before `wake`.
+    /// and did not wake it). Files what is due to be filed, as a turn
+    /// does, and returns when it must wake (`wake`, or sooner for keys
+    /// held in the lanes); `Err` if it must turn again at once: more is
+    /// queued than one drain takes, or something filed is due before
+    /// `wake`.
     ///
-    /// Turning again whenever the intake was not empty would keep the
-    /// driver spinning beside a busy producer, filing each timeout just
-    /// before its producer cancels it.
+    /// Filing every arrival here would keep the driver spinning beside a
+    /// busy producer, filing each timeout just before its producer cancels
+    /// it: a young key stays in its lane.
     fn file_late_arrivals(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         let mut core = self.lock_core();
         if !self.moved.is_empty() {
             return Err(()); // a reset moved a deadline earlier: file it
         }
-        let arrivals = self.intake.arrivals(&mut core.holds);
-        let wake = earliest(wake, arrivals.look_by.map(|tick| self.clock.time_of(tick)));
-        if !arrivals.more {
-            return Ok(wake);
-        }
-        let now_tick = core.wheel.current_tick();
-        let drained = self.file_arrivals(&mut core, now_tick, false);
+        let drained = self.file_arrivals(&mut core, self.clock.now(), false);
         let sooner = self
             .wheel_wake(&core)
             .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
         if drained.more || sooner {
             return Err(());
         }
-        Ok(earliest(
-            wake,
-            drained.look_by.map(|tick| self.clock.time_of(tick)),
-        ))
+        Ok(earliest(wake, self.look_time(drained)))
     }
 
     /// Fires `due` in deadline order (stable: equal deadlines keep

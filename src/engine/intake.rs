@@ -5,8 +5,8 @@
 //! slots on the producer's core. A lane whose ring is full queues on its
 //! own overflow. A thread with no lane (the 257th concurrent producer, or
 //! one scheduling from a thread-local destructor after it let go of its
-//! lanes) uses the shared MPSC queue. The worker drains the lanes, then the
-//! shared queue.
+//! lanes) uses the shared MPSC queue. The worker drains the lanes (each
+//! lane's keys due to be filed: see `lane/`), then the shared queue.
 //!
 //! # Order
 //!
@@ -24,10 +24,10 @@ use std::sync::{Arc, OnceLock};
 
 use crossbeam_queue::SegQueue;
 
+use crate::engine::clock::Nanos;
 use crate::engine::entry::Entry;
-use crate::engine::hold::{LaneHold, Policy, Reading};
 use crate::engine::key::Key;
-use crate::engine::lane::{unmark, withdraw, Lane, KEEP_WHEN_ASKED};
+use crate::engine::lane::{unmark, withdraw, Lane};
 use crate::engine::local;
 use crate::engine::sync::{AtomicBool, AtomicU32, AtomicUsize, Mutex, Ordering};
 
@@ -40,43 +40,20 @@ const MAX_LANES: usize = 256;
 /// tick) when it wakes. A lane asks once per drain when it spills.
 const SHARED_LOOK_EVERY: usize = 1024;
 
-/// What a drain of the intake did, or what `arrivals` found.
+/// What a drain of the intake did.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Drain {
     /// Keys due to be filed were left behind: drain again now.
     pub(crate) more: bool,
-    /// The tick by which the driver must drain again, for keys it holds.
-    pub(crate) look_by: Option<u64>,
+    /// The time by which the driver must drain again, for keys it holds.
+    pub(crate) look_by: Option<Nanos>,
 }
 
-/// The earlier of two optional ticks (or times).
+/// The earlier of two optional times.
 pub(crate) fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
-    }
-}
-
-/// What the driver knows of each lane's held keys, by lane index.
-pub(crate) struct Holds {
-    pub(crate) policy: Policy,
-    lanes: Vec<LaneHold>,
-}
-
-impl Holds {
-    pub(crate) fn new(policy: Policy) -> Holds {
-        Holds {
-            policy,
-            lanes: Vec::new(),
-        }
-    }
-
-    fn lane(&mut self, index: u32) -> &mut LaneHold {
-        let index = index as usize;
-        if self.lanes.len() <= index {
-            self.lanes.resize_with(index + 1, LaneHold::default);
-        }
-        &mut self.lanes[index]
     }
 }
 
@@ -127,10 +104,11 @@ impl Intake {
         self.lanes.get(index)?.get().map(|lane| &**lane)
     }
 
-    /// Queues `key`, whose entry is filled, from this thread; `urgent` if
-    /// the driver must not hold it (see `hold.rs`).
-    pub(crate) fn push(&self, key: Key, entry: &Entry, urgent: bool) -> Queued {
-        self.push_on(self.own_lane(), key, entry, urgent)
+    /// Queues `key`, whose entry is filled, from this thread, which read
+    /// the clock at `now` to make it; `urgent` if the driver must not hold
+    /// it (see `lane/`).
+    pub(crate) fn push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> Queued {
+        self.push_on(self.own_lane(), key, entry, now, urgent)
     }
 
     /// `push`, for a caller that looked up this thread's `lane`.
@@ -140,15 +118,16 @@ impl Intake {
         lane: Option<&Lane>,
         key: Key,
         entry: &Entry,
+        now: Nanos,
         urgent: bool,
     ) -> Queued {
-        match lane.and_then(|lane| lane.try_push(key, entry, urgent)) {
+        match lane.and_then(|lane| lane.try_push(key, entry, now, urgent)) {
             Some((wake, mark)) => Queued {
                 mark,
                 wake,
                 look: false,
             },
-            None => self.push_elsewhere(lane, key, entry, urgent),
+            None => self.push_elsewhere(lane, key, entry, now, urgent),
         }
     }
 
@@ -156,14 +135,21 @@ impl Intake {
     /// or if it has none, on a lane adopted now, or else on the shared
     /// queue.
     #[cold]
-    fn push_elsewhere(&self, lane: Option<&Lane>, key: Key, entry: &Entry, urgent: bool) -> Queued {
+    fn push_elsewhere(
+        &self,
+        lane: Option<&Lane>,
+        key: Key,
+        entry: &Entry,
+        now: Nanos,
+        urgent: bool,
+    ) -> Queued {
         let wake = match lane {
             Some(lane) => Some(lane.spill(key, entry)),
             None => self
                 .adopt_lane()
                 .then(|| self.own_lane())
                 .flatten()
-                .map(|lane| lane.push(key, entry, urgent)),
+                .map(|lane| lane.push(key, entry, now, urgent)),
         };
         match wake {
             Some(wake) => Queued {
@@ -237,7 +223,7 @@ impl Intake {
     /// back: for `stop()`, with no driver running.
     pub(crate) fn drain_all(&self, mut out: impl FnMut(Key)) {
         for lane in self.lanes() {
-            lane.drain(usize::MAX, &mut out);
+            lane.drain(0, true, usize::MAX, &mut out);
         }
         while let Some(key) = self.shared.pop() {
             out(key);
@@ -245,43 +231,20 @@ impl Intake {
     }
 
     /// Driver only: passes up to `limit` queued keys to `out`, the lanes'
-    /// first, at tick `now`. From each lane, the keys `holds` says are due
-    /// to be filed (see `hold.rs`), or with `all` every key; every key of
-    /// the shared queue.
+    /// first: from each lane the keys due to be filed at `now`, or with
+    /// `all` every key (see `lane/`); every key of the shared queue.
     pub(crate) fn drain(
         &self,
         limit: usize,
-        holds: &mut Holds,
-        now: u64,
+        now: Nanos,
         all: bool,
         mut out: impl FnMut(Key),
     ) -> Drain {
         let mut left = limit;
         let mut result = Drain::default();
-        let policy = holds.policy;
         for lane in self.lanes() {
-            let view = lane.view();
-            let keep_at_most = if view.spilling || all {
-                0
-            } else if view.asked {
-                KEEP_WHEN_ASKED
-            } else {
-                u64::MAX
-            };
-            let hold = holds.lane(lane.index);
-            let upto = hold.upto(
-                &policy,
-                Reading {
-                    now,
-                    head: view.head,
-                    tail: view.tail,
-                    urgent: view.urgent,
-                    keep_at_most,
-                },
-            );
-            let drained = lane.drain_to(&view, upto, left, &mut out);
-            hold.filed(drained.head);
-            result.look_by = earliest(result.look_by, hold.next_look(&policy));
+            let drained = lane.drain(now, all, left, &mut out);
+            result.look_by = earliest(result.look_by, drained.look_by);
             left -= drained.taken;
             result.more |= drained.more;
             if drained.skipped {
@@ -296,25 +259,6 @@ impl Intake {
             left -= 1;
         }
         result.more |= !self.shared.is_empty();
-        result
-    }
-
-    /// Driver only, after it published when it next wakes: what arrived
-    /// since its last drain. Some lanes, or the shared queue, hold keys it
-    /// must file before it sleeps (`more`), or keys it may hold but must
-    /// look at again by tick `look_by`.
-    pub(crate) fn arrivals(&self, holds: &mut Holds) -> Drain {
-        let mut result = Drain {
-            more: !self.shared.is_empty(),
-            look_by: None,
-        };
-        let policy = holds.policy;
-        for lane in self.lanes() {
-            let view = lane.view();
-            result.more |= view.urgent > view.head || view.asked || view.spilling;
-            let arrived = holds.lane(lane.index).look_for_arrivals(&policy, view.tail);
-            result.look_by = earliest(result.look_by, arrived);
-        }
         result
     }
 

@@ -30,10 +30,12 @@ fn worker_round(timer: &HashedWheelTimer) -> Result<Option<u64>, ()> {
     }
 }
 
-/// A producer queues a timeout while the worker plans its sleep. Whatever
-/// the interleaving, the worker learns of it in time: the producer woke
-/// it, or it goes round again, or it files the timeout, or it plans to
-/// look again by the tick the timeout is due.
+/// A producer queues a timeout while the worker turns (its drain of the
+/// lanes) and plans its sleep (its last look, `file_late_arrivals`, which
+/// runs the same drain). Whatever the interleaving, the worker learns of
+/// it in time: the producer woke it, or it goes round again, or it files
+/// the timeout, or it plans to look again by the time the timeout is due
+/// (a held one: when it is `HOLD` old).
 fn arrival_against_plan(delay: Duration) {
     loom::model(move || {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();

@@ -94,8 +94,8 @@ impl Shared {
             return None;
         }
         let mut core = self.lock_core();
-        let now_tick = core.wheel.current_tick();
-        while self.prepare(&mut core, now_tick, true).more {}
+        let now = self.clock.now();
+        while self.prepare(&mut core, now, true).more {}
         let tick = core.wheel.next_due_tick(&self.slots)?;
         // Only saturated deadlines are past the last reachable tick.
         (tick <= self.clock.ticks_at(u64::MAX)).then(|| self.clock.time_of(tick))

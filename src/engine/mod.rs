@@ -14,7 +14,6 @@ pub(crate) mod driver;
 pub(crate) mod entry;
 pub(crate) mod handle;
 pub(crate) mod handoff;
-pub(crate) mod hold;
 pub(crate) mod intake;
 pub(crate) mod jobs;
 pub(crate) mod key;

@@ -28,19 +28,17 @@ use std::any::Any;
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
-use std::time::Duration;
 
 use crossbeam_queue::SegQueue;
 
-use crate::engine::clock::{saturating_nanos, Clock, Nanos, Source};
+use crate::engine::clock::{Clock, Nanos, Source};
 use crate::engine::counts::{Counts, Ended, Totals};
 use crate::engine::entry::{CancelOutcome, Entry};
 use crate::engine::handoff::Handoff;
-use crate::engine::hold::Policy;
-use crate::engine::intake::{Holds, Intake, Queued};
+use crate::engine::intake::{Intake, Queued};
 use crate::engine::jobs::Jobs;
 use crate::engine::key::Key;
-use crate::engine::lane::withdraw;
+use crate::engine::lane::{urgent_nanos, withdraw};
 use crate::engine::refusal::Refusal;
 use crate::engine::reset_table::ResetTable;
 use crate::engine::shutdown_hooks::{ShutdownHook, ShutdownHooks};
@@ -102,14 +100,12 @@ pub(crate) struct Core {
     /// the timer shut down meanwhile: stopped and uncounted already, each
     /// with the timer's reference, for `stop()` to return.
     pub(crate) unfired: Vec<Key>,
-    /// What the driver knows of the keys it holds in the lanes.
-    pub(crate) holds: Holds,
 }
 
 pub(crate) struct Shared {
     pub(crate) id: u64,
     /// A timeout due within this long of its push is urgent: the driver
-    /// files it at once rather than hold it (see `hold.rs`).
+    /// files it at once rather than hold it (see `lane/`).
     urgent_nanos: u64,
     pub(crate) config: Config,
     pub(crate) clock: Clock,
@@ -154,16 +150,14 @@ impl Shared {
     pub(crate) fn new(config: Config, source: Source) -> Shared {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let hold = Policy::new(config.tick_nanos);
         Shared {
             id,
-            urgent_nanos: hold.urgent_nanos,
+            urgent_nanos: urgent_nanos(config.tick_nanos),
             clock: Clock::of(config.tick_nanos, source),
             core: Mutex::new(Core {
                 wheel: Wheel::new(config.ticks_per_wheel, config.tick_nanos),
                 last_housekeeping: None,
                 unfired: Vec::new(),
-                holds: Holds::new(hold),
             }),
             slots: Slots::new(),
             config,
@@ -317,15 +311,18 @@ impl Shared {
     }
 
     /// The producer path: counts, queues and, if needed, wakes the worker.
-    /// The new entry has two references: the timer's, and the caller's.
-    /// `urgent` as `is_urgent` says. Also returns where the key waits in a
-    /// lane (or 0), for a handle to keep: see `cancel_at`.
+    /// `now` is the clock's reading the caller took to make `deadline`:
+    /// the driver holds the timeout in its lane until it is `HOLD` old by
+    /// that reading, unless it is due soon (see `lane/`). The new entry
+    /// has two references: the timer's, and the caller's. Also returns
+    /// where the key waits in a lane (or 0), for a handle to keep: see
+    /// `cancel_at`.
     #[inline(always)]
     pub(crate) fn schedule(
         &self,
+        now: Nanos,
         deadline: Nanos,
         task: Task,
-        urgent: bool,
     ) -> Result<(Key, u32), Refusal> {
         if self.is_shutdown() {
             return Err(Refusal::Shutdown);
@@ -347,7 +344,8 @@ impl Shared {
             });
         };
         entry.occupy(deadline, task, 2);
-        let queued = self.intake.push_on(lane, key, entry, urgent);
+        let urgent = self.is_urgent(now, deadline);
+        let queued = self.intake.push_on(lane, key, entry, now, urgent);
         let mark = queued.mark;
         if !self.after_push(queued, entry) && self.take_back(key) {
             self.unreserve();
@@ -363,37 +361,20 @@ impl Shared {
     /// Queues a pending entry for the worker (a new one, or a periodic one
     /// re-armed after a run), handing it the timer's reference, and wakes
     /// the worker if its planned wake-up would fire this deadline more than
-    /// a tick late.
-    /// False if the timer was shut down meanwhile: the caller then calls
-    /// `take_back`.
+    /// a tick late. False if the timer was shut down meanwhile: the caller
+    /// then calls `take_back`.
     pub(crate) fn enqueue(&self, key: Key) -> bool {
-        self.enqueue_entry(key, self.entry(key))
+        let entry = self.entry(key);
+        let now = self.clock.now();
+        let urgent = self.is_urgent(now, entry.deadline());
+        self.after_push(self.intake.push(key, entry, now, urgent), entry)
     }
 
-    fn enqueue_entry(&self, key: Key, entry: &Entry) -> bool {
-        let urgent = self.is_urgent(entry.deadline());
-        self.after_push(self.intake.push(key, entry, urgent), entry)
-    }
-
-    /// True if a timeout due at `deadline`, queued now, must be filed at
-    /// the driver's next look rather than held in its lane (see
-    /// `hold.rs`). Reads the clock.
+    /// True if a timeout due at `deadline`, made at `now`, must be filed at
+    /// the driver's next look rather than held in its lane.
     #[inline(always)]
-    pub(crate) fn is_urgent(&self, deadline: Nanos) -> bool {
-        self.is_urgent_by(deadline, self.clock.now())
-    }
-
-    /// `is_urgent`, given `now`, a `Clock::now()` just read.
-    #[inline(always)]
-    pub(crate) fn is_urgent_by(&self, deadline: Nanos, now: Nanos) -> bool {
+    fn is_urgent(&self, now: Nanos, deadline: Nanos) -> bool {
         deadline < now.saturating_add(self.urgent_nanos)
-    }
-
-    /// `is_urgent` for a deadline `delay` after a reading of the clock
-    /// just taken: no second reading.
-    #[inline(always)]
-    pub(crate) fn is_urgent_delay(&self, delay: Duration) -> bool {
-        saturating_nanos(delay) < self.urgent_nanos
     }
 
     /// The rest of `enqueue`, once the entry is queued.

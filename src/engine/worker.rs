@@ -213,7 +213,7 @@ pub(crate) mod tests {
         // A wake-up for the first, and then one per hold (64 ms), to look
         // at what it holds: a slower run is allowed more. Parking for good
         // whenever the wheel emptied cost one per few timeouts.
-        let holds = start.elapsed().as_millis() / crate::engine::hold::HOLD.as_millis();
+        let holds = start.elapsed().as_millis() / crate::engine::lane::HOLD.as_millis();
         let rounds = timer
             .shared()
             .worker_rounds

@@ -33,6 +33,25 @@
 //! most that many overflow keys: each of them was pushed before any key at
 //! or past the tail (see `drain`).
 //!
+//! # Holding
+//!
+//! RPC code cancels most timeouts a few milliseconds after it made them.
+//! A cancel that finds its timeout still in the ring costs one swap on the
+//! producer's core; one that comes after the worker filed it costs a queue
+//! to the worker, an unlink from a bucket and a slot freed on another core.
+//! So the worker leaves a key in its ring until it is `HOLD` old, unless it
+//! is *urgent*: due within `urgent_nanos` of its push (see that function).
+//! Each cell has a *stamp* beside it: the producer's clock reading when it
+//! made the timeout, coarsened to 32 bits (`stamp_of`). The owner writes
+//! the stamp before the key; the worker reads the key, then the stamp.
+//!
+//! A drain walks the ring from its head and takes a key if it lies before
+//! the last urgent key, or the ring holds too many cells, or its stamp is
+//! `HOLD` old; it stops at the first key it must hold. Every key after that
+//! one is younger (one owner pushes in time order), so a lane is filed in
+//! order, held or not, and that key's stamp + `HOLD` is when the worker
+//! must look again (`Drained::look_by`).
+//!
 //! # Owner-only fields
 //!
 //! `tail`, `head_seen`, `spilled`, `free` and `free_len` are written only
@@ -44,6 +63,9 @@
 use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 
+use std::time::Duration;
+
+use crate::engine::clock::Nanos;
 use crate::engine::entry::Entry;
 use crate::engine::key::Key;
 use crate::engine::slots::Slots;
@@ -53,11 +75,45 @@ use crate::engine::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 pub(crate) const RING_BITS: u32 = if cfg!(loom) { 2 } else { 14 };
 const RING: u64 = 1 << RING_BITS;
 /// Cells in use at which the owner asks the worker to drain: the worker
-/// holds young keys (see `hold.rs`), and then files the oldest, leaving
-/// `KEEP_WHEN_ASKED`.
+/// holds young keys, and then files the oldest, leaving `KEEP_WHEN_ASKED`.
 const ASK_AT: u64 = RING / 4 * 3;
 /// Cells the worker leaves in a ring it was asked to drain.
-pub(crate) const KEEP_WHEN_ASKED: u64 = RING / 2;
+const KEEP_WHEN_ASKED: u64 = RING / 2;
+/// How old a key that is not urgent is when the worker files it.
+pub(crate) const HOLD: Duration = Duration::from_millis(64);
+const HOLD_NANOS: i64 = HOLD.as_nanos() as i64;
+/// A stamp counts the clock's nanoseconds in units of 2^20 (1.05 ms), so
+/// that it wraps only after 52 days.
+const STAMP_SHIFT: u32 = 20;
+
+/// The stamp of a key whose producer read the clock at `now`. Rounded
+/// down: a key looks older than it is, so it is filed earlier, never later.
+#[inline(always)]
+pub(crate) fn stamp_of(now: Nanos) -> u32 {
+    (now >> STAMP_SHIFT) as u32
+}
+
+/// Nanoseconds from `now` until a key stamped `stamp` is `HOLD` old; 0 if
+/// it is. The two stamps' difference is signed: a producer may read the
+/// clock after the worker did. It is right while the worker looks at a
+/// key within 2^31 stamps (26 days) of its push: `look_by` sees to that,
+/// unless the clock itself jumps further between two looks (a manual
+/// clock's `advance` called from a task it fires).
+fn wait(stamp: u32, now: Nanos) -> u64 {
+    let units = stamp_of(now).wrapping_sub(stamp) as i32 as i64;
+    let age = (units << STAMP_SHIFT) + (now & ((1 << STAMP_SHIFT) - 1)) as i64;
+    (HOLD_NANOS - age).max(0) as u64
+}
+
+/// A key due within this many nanoseconds of its push, for ticks of
+/// `tick_nanos`, is urgent: the worker files it at its next look. Any
+/// other is due at least `HOLD` and two ticks after its stamp: the worker
+/// files it by the end of the tick in which it is `HOLD` old (it wakes
+/// then: `look_by`, rounded up to a tick's end), and the key's deadline
+/// is at least a tick later, so it is in the wheel before its tick comes.
+pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
+    (HOLD_NANOS as u64).saturating_add(tick_nanos.saturating_mul(2))
+}
 /// Free slots a lane keeps for its owner; the rest go to the shared list.
 const FREE_MAX: u32 = if cfg!(loom) { 2 } else { 4096 };
 
@@ -68,6 +124,8 @@ pub(crate) struct Lane {
     pub(crate) timer_id: u64,
     /// Packed keys; 0 for an empty or withdrawn cell.
     cells: Box<[AtomicU32]>,
+    /// Each cell's stamp (`stamp_of`), written by the owner before the key.
+    stamps: Box<[AtomicU32]>,
     producer: CachePadded<ProducerSide>,
     /// The oldest cell that may still hold a key. The worker moves it on
     /// as it drains; the owner moves it past empty cells (`reclaim`). Only
@@ -96,7 +154,7 @@ struct ProducerSide {
     /// Keys pushed to the overflow, ever.
     spilled: AtomicU64,
     /// Just past the last urgent key pushed: the driver files up to here
-    /// at every look (see `hold.rs`).
+    /// at every look.
     urgent: AtomicU64,
     /// Top of the owner's free stack, a packed key.
     free: AtomicU32,
@@ -104,31 +162,29 @@ struct ProducerSide {
 }
 
 /// What `Lane::drain` did.
+#[derive(Debug)]
 pub(crate) struct Drained {
     /// Keys passed to `out`.
     pub(crate) taken: usize,
     /// Some cells passed were empty: withdrawn by a cancel.
     pub(crate) skipped: bool,
-    /// Keys this drain was to take were left behind.
+    /// Keys this drain was to take were left behind: drain again now.
     pub(crate) more: bool,
-    /// The lane's head after the drain: every cell before it is empty.
-    pub(crate) head: u64,
+    /// The time by which the worker must drain again, for the key it held.
+    pub(crate) look_by: Option<Nanos>,
 }
 
 /// What the owner has pushed, as the worker read it (see `Lane::view`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct View {
+struct View {
     spilled: u64,
     /// Just past the last urgent key.
-    pub(crate) urgent: u64,
+    urgent: u64,
     /// The next cell the owner writes.
-    pub(crate) tail: u64,
-    /// The oldest cell that may hold a key.
-    pub(crate) head: u64,
+    tail: u64,
     /// The owner asked for a drain: the ring is filling up.
-    pub(crate) asked: bool,
+    asked: bool,
     /// The owner is pushing to the overflow: drain the ring to the tail.
-    pub(crate) spilling: bool,
+    spilling: bool,
 }
 
 /// Any thread: takes `key` back out of `cell`, a lane's, if the worker has
@@ -157,6 +213,7 @@ impl Lane {
             index,
             timer_id,
             cells: (0..RING).map(|_| AtomicU32::new(0)).collect(),
+            stamps: (0..RING).map(|_| AtomicU32::new(0)).collect(),
             producer: CachePadded::new(ProducerSide {
                 tail: AtomicU64::new(0),
                 head_seen: AtomicU64::new(0),
@@ -199,12 +256,12 @@ impl Lane {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Owner only: queues `key`, in the next cell or, if the ring is full
-    /// or the overflow still holds keys, in the overflow. `urgent` if the
-    /// driver must file it at its next look, rather than hold it (see
-    /// `hold.rs`). True if the worker should be woken to drain the lane.
-    pub(crate) fn push(&self, key: Key, entry: &Entry, urgent: bool) -> bool {
-        match self.try_push(key, entry, urgent) {
+    /// Owner only: queues `key`, made at `now`, in the next cell or, if
+    /// the ring is full or the overflow still holds keys, in the overflow.
+    /// `urgent` if the driver must file it at its next look, rather than
+    /// hold it. True if the worker should be woken to drain the lane.
+    pub(crate) fn push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> bool {
+        match self.try_push(key, entry, now, urgent) {
             Some((wake, _)) => wake,
             None => self.spill(key, entry),
         }
@@ -217,7 +274,13 @@ impl Lane {
     /// keeps too, for a handle to keep: a cancel that knows it can reach
     /// the cell without reading the entry first.
     #[inline(always)]
-    pub(crate) fn try_push(&self, key: Key, entry: &Entry, urgent: bool) -> Option<(bool, u32)> {
+    pub(crate) fn try_push(
+        &self,
+        key: Key,
+        entry: &Entry,
+        now: Nanos,
+        urgent: bool,
+    ) -> Option<(bool, u32)> {
         let p = &self.producer;
         let tail = p.tail.load(Ordering::Relaxed);
         let mut head = p.head_seen.load(Ordering::Relaxed);
@@ -230,6 +293,10 @@ impl Lane {
         let mark = cell_mark(self.index, cell);
         // Before the key is visible: the worker reuses this field.
         entry.set_queue_mark(mark);
+        // The stamp first: the worker that reads the key finds it. Release:
+        // a worker that reads this stamp sees `head` past the cell's last
+        // key, if the owner moved it on to write here again (see `drain`).
+        self.stamps[cell as usize].store(stamp_of(now), Ordering::Release);
         self.cells[cell as usize].store(key.pack(), Ordering::Release);
         p.tail.store(tail + 1, Ordering::Release);
         if urgent {
@@ -316,9 +383,9 @@ impl Lane {
         self.cells.get(cell)
     }
 
-    /// Worker only: what the owner has pushed, read in the order `drain_to`
+    /// Worker only: what the owner has pushed, read in the order `drain`
     /// needs.
-    pub(crate) fn view(&self) -> View {
+    fn view(&self) -> View {
         // `spilled` before `tail`: the owner spilled these keys before it
         // pushed any key at or past the tail read next, so they are taken
         // after the ring up to that tail and before anything later.
@@ -332,43 +399,55 @@ impl Lane {
             spilled,
             urgent,
             tail,
-            head: self.head.load(Ordering::Acquire),
             asked: self.drain_asked.load(Ordering::Acquire),
             spilling: spilled != self.overflow_taken.load(Ordering::Relaxed),
         }
     }
 
-    /// Worker only: takes up to `limit` keys, oldest first, into `out`:
-    /// every one the ring holds, then, having drained the ring, the
-    /// overflow's.
-    pub(crate) fn drain(&self, limit: usize, out: &mut impl FnMut(Key)) -> Drained {
-        let view = self.view();
-        self.drain_to(&view, view.tail, limit, out)
-    }
-
-    /// Worker only: takes up to `limit` keys from the ring's cells before
-    /// `upto`, oldest first, into `out`; then, if that drained the ring up
-    /// to `view.tail`, the overflow's.
+    /// Worker only: takes up to `limit` keys due to be filed at `now` into
+    /// `out`, oldest first (see "Holding" above), or with `all` every key;
+    /// then, if that drained the ring to the tail it read, the overflow's.
+    /// Keys before the last urgent one are due, and so are the oldest of a
+    /// ring asked to drain (all but `KEEP_WHEN_ASKED` cells) or spilling
+    /// (all of them).
     ///
     /// The owner may move `head` on meanwhile (see `reclaim`), past cells
     /// this drain has yet to read, and even write one of them again after
     /// wrapping round. Such a key is taken early, which is harmless: every
     /// key is claimed by one swap, by the worker or by a withdrawal.
-    pub(crate) fn drain_to(
+    pub(crate) fn drain(
         &self,
-        view: &View,
-        upto: u64,
+        now: Nanos,
+        all: bool,
         limit: usize,
         out: &mut impl FnMut(Key),
     ) -> Drained {
-        let end = upto.min(view.tail);
+        let view = self.view();
+        let keep = if all || view.spilling {
+            0
+        } else if view.asked {
+            KEEP_WHEN_ASKED
+        } else {
+            u64::MAX
+        };
+        // Cells before `due` are filed whatever their age.
+        let due = view.urgent.max(view.tail.saturating_sub(keep));
         let start = self.head.load(Ordering::Acquire);
         let mut head = start;
         let mut taken = 0;
-        while head < end && taken < limit {
-            let cell = &self.cells[(head & (RING - 1)) as usize];
+        let mut look_by = None;
+        while head < view.tail && taken < limit {
+            let at = (head & (RING - 1)) as usize;
+            let cell = &self.cells[at];
             // Skip a withdrawn cell without a read-modify-write.
-            if cell.load(Ordering::Relaxed) != 0 {
+            if cell.load(Ordering::Acquire) != 0 {
+                if head >= due {
+                    let wait = wait(self.stamps[at].load(Ordering::Acquire), now);
+                    if wait > 0 {
+                        look_by = Some(now.saturating_add(wait));
+                        break; // every key after it is younger
+                    }
+                }
                 if let Some(key) = Key::unpack(cell.swap(0, Ordering::AcqRel)) {
                     out(key);
                     taken += 1;
@@ -377,12 +456,17 @@ impl Lane {
             head += 1;
         }
         let skipped = head - start > taken as u64;
+        let held_at = head;
         // The owner may have moved `head` past empty cells meanwhile.
         let head = if head > start {
             head.max(self.head.fetch_max(head, Ordering::AcqRel))
         } else {
             self.head.load(Ordering::Acquire)
         };
+        // Past the key this drain held: it was withdrawn, and the stamp
+        // read may be a younger key's, written after wrapping round. Older
+        // keys after it may be due: look again now.
+        let moved = look_by.is_some() && head > held_at;
         let reached = head >= view.tail;
         let before = self.overflow_taken.load(Ordering::Relaxed);
         let mut took = before;
@@ -398,7 +482,7 @@ impl Lane {
         if took != before {
             self.overflow_taken.store(took, Ordering::Release);
         }
-        let more = head < end || (reached && took < view.spilled);
+        let more = moved || (look_by.is_none() && !reached) || (reached && took < view.spilled);
         if !more {
             self.drain_asked.store(false, Ordering::Release);
         }
@@ -406,7 +490,7 @@ impl Lane {
             taken,
             skipped,
             more,
-            head,
+            look_by,
         }
     }
 
