@@ -104,14 +104,29 @@ impl Intake {
         self.lanes.get(index)?.get().map(|lane| &**lane)
     }
 
+    /// This thread's lane, adopting one if it has none: a lane whose thread
+    /// exited, or a new one. Adopted before a schedule takes its slot, so
+    /// that a fresh line's spare slots stay with this thread. `None` past
+    /// 256 threads, or in a thread-local destructor after the thread let go
+    /// of its lanes.
+    #[inline]
+    pub(crate) fn lane_here(&self) -> Option<&Lane> {
+        self.own_lane().or_else(|| self.adopt_lane_here())
+    }
+
+    #[cold]
+    fn adopt_lane_here(&self) -> Option<&Lane> {
+        self.adopt_lane().then(|| self.own_lane()).flatten()
+    }
+
     /// Queues `key`, whose entry is filled, from this thread, which read
     /// the clock at `now` to make it; `urgent` if the driver must not hold
     /// it (see `lane/`).
     pub(crate) fn push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> Queued {
-        self.push_on(self.own_lane(), key, entry, now, urgent)
+        self.push_on(self.lane_here(), key, entry, now, urgent)
     }
 
-    /// `push`, for a caller that looked up this thread's `lane`.
+    /// `push`, for a caller that looked up this thread's `lane_here`.
     #[inline]
     pub(crate) fn push_on(
         &self,
@@ -127,34 +142,18 @@ impl Intake {
                 wake,
                 look: false,
             },
-            None => self.push_elsewhere(lane, key, entry, now, urgent),
+            None => self.push_elsewhere(lane, key, entry),
         }
     }
 
     /// `try_push` did not take `key`: on this thread's `lane`'s overflow,
-    /// or if it has none, on a lane adopted now, or else on the shared
-    /// queue.
+    /// or if it has none, on the shared queue.
     #[cold]
-    fn push_elsewhere(
-        &self,
-        lane: Option<&Lane>,
-        key: Key,
-        entry: &Entry,
-        now: Nanos,
-        urgent: bool,
-    ) -> Queued {
-        let wake = match lane {
-            Some(lane) => Some(lane.spill(key, entry)),
-            None => self
-                .adopt_lane()
-                .then(|| self.own_lane())
-                .flatten()
-                .map(|lane| lane.push(key, entry, now, urgent)),
-        };
-        match wake {
-            Some(wake) => Queued {
+    fn push_elsewhere(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
+        match lane {
+            Some(lane) => Queued {
+                wake: lane.spill(key, entry),
                 mark: entry.queue_mark(),
-                wake,
                 look: false,
             },
             None => self.push_shared(key, entry),

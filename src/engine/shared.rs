@@ -328,7 +328,7 @@ impl Shared {
             return Err(Refusal::Shutdown);
         }
         // One look-up of this thread's lane for the whole schedule.
-        let lane = self.intake.own_lane();
+        let lane = self.intake.lane_here();
         self.counts.reserve(self.config.max_pending, &task)?;
         let free = lane.and_then(|lane| lane.pop_free(&self.slots));
         let taken = free.or_else(|| {
@@ -480,7 +480,7 @@ impl Shared {
     #[inline(always)]
     fn keep_free(&self, key: Key, entry: &Entry) {
         if !self.intake.push_free(key, entry) {
-            self.slots.push_free(key, entry);
+            self.slots.push_free(key);
         }
     }
 

@@ -24,24 +24,20 @@
 //! (on its lane, see `lane/`), so two threads' hot entries never share a
 //! cache line.
 //!
-//! # The free lists
+//! # The free list
 //!
-//! Two stacks threaded through the entries' `next` links. Whoever frees a
-//! slot pushes it onto `returned`; `schedule` pops from `free`, and when
-//! that is empty it takes all of `returned` at once and makes it `free`.
-//! So the producers and the worker, which frees most entries, do not fight
-//! over one cache line per timeout. `free`'s head packs the top key + 1
-//! with a tag that every change bumps, so a pop that read a stale `next`
-//! fails its compare-and-swap (no ABA). `returned` is only pushed to and
-//! emptied whole, which needs no tag.
+//! A freed slot goes to its thread's lane if it has room (see `lane/`),
+//! and otherwise to the shared free list, a crossbeam `SegQueue`.
 
 use std::sync::OnceLock;
+
+use crossbeam_queue::SegQueue;
 
 #[cfg(test)]
 use crate::engine::clock::Nanos;
 use crate::engine::entry::Entry;
 use crate::engine::key::Key;
-use crate::engine::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::engine::sync::{AtomicU64, Ordering};
 #[cfg(test)]
 use crate::engine::task::Task;
 
@@ -77,10 +73,8 @@ type Table = Box<[OnceLock<Chunk>; TABLE]>;
 
 pub(crate) struct Slots {
     directory: Box<[OnceLock<Table>; TABLE]>,
-    /// Top of the free stack: key + 1 in the low half, a tag in the high half.
-    free: AtomicU64,
-    /// Top of the stack of freed slots: key + 1, 0 for none.
-    returned: AtomicU32,
+    /// Vacant slots freed by threads whose lane had no room.
+    free: SegQueue<Key>,
     /// Keys below this have been handed out at least once.
     fresh: AtomicU64,
 }
@@ -89,8 +83,7 @@ impl Slots {
     pub(crate) fn new() -> Slots {
         Slots {
             directory: boxed_array(OnceLock::new),
-            free: AtomicU64::new(0),
-            returned: AtomicU32::new(0),
+            free: SegQueue::new(),
             fresh: AtomicU64::new(0),
         }
     }
@@ -122,14 +115,14 @@ impl Slots {
     /// them, to the free list). `None` when the timer already holds
     /// `MAX_ENTRIES` entries.
     pub(crate) fn take_key(&self, mut keep: impl FnMut(Key, &Entry) -> bool) -> Option<Key> {
-        if let Some(key) = self.pop_free().or_else(|| self.refill()) {
+        if let Some(key) = self.free.pop() {
             return Some(key);
         }
         let first = self.fresh_line()?;
         for spare in (first.index() as u32 + 1..first.index() as u32 + LINE as u32).map(Key::at) {
             let entry = self.get(spare);
             if !keep(spare, entry) {
-                self.push_free(spare, entry);
+                self.push_free(spare);
             }
         }
         Some(first)
@@ -148,7 +141,7 @@ impl Slots {
         let entry = self.get(key);
         if entry.release() {
             drop(entry.vacate());
-            self.push_free(key, entry);
+            self.push_free(key);
         }
     }
 
@@ -163,25 +156,14 @@ impl Slots {
             #[cfg(any(debug_assertions, loom))]
             assert!(left.is_none(), "a task was dropped under the core lock");
             drop(left);
-            self.push_free(key, entry);
+            self.push_free(key);
         }
     }
 
     /// Entries handed out and not yet freed; for tests and debugging.
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
-        let mut free = 0;
-        for head in [
-            self.free.load(Ordering::Acquire) as u32,
-            self.returned.load(Ordering::Acquire),
-        ] {
-            let mut at = Key::unpack(head);
-            while let Some(key) = at {
-                free += 1;
-                at = self.get(key).next_link();
-            }
-        }
-        self.fresh.load(Ordering::Acquire) as usize - free
+        self.fresh.load(Ordering::Acquire) as usize - self.free.len()
     }
 
     /// The first key of a line never handed out, its chunk allocated.
@@ -198,70 +180,9 @@ impl Slots {
         Some(Key::at(i as u32))
     }
 
-    fn pop_free(&self) -> Option<Key> {
-        let mut head = self.free.load(Ordering::Acquire);
-        loop {
-            let key = Key::unpack(head as u32)?;
-            let next = self.get(key).next_link().map_or(0, Key::pack);
-            let new = tagged(head, next);
-            match self
-                .free
-                .compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return Some(key),
-                Err(actual) => head = actual,
-            }
-        }
-    }
-
     /// Puts `key`'s vacated `entry` on the shared free list.
-    pub(crate) fn push_free(&self, key: Key, entry: &Entry) {
-        let mut head = self.returned.load(Ordering::Acquire);
-        loop {
-            entry.set_next_link(Key::unpack(head));
-            match self.returned.compare_exchange_weak(
-                head,
-                key.pack(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return,
-                Err(actual) => head = actual,
-            }
-        }
-    }
-
-    /// With `free` empty: takes every returned slot, keeps the first and
-    /// makes the rest the free stack.
-    fn refill(&self) -> Option<Key> {
-        let first = Key::unpack(self.returned.swap(0, Ordering::AcqRel))?;
-        let rest = self.get(first).next_link().map_or(0, Key::pack);
-        if rest != 0 {
-            self.install_free(rest);
-        }
-        Some(first)
-    }
-
-    /// Pushes the chain starting at `link`, which this thread owns, onto
-    /// `free`. Walking to its tail touches slots about to be reused anyway.
-    fn install_free(&self, link: u32) {
-        let mut tail = Key::unpack(link).expect("a non-empty chain");
-        while let Some(next) = self.get(tail).next_link() {
-            tail = next;
-        }
-        let mut head = self.free.load(Ordering::Acquire);
-        loop {
-            self.get(tail).set_next_link(Key::unpack(head as u32));
-            match self.free.compare_exchange_weak(
-                head,
-                tagged(head, link),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return,
-                Err(actual) => head = actual,
-            }
-        }
+    pub(crate) fn push_free(&self, key: Key) {
+        self.free.push(key);
     }
 }
 
@@ -309,12 +230,6 @@ fn boxed_array<T, const N: usize>(make: impl FnMut() -> T) -> Box<[T; N]> {
         Ok(array) => array,
         Err(_) => unreachable!("took exactly N items"),
     }
-}
-
-/// A new free-list head: `link` with the old head's tag + 1.
-fn tagged(old: u64, link: u32) -> u64 {
-    let tag = (old >> 32).wrapping_add(1) << 32;
-    tag | u64::from(link)
 }
 
 #[cfg(test)]

@@ -260,6 +260,7 @@ impl Lane {
     /// the ring is full or the overflow still holds keys, in the overflow.
     /// `urgent` if the driver must file it at its next look, rather than
     /// hold it. True if the worker should be woken to drain the lane.
+    #[cfg(test)]
     pub(crate) fn push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> bool {
         match self.try_push(key, entry, now, urgent) {
             Some((wake, _)) => wake,
