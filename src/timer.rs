@@ -6,6 +6,7 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
+use crate::engine::anchor::Anchor;
 use crate::engine::clock::Source;
 use crate::engine::key::Key;
 use crate::engine::shared::{Config, Shared};
@@ -64,6 +65,8 @@ impl Drop for Owner {
             drop(self.shared.entry(key).take_task());
             self.shared.slots.release(key);
         }
+        // This thread's anchor would keep the timer's memory: let it go.
+        crate::engine::anchor::forget(&self.shared);
     }
 }
 
@@ -236,9 +239,12 @@ impl HashedWheelTimer {
             return Err(TimerError::StopDefaultTimer);
         }
         let entries = shared.shut_down(true);
+        // One anchor for them all, not this thread's: it would keep the
+        // stopped timer alive after its handles are gone.
+        let anchor = Anchor::new(shared);
         Ok(entries
             .into_iter()
-            .map(|key| Timeout::from_parts(key, shared))
+            .map(|key| Timeout::on_anchor(key, anchor.clone()))
             .collect())
     }
 

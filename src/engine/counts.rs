@@ -7,25 +7,30 @@
 //! `scheduled = fired + cancelled + stopped + pending`. A refused call
 //! counts nowhere.
 //!
-//! A producer counts `scheduled` at a schedule and `cancelled` at a
-//! winning cancel; the driver counts what fires or stops. Without a
-//! `max_pending_timeouts` to enforce, the pending count is computed from
-//! these totals; with a limit, a pending count is also kept, so that a
-//! schedule can check it in one step.
+//! Producers count on their own lane, in owner-only fields (plain loads and
+//! stores, no read-modify-write): `scheduled` at a schedule, `cancelled` at
+//! a winning cancel. The driver counts what fires or stops, and producers
+//! with no lane count here. Without a `max_pending_timeouts` to enforce,
+//! the pending count is computed from these totals; with a limit, a shared
+//! count is also kept, so that a schedule can check it in one step.
 //!
 //! # Reading while others count
 //!
-//! Read in the wrong order, a reader racing the producers could count a
-//! timeout's end before its schedule, and see fewer than zero pending. So
-//! `totals` reads every count of an end first (`fired`, `stopped`,
-//! `cancelled`), then `scheduled`. Each count is added with `Release` and
-//! read with `Acquire`, and a timeout's schedule is counted before anyone
-//! can end it (before its key is queued or its handle returned), so a
-//! schedule whose end the first read saw is in the second too:
+//! A timeout is often cancelled on another thread than the one that
+//! scheduled it, so one lane's `cancelled` may count a timeout another
+//! lane's `scheduled` counts, and the driver's `fired` counts timeouts of
+//! every lane. Summed lane by lane, a reader racing them could count an end
+//! before its schedule, and see fewer than zero pending. So `totals` reads
+//! every count of an end first (`fired`, `stopped`, every `cancelled`),
+//! then every `scheduled`. Each count is stored with `Release` and read
+//! with `Acquire`, and a timeout's schedule is counted before anyone can
+//! end it (before its key is queued or its handle returned), so a
+//! schedule whose end the first pass saw is in the second pass too:
 //! `pending = scheduled - ended` is never below zero (it is clamped there
 //! all the same), and never above what was scheduled by the time the read
 //! ended.
 
+use crate::engine::lane::Lane;
 use crate::engine::refusal::Refusal;
 use crate::engine::slots::MAX_ENTRIES;
 use crate::engine::sync::{AtomicU64, AtomicUsize, Ordering};
@@ -45,6 +50,7 @@ pub(crate) enum Ended {
 pub(crate) struct Counts {
     /// Pending timeouts, kept only with a limit (see the module docs).
     pending: AtomicUsize,
+    /// Scheduled and cancelled by threads with no lane.
     scheduled: AtomicU64,
     cancelled: AtomicU64,
     fired: AtomicU64,
@@ -87,14 +93,20 @@ impl Counts {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// Counts one more pending timeout, or says why it cannot. `limit` is `max_pending_timeouts`:
+    /// Counts one more pending timeout, on `lane` (this thread's) if there
+    /// is one, or says why it cannot. `limit` is `max_pending_timeouts`:
     /// without one, no shared pending count is kept.
     ///
     /// A future's waker counts but is not refused by the limit: a `Sleep`
     /// has no error to report and must not end early, and futures are
     /// bounded by the tasks that hold them.
     #[inline(always)]
-    pub(crate) fn reserve(&self, limit: Option<usize>, task: &Task) -> Result<(), Refusal> {
+    pub(crate) fn reserve(
+        &self,
+        lane: Option<&Lane>,
+        limit: Option<usize>,
+        task: &Task,
+    ) -> Result<(), Refusal> {
         if let Some(limit) = limit {
             let max = match task {
                 Task::Wake(_) => MAX_ENTRIES,
@@ -107,26 +119,36 @@ impl Counts {
                 .map_err(|pending| Refusal::AtCapacity { pending, max })?;
         }
         // Without a limit, the arena enforces the hard one.
-        self.scheduled.fetch_add(1, Ordering::Release);
+        match lane {
+            Some(lane) => lane.count_scheduled(1),
+            None => drop(self.scheduled.fetch_add(1, Ordering::Release)),
+        }
         Ok(())
     }
 
     /// Undoes `reserve`, for a schedule refused after it.
     #[cold]
-    pub(crate) fn unreserve(&self, limited: bool) {
+    pub(crate) fn unreserve(&self, lane: Option<&Lane>, limited: bool) {
         if limited {
             self.pending.fetch_sub(1, Ordering::AcqRel);
         }
-        self.scheduled.fetch_sub(1, Ordering::Release);
+        match lane {
+            Some(lane) => lane.count_scheduled(1u64.wrapping_neg()),
+            None => drop(self.scheduled.fetch_sub(1, Ordering::Release)),
+        }
     }
 
-    /// A cancel won a pending timeout: uncounts it.
+    /// A cancel won a pending timeout: uncounts it, on `lane` (this
+    /// thread's) if there is one.
     #[inline(always)]
-    pub(crate) fn uncount_cancelled(&self, limited: bool) {
+    pub(crate) fn uncount_cancelled(&self, lane: Option<&Lane>, limited: bool) {
         if limited {
             self.pending.fetch_sub(1, Ordering::AcqRel);
         }
-        self.cancelled.fetch_add(1, Ordering::Release);
+        match lane {
+            Some(lane) => lane.count_cancelled(),
+            None => drop(self.cancelled.fetch_add(1, Ordering::Release)),
+        }
     }
 
     /// `n` pending timeouts fired or were stopped.
@@ -158,15 +180,20 @@ impl Counts {
         }
     }
 
-    /// The totals, each read once, in the order the module docs give. The
+    /// The totals, each read once, in the order the module docs give:
+    /// `lanes_cancelled` and `lanes_scheduled` sum the lanes' counts. The
     /// pending count is the difference, so the totals add up even while
     /// others count; they are all current only at a quiet moment.
     /// `queued` is left at 0 for the caller.
-    pub(crate) fn totals(&self) -> Totals {
+    pub(crate) fn totals(
+        &self,
+        lanes_cancelled: impl FnOnce() -> u64,
+        lanes_scheduled: impl FnOnce() -> u64,
+    ) -> Totals {
         let fired = self.fired.load(Ordering::Acquire);
         let stopped = self.stopped.load(Ordering::Acquire);
-        let cancelled = self.cancelled.load(Ordering::Acquire);
-        let scheduled = self.scheduled.load(Ordering::Acquire);
+        let cancelled = lanes_cancelled().wrapping_add(self.cancelled.load(Ordering::Acquire));
+        let scheduled = lanes_scheduled().wrapping_add(self.scheduled.load(Ordering::Acquire));
         let ended = fired.saturating_add(cancelled).saturating_add(stopped);
         let pending = scheduled.saturating_sub(ended);
         Totals {

@@ -1,5 +1,5 @@
 //! The handle to one entry, which users know as `Timeout`: a reference to
-//! the entry, and to its timer's `Shared`, which it keeps alive.
+//! the entry, kept alive through an anchor of its timer (see `anchor.rs`).
 //! Its public methods are the face's, in `timeout.rs`; here is what makes
 //! it a handle: the reference it holds, cloning and dropping it, and its
 //! identity.
@@ -7,6 +7,7 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use crate::engine::anchor::{self, Anchor};
 use crate::engine::entry::Entry;
 use crate::engine::key::Key;
 use crate::engine::shared::Shared;
@@ -56,9 +57,8 @@ use crate::engine::shared::Shared;
 /// [`schedule_at_fixed_rate`]: crate::HashedWheelTimer::schedule_at_fixed_rate
 /// [`schedule_with_fixed_delay`]: crate::HashedWheelTimer::schedule_with_fixed_delay
 pub struct Timeout {
-    /// Keeps the timer's memory alive (not its driver: that goes with the
-    /// last `HashedWheelTimer`).
-    shared: Arc<Shared>,
+    /// Keeps the timer alive; see `anchor.rs`.
+    anchor: Arc<Anchor>,
     /// Holds one of the entry's references.
     key: Key,
     /// Where the key was queued in a lane, or 0: a cancel reaches the
@@ -71,17 +71,32 @@ impl Timeout {
     /// A handle that takes over one reference to `key` from the caller.
     #[inline(always)]
     pub(crate) fn from_parts(key: Key, shared: &Arc<Shared>) -> Timeout {
-        Timeout::queued_at(key, 0, shared)
+        Timeout::on_anchor(key, anchor::here(shared))
     }
 
     /// `from_parts`, for a key just queued at `mark`.
     #[inline(always)]
     pub(crate) fn queued_at(key: Key, mark: u32, shared: &Arc<Shared>) -> Timeout {
         Timeout {
-            shared: shared.clone(),
+            anchor: anchor::here(shared),
             key,
             mark,
         }
+    }
+
+    /// `from_parts` on a given anchor: handles made in a batch share one.
+    #[inline(always)]
+    pub(crate) fn on_anchor(key: Key, anchor: Arc<Anchor>) -> Timeout {
+        Timeout {
+            anchor,
+            key,
+            mark: 0,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn anchor(&self) -> &Arc<Anchor> {
+        &self.anchor
     }
 
     pub(crate) fn key(&self) -> Key {
@@ -98,7 +113,7 @@ impl Timeout {
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+        &self.anchor.shared
     }
 }
 
@@ -106,7 +121,7 @@ impl Clone for Timeout {
     fn clone(&self) -> Timeout {
         self.shared().slots.retain(self.key);
         Timeout {
-            shared: self.shared.clone(),
+            anchor: self.anchor.clone(),
             key: self.key,
             mark: self.mark,
         }

@@ -7,6 +7,7 @@
 //! in its own types (`Refusal`, `Handoff`, `Config`, `Task`), and the face
 //! converts at the boundary. See ARCHITECTURE.md for the map.
 
+pub(crate) mod anchor;
 pub(crate) mod clock;
 pub(crate) mod counts;
 pub(crate) mod dispatch;

@@ -38,7 +38,7 @@ use crate::engine::handoff::Handoff;
 use crate::engine::intake::{Intake, Queued};
 use crate::engine::jobs::Jobs;
 use crate::engine::key::Key;
-use crate::engine::lane::{urgent_nanos, withdraw};
+use crate::engine::lane::{urgent_nanos, withdraw, Lane};
 use crate::engine::refusal::Refusal;
 use crate::engine::reset_table::ResetTable;
 use crate::engine::shutdown_hooks::{ShutdownHook, ShutdownHooks};
@@ -192,42 +192,56 @@ impl Shared {
         self.owner.get()?.upgrade()
     }
 
-    /// True with a `max_pending_timeouts`: a pending count is kept then.
+    /// Without a `max_pending_timeouts` to enforce, each producer counts on
+    /// its own lane, and only the sum is exact (see `counts.rs`).
     #[inline(always)]
-    fn limited(&self) -> bool {
-        self.config.max_pending.is_some()
+    fn counts_on_lanes(&self) -> bool {
+        self.config.max_pending.is_none()
     }
 
-    /// Pending timeouts: never below zero, nor above what was scheduled,
-    /// even while others count (see `counts.rs`).
+    /// Pending timeouts, the lanes' shares included: never below zero,
+    /// nor above what was scheduled, even while others count (see
+    /// `counts.rs`).
     pub(crate) fn pending(&self) -> usize {
-        if self.limited() {
-            self.counts.limited_pending()
+        if self.counts_on_lanes() {
+            self.counts_now().pending
         } else {
-            self.counts.totals().pending
+            self.counts.limited_pending()
         }
     }
 
+    /// The counts' totals, without `queued`.
+    fn counts_now(&self) -> Totals {
+        self.counts
+            .totals(|| self.intake.cancelled(), || self.intake.scheduled())
+    }
+
+    #[inline(always)]
+    fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), Refusal> {
+        self.counts.reserve(lane, self.config.max_pending, task)
+    }
+
     #[cold]
-    fn unreserve(&self) {
-        self.counts.unreserve(self.limited());
+    fn unreserve(&self, lane: Option<&Lane>) {
+        self.counts.unreserve(lane, !self.counts_on_lanes());
     }
 
     #[inline(always)]
     fn uncount_cancelled(&self) {
-        self.counts.uncount_cancelled(self.limited());
+        let lane = self.intake.own_lane();
+        self.counts.uncount_cancelled(lane, !self.counts_on_lanes());
     }
 
     /// `n` pending timeouts fired or were stopped.
     pub(crate) fn uncount(&self, n: usize, how: Ended) {
-        self.counts.uncount(n, how, self.limited());
+        self.counts.uncount(n, how, !self.counts_on_lanes());
     }
 
     /// The totals behind `stats()`.
     pub(crate) fn totals(&self) -> Totals {
         Totals {
             queued: self.intake.len(),
-            ..self.counts.totals()
+            ..self.counts_now()
         }
     }
 
@@ -329,7 +343,7 @@ impl Shared {
         }
         // One look-up of this thread's lane for the whole schedule.
         let lane = self.intake.lane_here();
-        self.counts.reserve(self.config.max_pending, &task)?;
+        self.reserve(lane, &task)?;
         let free = lane.and_then(|lane| lane.pop_free(&self.slots));
         let taken = free.or_else(|| {
             let keep = |key, entry: &Entry| lane.is_some_and(|lane| lane.push_free(key, entry));
@@ -337,7 +351,7 @@ impl Shared {
             Some((key, self.entry(key)))
         });
         let Some((key, entry)) = taken else {
-            self.unreserve();
+            self.unreserve(lane);
             return Err(Refusal::AtCapacity {
                 pending: self.pending(),
                 max: MAX_ENTRIES,
@@ -348,7 +362,7 @@ impl Shared {
         let queued = self.intake.push_on(lane, key, entry, now, urgent);
         let mark = queued.mark;
         if !self.after_push(queued, entry) && self.take_back(key) {
-            self.unreserve();
+            self.unreserve(lane);
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
             drop(entry.take_task());

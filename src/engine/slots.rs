@@ -188,8 +188,9 @@ impl Slots {
 
 /// Under loom, the arena is leaked rather than dropped. It is dropped with
 /// the timer's last `Arc`, whose drop orders it after every other thread's
-/// last touch of an entry; but loom cannot see std's `Arc`, so it would see
-/// that drop racing every entry's last user.
+/// last touch of an entry; loom cannot see std's `Arc`, and the last one is
+/// often a thread-local anchor that loom drops at the end of the model, on
+/// a thread it then sees racing every entry's last user.
 #[cfg(loom)]
 impl Drop for Slots {
     fn drop(&mut self) {
