@@ -114,6 +114,7 @@ fn wait(stamp: u32, now: Nanos) -> u64 {
 pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
     (HOLD_NANOS as u64).saturating_add(tick_nanos.saturating_mul(2))
 }
+
 /// Free slots a lane keeps for its owner; the rest go to the shared list.
 const FREE_MAX: u32 = if cfg!(loom) { 2 } else { 4096 };
 
