@@ -194,21 +194,15 @@ impl Intake {
         })
     }
 
-    /// Takes `key` back if it still waits in a lane. True if it did: the
-    /// caller then holds the reference the queue held, and the worker
-    /// never sees the entry.
+    /// Takes `key` back if it still waits in a lane, at the place its entry
+    /// records. True if it did: the caller then holds the reference the
+    /// queue held, and the worker never sees the entry. The mark may be
+    /// stale (the worker reuses the entry's field once it took the key),
+    /// but a cell holding this key is always its place.
     #[inline(always)]
     pub(crate) fn withdraw(&self, entry: &Entry, key: Key) -> bool {
-        self.withdraw_at(entry.queue_mark(), key)
-    }
-
-    /// `withdraw`, for a caller that knows where `key` was queued: `mark`,
-    /// as `push` returned it. The mark may be stale (the worker reuses the
-    /// entry's field once it took the key, and a periodic entry is queued
-    /// again elsewhere), but a cell holding this key is always its place.
-    #[inline(always)]
-    pub(crate) fn withdraw_at(&self, mark: u32, key: Key) -> bool {
-        self.cell_at(mark).is_some_and(|cell| withdraw(cell, key))
+        self.cell_at(entry.queue_mark())
+            .is_some_and(|cell| withdraw(cell, key))
     }
 
     /// The lane cell at `mark`, if `mark` names one.
