@@ -3,8 +3,9 @@
 //! manual clock's `advance` and `advance_to_next` (`manual.rs`). Netty's
 //! `Worker.run` and tokio's `process_at_time` have the same shape.
 //!
-//! One turn, under the core lock: remove cancelled entries -> file entries
-//! a reset moved earlier -> file arrivals (at most `DRAIN_CAP_PER_TICK`)
+//! One turn, under the core lock: read the mailbox (take cancelled entries
+//! out, file again those a reset moved earlier) -> file arrivals (at most
+//! `DRAIN_CAP_PER_TICK`)
 //! -> expire every tick up to `now` -> then, with the lock released, fire
 //! what is due, ordered by deadline, then by submission. Firing hands each
 //! task to `dispatch.rs`, which runs it here or on the executor; a periodic
@@ -67,13 +68,12 @@ impl Shared {
         Turn { fired, next }
     }
 
-    /// The start of a turn, under the core lock: removes cancelled
-    /// entries, files entries a reset moved earlier, then files arrivals
-    /// due to be filed at `now` (with `all`, every arrival, held or not).
+    /// The start of a turn, under the core lock: reads the mailbox, then
+    /// files arrivals due to be filed at `now` (with `all`, every arrival,
+    /// held or not).
     pub(crate) fn prepare(&self, core: &mut Core, now: Nanos, all: bool) -> Drain {
-        let now_tick = self.clock.ticks_at(now);
-        self.remove_cancelled(core, now_tick, self.clock.is_manual());
-        self.refile_moved(core);
+        self.answer_housekeeping(core, self.clock.ticks_at(now));
+        self.read_mailbox(core);
         self.file_arrivals(core, now, all)
     }
 
@@ -114,27 +114,46 @@ impl Shared {
         next
     }
 
-    /// Answers `housekeeping_requested`, at most once per tick unless
-    /// `force`: clears it, then removes cancelled entries from their buckets.
-    /// The caller files the queue right after.
-    fn remove_cancelled(&self, core: &mut Core, now_tick: u64, force: bool) {
-        if !force && core.last_housekeeping.is_some_and(|last| last >= now_tick) {
+    /// Clears `housekeeping_requested`, at most once per tick (every turn
+    /// on a manual clock), before `read_mailbox`: a producer that pushes to
+    /// the mailbox after it sees the flag clear and asks again, or its key
+    /// is read.
+    fn answer_housekeeping(&self, core: &mut Core, now_tick: u64) {
+        if !self.clock.is_manual() && core.last_housekeeping.is_some_and(|last| last >= now_tick) {
             return;
         }
         core.last_housekeeping = Some(now_tick);
         self.housekeeping_requested.store(false, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        while let Some(key) = self.cancelled.pop() {
-            self.remove_from_wheel(core, key);
-            self.slots.release_locked(key); // the cancel queue's reference
-        }
     }
 
-    /// Takes a cancelled entry out of the wheel, if it is there, with the
-    /// timer's reference.
-    fn remove_from_wheel(&self, core: &mut Core, key: Key) {
-        if core.wheel.remove(&self.slots, key) {
-            self.slots.release_locked(key);
+    /// Takes each cancelled entry of the mailbox out of the wheel, and
+    /// files again, by its new deadline, each one a reset moved earlier:
+    /// out of its bucket, or out of its lane if it still waits there (one
+    /// the intake hands over later is filed by its new deadline then).
+    fn read_mailbox(&self, core: &mut Core) {
+        while let Some(key) = self.mailbox.pop() {
+            let entry = self.entry(key);
+            let wheel = &mut core.wheel;
+            if !entry.is_waiting() {
+                if wheel.remove(&self.slots, key) {
+                    self.slots.release_locked(key); // the wheel's reference
+                }
+            } else if entry.in_wheel() {
+                let refile = entry.adopt_reset(
+                    || self.reset_deadline(key),
+                    || {
+                        wheel.remove(&self.slots, key);
+                    },
+                );
+                if refile {
+                    self.file(wheel, key); // with the wheel's reference
+                }
+            } else if self.intake.withdraw(entry, key) {
+                // Ours now, with the queue's reference: `file` adopts it.
+                self.file(wheel, key);
+            }
+            self.slots.release_locked(key); // the mailbox's
         }
     }
 
@@ -182,9 +201,8 @@ impl Shared {
     }
 
     /// The sleeping driver, after publishing that it sleeps until `wake`:
-    /// looks at what producers queued while it was busy (they saw it busy
-    /// and did not wake it). Files what is due to be filed, as a turn
-    /// does, and returns when it must wake (`wake`, or sooner for keys
+    /// runs a turn's start (`prepare`) on what producers queued while it
+    /// was busy (they saw it busy and did not wake it), and returns when it must wake (`wake`, or sooner for keys
     /// held in the lanes); `Err` if it must turn again at once: more is
     /// queued than one drain takes, or something filed is due before
     /// `wake`.
@@ -194,10 +212,7 @@ impl Shared {
     /// it: a young key stays in its lane.
     fn file_late_arrivals(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         let mut core = self.lock_core();
-        if !self.moved.is_empty() {
-            return Err(()); // a reset moved a deadline earlier: file it
-        }
-        let drained = self.file_arrivals(&mut core, self.clock.now(), false);
+        let drained = self.prepare(&mut core, self.clock.now(), false);
         let sooner = self
             .wheel_wake(&core)
             .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
@@ -319,7 +334,7 @@ impl Shared {
             core.wheel.drain_all(&self.slots, &mut drained);
             self.intake.close();
             self.intake.drain_all(|key| drained.push(key));
-            while let Some(key) = self.cancelled.pop().or_else(|| self.moved.pop()) {
+            while let Some(key) = self.mailbox.pop() {
                 self.slots.release_locked(key);
             }
             for key in drained {

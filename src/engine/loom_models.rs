@@ -74,7 +74,7 @@ fn loom_models_an_urgent_arrival_against_the_workers_plan() {
 /// plans to sleep towards the old deadline. Whatever the interleaving, the
 /// worker learns of it in time: the resetter woke it, or it goes round
 /// again, or it filed the timeout again by then, or it plans to wake by
-/// the new deadline. And the entry's extra reference (the `moved` queue's)
+/// the new deadline. And the entry's extra reference (the mailbox's)
 /// comes back.
 #[test]
 fn loom_models_a_reset_earlier_against_the_workers_plan() {

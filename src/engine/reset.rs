@@ -11,8 +11,8 @@
 //!   entry again. A timeout reset a thousand times costs the driver one
 //!   filing more, not a thousand.
 //! - **Earlier**: the entry may be filed, or held in its lane, too late for
-//!   the new deadline. The reset queues its key on `moved` (with a
-//!   reference) and wakes the driver if it sleeps past the new deadline,
+//!   the new deadline. The reset queues its key on the driver's mailbox
+//!   (with a reference) and wakes the driver if it sleeps past the new deadline,
 //!   as a schedule does. The driver, at its next step, takes the entry out
 //!   of its bucket (or its lane) and files it by the new deadline.
 
@@ -37,10 +37,10 @@ impl Shared {
         };
         // Ticks (a division each) only for the rarer reset to earlier.
         if to < filed && self.clock.tick_of(to) < self.clock.tick_of(filed) {
-            self.slots.retain(key); // the `moved` queue's
-            self.moved.push(key);
-            // Pairs with the worker's store of `planned_wake`; fence; look
-            // at `moved` (see `plan_sleep`): it sees our key, or we see
+            self.slots.retain(key); // the mailbox's
+            self.mailbox.push(key);
+            // Pairs with the worker's store of `planned_wake`; fence; read
+            // of the mailbox (see `plan_sleep`): it sees our key, or we see
             // when it plans to wake.
             fence(Ordering::SeqCst);
             if to < self.planned_wake.load(Ordering::SeqCst) {
@@ -77,33 +77,6 @@ impl Shared {
             !later
         });
     }
-
-    /// The driver: files by its new deadline each entry a reset moved
-    /// earlier, taking it out of its bucket, or out of its lane if it is
-    /// still queued there. One the intake hands over later is filed by
-    /// its new deadline then (see `file`).
-    pub(crate) fn refile_moved(&self, core: &mut Core) {
-        while let Some(key) = self.moved.pop() {
-            let entry = self.entry(key);
-            if !entry.is_moved() {
-                // Adopted already, or no longer pending.
-            } else if entry.in_wheel() {
-                let wheel = &mut core.wheel;
-                if entry.adopt_reset(
-                    || self.reset_deadline(key),
-                    || {
-                        wheel.remove(&self.slots, key);
-                    },
-                ) {
-                    self.file(wheel, key); // with the wheel's reference
-                }
-            } else if self.intake.withdraw(entry, key) {
-                // Ours now, with the queue's reference: `file` adopts it.
-                self.file(&mut core.wheel, key);
-            }
-            self.slots.release_locked(key); // the `moved` queue's
-        }
-    }
 }
 
 #[cfg(test)]
@@ -125,7 +98,7 @@ mod tests {
         for n in 1..=1_000u32 {
             assert!(t.reset(MS * 100 + MS * n / 100));
         }
-        assert!(shared.moved.is_empty(), "nothing queued for the driver");
+        assert!(shared.mailbox.is_empty(), "nothing queued for the driver");
         assert_eq!(entry.deadline(), filed, "still where the wheel filed it");
         timer.advance(MS * 29);
         assert_eq!(entry.deadline(), filed, "untouched before the old deadline");
@@ -146,9 +119,9 @@ mod tests {
         let t = timer.new_timeout(|_| {}, MS * 500).unwrap();
         timer.advance(MS * 70);
         assert!(t.reset(MS * 10));
-        assert_eq!(shared.moved.len(), 1);
+        assert_eq!(shared.mailbox.len(), 1);
         timer.advance(Duration::ZERO);
-        assert!(shared.moved.is_empty());
+        assert!(shared.mailbox.is_empty());
         assert_eq!(
             shared.entry(t.key()).deadline(),
             shared.clock.to_nanos(t.deadline())

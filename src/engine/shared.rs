@@ -114,11 +114,10 @@ pub(crate) struct Shared {
     shutdown: AtomicBool,
     /// New and re-armed entries, each with the timer's reference.
     pub(crate) intake: Intake,
-    /// Cancelled entries to take out of the wheel, each with a reference.
-    pub(crate) cancelled: SegQueue<Key>,
-    /// Entries a reset moved earlier, for the driver to file again, each
-    /// with a reference (see `reset.rs`).
-    pub(crate) moved: SegQueue<Key>,
+    /// Entries cancelled after the driver took them, to take out of the
+    /// wheel, and entries a reset moved earlier, to file again (see
+    /// `reset.rs`): each with a reference.
+    pub(crate) mailbox: SegQueue<Key>,
     /// Where resets put new deadlines (see `reset_table.rs`).
     pub(crate) resets: ResetTable,
     pub(crate) housekeeping_requested: AtomicBool,
@@ -164,8 +163,7 @@ impl Shared {
             counts: Counts::new(),
             shutdown: AtomicBool::new(false),
             intake: Intake::new(id),
-            cancelled: SegQueue::new(),
-            moved: SegQueue::new(),
+            mailbox: SegQueue::new(),
             resets: ResetTable::default(),
             housekeeping_requested: AtomicBool::new(false),
             planned_wake: AtomicU64::new(BUSY),
@@ -470,9 +468,9 @@ impl Shared {
         fence(Ordering::SeqCst);
         if entry.in_wheel() {
             self.slots.retain(key);
-            self.cancelled.push(key);
-            // Pairs with the worker clearing the flag before it drains
-            // `cancelled`: it sees our push, or we see the flag clear.
+            self.mailbox.push(key);
+            // Pairs with the worker clearing the flag before it reads the
+            // mailbox: it sees our push, or we see the flag clear.
             fence(Ordering::SeqCst);
         }
         self.request_housekeeping();

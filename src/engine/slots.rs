@@ -5,8 +5,8 @@
 //!
 //! An entry is named by its [`Key`], an index. Its `refs` count says who
 //! still names it: the timer (from `schedule` until the worker is done with
-//! it), each `Timeout` handle and `Sleep`, and a pending removal in the
-//! cancel queue. The last `release` takes what is left of the task, and
+//! it), each `Timeout` handle and `Sleep`, and a key in the driver's
+//! mailbox. The last `release` takes what is left of the task, and
 //! puts the slot on the free list, from which the next `schedule` takes it.
 //! A key is never used after its holder released it, so a reused slot is
 //! never mistaken for its previous entry.

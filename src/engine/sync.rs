@@ -3,7 +3,7 @@
 //! atomics and locks. Process-wide statics (timer ids, the live-timer count)
 //! stay std's: loom's types cannot live in statics.
 //!
-//! The intake and cancel queues are crossbeam's under both; loom sees each
+//! The intake queues and the mailbox are crossbeam's under both; loom sees each
 //! push and pop as one step.
 
 #[cfg(not(loom))]
