@@ -205,6 +205,50 @@ pub use default_timer::{
 };
 pub use delay_queue::{DelayKey, DelayQueue, Expired};
 pub use engine::driver::DRAIN_CAP_PER_TICK;
+/// A handle to a task scheduled on a [`HashedWheelTimer`],
+/// as returned by `new_timeout`. Netty's `Timeout`.
+///
+/// It is cheap to clone (two reference counts) and two words in size; every
+/// clone refers to the same timeout. Dropping handles does not cancel: call
+/// [`cancel`].
+///
+/// A one-shot timeout ends in exactly one of three ways: it *expires* (its
+/// task ran), it is *cancelled*, or it is returned by
+/// [`stop`](crate::HashedWheelTimer::stop) without running. A periodic
+/// one (from [`schedule_at_fixed_rate`] or [`schedule_with_fixed_delay`])
+/// stays pending across its runs, and ends cancelled, stopped, or expired
+/// by a panicking run.
+///
+/// | | `is_pending` | `is_expired` | `is_cancelled` | `is_stopped` |
+/// |---|---|---|---|---|
+/// | waiting to run | yes | | | |
+/// | one-shot: ran or running | | yes | | |
+/// | periodic: running, more runs to come | yes | | | |
+/// | periodic: a run panicked | | yes | | |
+/// | [`cancel`] won | | | yes | |
+/// | returned by `stop`, or ended by it | | | | yes |
+///
+/// [`is_panicked`](Timeout::is_panicked) is true on top of that when a run
+/// of the task panicked.
+///
+/// # Examples
+///
+/// ```
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+///
+/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+/// let t = timer.new_timeout(|_| println!("request timed out"), Duration::from_millis(100))?;
+/// assert!(t.cancel(), "the response arrived first");
+/// assert!(!t.cancel(), "only the first cancel wins");
+/// timer.advance(Duration::from_secs(1));
+/// assert!(t.is_cancelled() && !t.is_expired());
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
+///
+/// [`cancel`]: Timeout::cancel
+/// [`schedule_at_fixed_rate`]: crate::HashedWheelTimer::schedule_at_fixed_rate
+/// [`schedule_with_fixed_delay`]: crate::HashedWheelTimer::schedule_with_fixed_delay
 pub use engine::handle::Timeout;
 pub use error::{Elapsed, TimerError};
 pub use executor::{Executor, Job, TokioExecutor};

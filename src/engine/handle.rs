@@ -12,50 +12,9 @@ use crate::engine::entry::Entry;
 use crate::engine::key::Key;
 use crate::engine::shared::Shared;
 
-/// A handle to a task scheduled on a [`HashedWheelTimer`](crate::HashedWheelTimer),
-/// as returned by `new_timeout`. Netty's `Timeout`.
-///
-/// It is cheap to clone (two reference counts) and two words in size; every
-/// clone refers to the same timeout. Dropping handles does not cancel: call
-/// [`cancel`].
-///
-/// A one-shot timeout ends in exactly one of three ways: it *expires* (its
-/// task ran), it is *cancelled*, or it is returned by
-/// [`stop`](crate::HashedWheelTimer::stop) without running. A periodic
-/// one (from [`schedule_at_fixed_rate`] or [`schedule_with_fixed_delay`])
-/// stays pending across its runs, and ends cancelled, stopped, or expired
-/// by a panicking run.
-///
-/// | | `is_pending` | `is_expired` | `is_cancelled` | `is_stopped` |
-/// |---|---|---|---|---|
-/// | waiting to run | yes | | | |
-/// | one-shot: ran or running | | yes | | |
-/// | periodic: running, more runs to come | yes | | | |
-/// | periodic: a run panicked | | yes | | |
-/// | [`cancel`] won | | | yes | |
-/// | returned by `stop`, or ended by it | | | | yes |
-///
-/// [`is_panicked`](Timeout::is_panicked) is true on top of that when a run
-/// of the task panicked.
-///
-/// # Examples
-///
-/// ```
-/// use hashed_wheel_timer::HashedWheelTimer;
-/// use std::time::Duration;
-///
-/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-/// let t = timer.new_timeout(|_| println!("request timed out"), Duration::from_millis(100))?;
-/// assert!(t.cancel(), "the response arrived first");
-/// assert!(!t.cancel(), "only the first cancel wins");
-/// timer.advance(Duration::from_secs(1));
-/// assert!(t.is_cancelled() && !t.is_expired());
-/// # Ok::<(), hashed_wheel_timer::TimerError>(())
-/// ```
-///
-/// [`cancel`]: Timeout::cancel
-/// [`schedule_at_fixed_rate`]: crate::HashedWheelTimer::schedule_at_fixed_rate
-/// [`schedule_with_fixed_delay`]: crate::HashedWheelTimer::schedule_with_fixed_delay
+// The engine's reference to an entry. Its public docs are on the face's
+// re-export (`lib.rs`), its public methods in `timeout.rs`.
+#[allow(missing_docs)]
 pub struct Timeout {
     /// Keeps the timer alive; see `anchor.rs`.
     anchor: Arc<Anchor>,
