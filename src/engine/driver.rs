@@ -1,17 +1,14 @@
-//! The driver: one routine, `turn(now)`, that every driver runs: the worker
-//! thread (`worker.rs`), a tokio clock's task (`tokio_driver.rs`), and a
-//! manual clock's `advance` and `advance_to_next` (`manual.rs`). Netty's
-//! `Worker.run` and tokio's `process_at_time` have the same shape.
+//! The driver's one routine, `turn(now)`, which every driver runs: the
+//! worker thread (`worker.rs`), a tokio clock's task (`tokio_driver.rs`),
+//! and a manual clock's `advance` and `advance_to_next` (`manual.rs`), as
+//! Netty's `Worker.run` and tokio's `process_at_time`.
 //!
-//! One turn, under the core lock: read the mailbox (take cancelled entries
+//! A turn, under the core lock: read the mailbox (take cancelled entries
 //! out, file again those a reset moved earlier) -> file arrivals (at most
-//! `DRAIN_CAP_PER_TICK`)
-//! -> expire every tick up to `now` -> then, with the lock released, fire
-//! what is due, ordered by deadline, then by submission. Firing hands each
-//! task to `dispatch.rs`, which runs it here or on the executor; a periodic
-//! entry comes back through the intake when its run ends. A turn ends by
-//! saying when the driver must turn again (`Turn::next`); a driver that
-//! sleeps publishes that for producers first (`plan_sleep`).
+//! `DRAIN_CAP_PER_TICK`) -> expire every tick up to `now`; then, the lock
+//! released, fire what is due, by deadline, then submission. Dispatch
+//! (`dispatch.rs`) runs each task here or on the executor. A turn says when
+//! to turn next; a driver that sleeps publishes that first (`plan_sleep`).
 
 use std::sync::Arc;
 use std::task::Waker;
@@ -26,15 +23,13 @@ use crate::engine::sync::{fence, Ordering};
 use crate::engine::task::Task;
 use crate::engine::wheel::Wheel;
 
-/// The most new timeouts the driver files into buckets per turn, as in
-/// Netty: a flood of new timeouts cannot stall expiry. The rest wait in the
-/// queue for the next turn, so they may fire late, never early.
+/// The most new timeouts the driver files per turn, as in Netty, so a flood
+/// cannot stall expiry. The rest wait for the next turn: late, never early.
 pub const DRAIN_CAP_PER_TICK: usize = 100_000;
 
 /// What a `turn` tells its driver.
 pub(crate) struct Turn {
-    /// Something fired: its task may have scheduled work due sooner than
-    /// `next`.
+    /// Something came due: a task may have scheduled work due before `next`.
     pub(crate) fired: bool,
     /// When the driver must turn again, on the timer's clock; `None`: not
     /// until something new arrives.
@@ -42,11 +37,7 @@ pub(crate) struct Turn {
 }
 
 impl Shared {
-    /// One turn of the wheel at time `now`, the one routine every driver
-    /// runs (the worker thread, a tokio clock's task, a manual `advance`):
-    /// removes cancelled entries, adopts resets moved earlier, files
-    /// arrivals, expires every tick up to `now`, and fires what is due.
-    /// Says whether anything fired and when the driver must turn again.
+    /// One turn of the wheel at `now` (see the module docs).
     pub(crate) fn turn(self: &Arc<Self>, now: Nanos, due: &mut Vec<Key>) -> Turn {
         let now_tick = self.clock.ticks_at(now);
         let next = {
@@ -60,7 +51,6 @@ impl Shared {
                 now_tick
             };
             while core.wheel.expire_next(&self.slots, upto, due).is_some() {}
-            self.refile_moved_due(&mut core, due, now);
             self.next_turn(&core, now_tick, drained)
         };
         let fired = !due.is_empty();
@@ -77,26 +67,24 @@ impl Shared {
         self.file_arrivals(core, now, all)
     }
 
-    /// Files up to `DRAIN_CAP_PER_TICK` arrivals due to be filed at `now`
-    /// (with `all`, held ones too).
+    /// Files up to `DRAIN_CAP_PER_TICK` arrivals (with `all`, held ones too).
     fn file_arrivals(&self, core: &mut Core, now: Nanos, all: bool) -> Drain {
         let wheel = &mut core.wheel;
         self.intake
             .drain(DRAIN_CAP_PER_TICK, now, all, |key| self.file(wheel, key))
     }
 
-    /// When the driver must look at the lanes again for the keys a drain
-    /// left there: at the end of the tick in which the first comes due.
+    /// When to look at the lanes again for the keys a drain held: the end
+    /// of the tick in which the first comes due.
     fn look_time(&self, drained: Drain) -> Option<Nanos> {
         let tick = self.clock.tick_of(drained.look_by?);
         Some(self.clock.time_of(tick))
     }
 
-    /// When the driver must turn again after a turn at `now_tick`: for the
-    /// wheel's next tick with work, for the keys it holds in the lanes, at
-    /// once for arrivals left over, and at the next tick for a
-    /// housekeeping asked for meanwhile. A driver that sleeps on a thread
-    /// lingers a round while producers cancel young (see `worker.rs`).
+    /// When to turn again after a turn at `now_tick`: the wheel's next tick
+    /// with work, the lanes' held keys, at once for arrivals left over, the
+    /// next tick for housekeeping asked meanwhile. While producers cancel
+    /// young, a round at the latest (see `worker.rs`).
     fn next_turn(&self, core: &Core, now_tick: u64, drained: Drain) -> Option<Nanos> {
         let at = |tick: u64| self.clock.time_of(tick);
         if drained.more {
@@ -157,9 +145,8 @@ impl Shared {
         }
     }
 
-    /// Puts a key taken from the intake (or out of its bucket) into its
-    /// bucket, by the deadline a reset moved it to if one did, unless it
-    /// was cancelled (or stopped) on the way.
+    /// Files a key taken from the intake or out of its bucket, by its reset
+    /// deadline if it has one, unless it was cancelled or stopped.
     pub(crate) fn file(&self, wheel: &mut Wheel, key: Key) {
         let entry = self.entry(key);
         if !entry.is_waiting() {
@@ -176,11 +163,9 @@ impl Shared {
         }
     }
 
-    /// A driver that sleeps between turns (the worker thread, a tokio
-    /// clock's task), about to sleep until the time `wake` (`None`: until
-    /// woken): publishes that in `planned_wake`, then looks at what
-    /// producers queued meanwhile (see `file_late_arrivals`). Returns when
-    /// to wake, or `Err` to turn again at once.
+    /// A driver about to sleep until `wake` (`None`: until woken) publishes
+    /// it in `planned_wake`, then looks at what producers queued meanwhile
+    /// (`file_late_arrivals`). Returns when to wake; `Err`: turn at once.
     pub(crate) fn plan_sleep(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         // A deadline a tick or more before the wake-up would fire late.
         let planned = wake.map_or(IDLE, |wake| wake.saturating_sub(self.config.tick_nanos));
@@ -193,23 +178,19 @@ impl Shared {
         self.file_late_arrivals(wake)
     }
 
-    /// When the driver must wake for what the wheel holds: at the end of
-    /// the next tick with work. Every entry of that tick is due by then,
-    /// and none is more than a tick late, whatever resets did meanwhile.
+    /// When to wake for the wheel: the end of its next tick with work, when
+    /// all of that tick is due and none of it is more than a tick late.
     fn wheel_wake(&self, core: &Core) -> Option<Nanos> {
         Some(self.clock.time_of(core.wheel.next_work_tick()?))
     }
 
-    /// The sleeping driver, after publishing that it sleeps until `wake`:
-    /// runs a turn's start (`prepare`) on what producers queued while it
-    /// was busy (they saw it busy and did not wake it), and returns when it must wake (`wake`, or sooner for keys
-    /// held in the lanes); `Err` if it must turn again at once: more is
-    /// queued than one drain takes, or something filed is due before
-    /// `wake`.
-    ///
-    /// Filing every arrival here would keep the driver spinning beside a
-    /// busy producer, filing each timeout just before its producer cancels
-    /// it: a young key stays in its lane.
+    /// After publishing `wake`: runs a turn's start (`prepare`) on what
+    /// producers queued while the driver was busy (they saw it busy and did
+    /// not wake it). Returns when to wake (`wake`, or sooner for held
+    /// keys); `Err` to turn at once: more is queued than a drain takes, or
+    /// something filed is due before `wake`. Young keys stay held here too,
+    /// or the driver would spin beside a busy producer, filing each timeout
+    /// just before its cancel.
     fn file_late_arrivals(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         let mut core = self.lock_core();
         let drained = self.prepare(&mut core, self.clock.now(), false);
@@ -223,19 +204,15 @@ impl Shared {
     }
 
     /// Fires `due` in deadline order (stable: equal deadlines keep
-    /// submission order). Entries cancelled meanwhile are skipped. Between
-    /// two tasks it looks for a shutdown: once the timer is stopped, a run
-    /// in progress finishes and nothing else starts.
-    ///
-    /// An entry a reset moved past now is filed again instead (see
-    /// `reset.rs`).
+    /// submission order), skipping what was cancelled, and filing again
+    /// what a reset moved past now. Once the timer is stopped, nothing more
+    /// starts.
     pub(crate) fn fire(self: &Arc<Self>, due: &mut Vec<Key>) {
         if due.is_empty() {
             return;
         }
-        // By the deadline in force: a reset may have moved one in its tick.
-        // Each read once: a reset on another thread may move it meanwhile,
-        // and a sort whose keys change under it panics.
+        // By the deadline in force, each read once: a sort whose keys change
+        // under it (a reset on another thread) panics.
         let deadline = |key: &Key| self.deadline_of(*key);
         if due.windows(2).any(|w| deadline(&w[0]) > deadline(&w[1])) {
             due.sort_by_cached_key(deadline);
@@ -289,9 +266,8 @@ impl Shared {
             .for_each(|key| self.file(&mut core.wheel, key));
     }
 
-    /// Due entries that will not fire, as the timer shut down: stopped and
-    /// uncounted at once, and kept for `stop()` to return (the driver is
-    /// out of the wheel's reach by then; see `shut_down`).
+    /// Due entries that will not fire, as the timer shut down: stopped,
+    /// uncounted, and kept for `stop()` to return.
     #[cold]
     fn set_aside(&self, keys: impl Iterator<Item = Key>) {
         let mut released = Vec::new();
@@ -309,14 +285,11 @@ impl Shared {
         released.into_iter().for_each(|key| self.slots.release(key));
     }
 
-    /// Stops the timer and returns every entry that never ran, marked
-    /// stopped, each with a reference for the caller. With `wait`, first
-    /// waits until no thread drives the wheel, so that nothing fires after
-    /// this returns.
-    ///
-    /// Every state change and uncount happens under the core lock, so a
-    /// second `stop()` that gets the lock after this one finds them done;
-    /// wakers and releases, which may run user code, come after it.
+    /// Stops the timer and returns every entry that never ran, stopped,
+    /// each with a reference for the caller. With `wait`, first waits until
+    /// no thread drives the wheel, so nothing fires after this returns.
+    /// State changes and uncounts happen under the core lock, so a second
+    /// `stop()` finds them done; wakers and releases (user code) after it.
     pub(crate) fn shut_down(&self, wait: bool) -> Vec<Key> {
         self.begin_shutdown();
         if wait {
@@ -362,9 +335,8 @@ impl Shared {
         all
     }
 
-    /// Waits until no thread drives the wheel: the worker has exited, and
-    /// no `advance` is running. A second caller waits too: the first holds
-    /// the worker's lock until its join returns.
+    /// Waits until the worker has exited and no `advance` runs. A second
+    /// caller waits too: the first holds the worker's lock until it joined.
     fn wait_for_driver(&self) {
         {
             let mut worker = self.worker.lock().unwrap_or_else(|p| p.into_inner());
@@ -381,8 +353,8 @@ impl Shared {
     }
 }
 
-/// On `stop()`: if a stopped entry belongs to a future, wakes it, so it is
-/// polled again and completes, and returns true.
+/// On `stop()`: wakes a stopped future's entry, to be polled and end; true
+/// if it was one.
 fn wake_if_future(entry: &Entry) -> bool {
     let waker = entry.with_task(|slot| match slot.take() {
         Some(Task::Wake(waker)) => Ok(waker),

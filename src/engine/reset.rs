@@ -1,31 +1,24 @@
 //! The timer's side of a reset: moving a pending one-shot timeout's
-//! deadline without cancelling it and scheduling it again (see
-//! `entry/reset.rs` for the entry's side).
+//! deadline in place (see `entry/reset.rs` for the entry's side). A reset
+//! writes the new deadline beside the entry and marks it moved; then:
 //!
-//! A reset writes the new deadline beside the entry and marks it moved.
-//! What the driver must do then depends on the direction:
-//!
-//! - **Later** (the idle-timeout pattern, a reset on every message): nothing
-//!   until the old deadline comes. The entry is filed by its old deadline;
-//!   when that comes, the driver finds the new one ahead and files the
-//!   entry again. A timeout reset a thousand times costs the driver one
-//!   filing more, not a thousand.
-//! - **Earlier**: the entry may be filed, or held in its lane, too late for
-//!   the new deadline. The reset queues its key on the driver's mailbox
-//!   (with a reference) and wakes the driver if it sleeps past the new deadline,
-//!   as a schedule does. The driver, at its next step, takes the entry out
-//!   of its bucket (or its lane) and files it by the new deadline.
+//! - **Later** (a reset on every message): the driver does nothing until
+//!   the old deadline, then files the entry again by the new one. A
+//!   thousand resets cost it one filing.
+//! - **Earlier**: the entry may be filed, or held in its lane, too late.
+//!   The reset puts the key in the driver's mailbox (with a reference) and
+//!   wakes the driver if it would sleep past the new deadline; the driver
+//!   takes the entry out of its bucket or lane and files it again.
 
 use crate::engine::clock::Nanos;
 use crate::engine::key::Key;
-use crate::engine::shared::{Core, Shared};
+use crate::engine::shared::Shared;
 use crate::engine::sync::{fence, Ordering};
 
 impl Shared {
     /// Moves the deadline of `key`, a pending one-shot timeout the caller
-    /// holds a reference to, to `to`. False, changing nothing, if it is
-    /// periodic, no longer pending (fired, running, cancelled, stopped), or
-    /// the timer is shutting down.
+    /// holds, to `to`. False, changing nothing, if it is periodic, no
+    /// longer pending, or the timer is shutting down.
     pub(crate) fn reset(&self, key: Key, to: Nanos) -> bool {
         let entry = self.entry(key);
         if entry.is_periodic() || self.is_shutdown() {
@@ -50,8 +43,7 @@ impl Shared {
         true
     }
 
-    /// The deadline in force for `key`: a reset's, or the one it was
-    /// scheduled with.
+    /// The deadline in force for `key`: a reset's, or its own.
     pub(crate) fn deadline_of(&self, key: Key) -> Nanos {
         self.entry(key)
             .deadline_in_force(|| self.reset_deadline(key))
@@ -60,22 +52,6 @@ impl Shared {
     /// The deadline the last reset of `key` wrote.
     pub(crate) fn reset_deadline(&self, key: Key) -> Nanos {
         self.resets.cell(key).load(Ordering::Relaxed)
-    }
-
-    /// The driver, under the core lock: files again, by its new deadline,
-    /// each entry just taken out of the wheel as due that a reset moved
-    /// past `now`, and leaves the rest in `due` to fire. Their lines are in
-    /// the cache: this is the one filing a run of later resets costs.
-    pub(crate) fn refile_moved_due(&self, core: &mut Core, due: &mut Vec<Key>, now: Nanos) {
-        due.retain(|&key| {
-            let entry = self.entry(key);
-            let later =
-                entry.is_moved() && entry.adopt_reset_after(now, || self.reset_deadline(key));
-            if later {
-                self.file(&mut core.wheel, key);
-            }
-            !later
-        });
     }
 }
 

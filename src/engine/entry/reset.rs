@@ -1,21 +1,18 @@
-//! An entry's side of a reset: moving a pending one-shot timeout's deadline
-//! in place (see `engine/reset.rs` for the timer's side).
+//! An entry's side of a reset (see `engine/reset.rs` for the timer's).
 //!
-//! The wheel files an entry by its `deadline` and finds it again by it, to
-//! take it out of its bucket, so nobody but the driver may change it while
-//! the entry might be in one. A reset, on any thread, writes the new
-//! deadline to the entry's cell of the reset table instead, and marks the
-//! entry `MOVED` (`PENDING` with the `RESET` flag). The driver *adopts* it,
-//! copying it into `deadline`, only where the entry is in no bucket: when it
-//! files it from the intake, when it takes it out of its bucket to move it
-//! earlier, or when it comes due by the old deadline and is not due by the
-//! new one (then the driver files it again, and a reset to a later deadline
-//! has cost the driver nothing until the old deadline came).
+//! The wheel finds an entry by its `deadline`, so only the driver changes
+//! it, and only where the entry is in no bucket. A reset writes the new
+//! deadline to the entry's cell of the reset table and marks the entry
+//! `MOVED` (`PENDING` + `RESET`). The driver *adopts* it, copying it into
+//! `deadline`, when it files the entry from the intake, takes it out of its
+//! bucket to move it earlier, or finds it due by the old deadline but not
+//! by the new one (then files it again: a reset to later costs the driver
+//! nothing until the old deadline).
 //!
-//! A reset and the driver's look at the deadline each hold `LOCKED`, so
-//! the driver decides "due or not" on a deadline no reset can change under
-//! it: a fire and a reset have exactly one winner. The driver never waits
-//! for a reset: an entry it finds `LOCKED` is looked at again next tick.
+//! A reset and the driver's look each hold `LOCKED`, so the driver decides
+//! "due or not" on a deadline no reset changes under it: a fire and a reset
+//! have one winner. The driver never waits: an entry it finds `LOCKED` is
+//! looked at again next tick.
 
 use super::{Entry, EXPIRED, LOCKED, MOVED, PENDING, RESET, RUNNING};
 use crate::engine::clock::Nanos;
@@ -36,10 +33,8 @@ pub(crate) enum Fire {
 
 impl Entry {
     /// A reset: moves a pending one-shot entry's deadline to `to`, written
-    /// to `cell`, its cell of the reset table. Returns the deadline the
-    /// driver files the entry by, or `None` if it is not pending (it
-    /// fired, is running, was cancelled or stopped), and then nothing
-    /// changed.
+    /// to `cell`, its reset table cell. Returns the deadline it is filed
+    /// by; `None`, changing nothing, if it is not pending.
     pub(crate) fn try_reset(&self, to: Nanos, cell: &AtomicU64) -> Option<Nanos> {
         let mut claimed = false;
         spin(|| {
@@ -108,29 +103,6 @@ impl Entry {
         self.deadline.store(cell(), Ordering::Release);
         self.state.store(PENDING, Ordering::Release);
         true
-    }
-
-    /// `adopt_reset` for an entry just taken out of its bucket as due by
-    /// `now`, only if a reset moved it past `now`: true if it did, and the
-    /// driver must file it again. Otherwise it stays moved, for `fire_due`.
-    pub(crate) fn adopt_reset_after(&self, now: Nanos, cell: impl FnOnce() -> Nanos) -> bool {
-        if !self.transition(MOVED, LOCKED) {
-            return false;
-        }
-        let deadline = cell();
-        if deadline <= now {
-            self.state.store(MOVED, Ordering::Release);
-            return false;
-        }
-        self.deadline.store(deadline, Ordering::Release);
-        self.state.store(PENDING, Ordering::Release);
-        true
-    }
-
-    /// True if a reset moved the deadline, and the driver has not adopted
-    /// it yet.
-    pub(crate) fn is_moved(&self) -> bool {
-        self.state.load(Ordering::Acquire) == MOVED
     }
 
     /// The deadline in force: the one a reset moved it to, read by `cell`,
