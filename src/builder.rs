@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::engine::clock::Source;
-use crate::engine::handoff::Handoff;
+use crate::engine::dispatch::Handoff;
 use crate::engine::shared::Config;
 use crate::{Executor, HashedWheelTimer, TimerError};
 

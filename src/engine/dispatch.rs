@@ -1,31 +1,63 @@
 //! Running a fired task: on the thread that fired it, or on the timer's
-//! [`Executor`](crate::Executor).
+//! [`Executor`](crate::Executor) (the face builds a `Handoff` from it), and
+//! ending a periodic run (`rearm`).
 //!
-//! Wherever it runs, a task runs marked as a task of its timer (so `stop()`
-//! from inside it is an error, not a deadlock), and a panic is caught,
-//! logged and recorded on the entry. A periodic run then ends in
-//! `rearm.rs`: re-armed, or finished by its panic.
-//!
-//! A waker is always woken where it fired: waking is cheap, and the woken
-//! future runs on its own runtime anyway. So is a notice (a delay queue's
-//! item), which only hands a number on, in the order the driver fires.
-//!
-//! With an executor, firing costs one allocation (the boxed job) and a
-//! short lock on the timer's table of jobs, which lets `stop()` take back
-//! the jobs not started; without one, nothing is allocated or locked.
+//! A task runs marked as its timer's (so `stop()` inside it is an error,
+//! not a deadlock), and a panic is caught, logged and recorded on the
+//! entry. Wakers and notices are woken where they fired, even with an
+//! executor: that is cheap, and in firing order. With an executor, a fire
+//! costs a boxed job and a short lock on the table of jobs, so that
+//! `stop()` can take back the jobs not started; without one, nothing.
 
 use std::any::Any;
+use std::collections::HashMap;
+use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::engine::counts::Ended;
 use crate::engine::entry::Entry;
 use crate::engine::handle::Timeout;
-use crate::engine::handoff::Handoff;
-use crate::engine::jobs::{JobState, Jobs};
 use crate::engine::key::Key;
 use crate::engine::shared::Shared;
 use crate::engine::task::{panic_message, Periodic, Task, UserBox};
+
+/// A fired callback, ready to run.
+pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Hands jobs to the timer's executor.
+#[derive(Clone)]
+pub(crate) struct Handoff(Arc<dyn Fn(Job) + Send + Sync>);
+
+impl Handoff {
+    pub(crate) fn new(execute: impl Fn(Job) + Send + Sync + 'static) -> Handoff {
+        Handoff(Arc::new(execute))
+    }
+
+    pub(crate) fn execute(&self, job: Job) {
+        (self.0)(job)
+    }
+}
+
+impl fmt::Debug for Handoff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Executor")
+    }
+}
+
+/// Where a job handed to the executor is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobState {
+    /// Not started: `stop()` may take it back.
+    Queued,
+    /// Running its task's code.
+    Running,
+}
+
+/// The jobs in the executor's hands, by key, until their task's code
+/// returns: how `stop()` finds the fired tasks not started, and the
+/// periodic runs in progress.
+pub(crate) type Jobs = HashMap<Key, JobState>;
 
 /// A fired task handed to the executor. The task itself waits in its
 /// entry until the job starts, so that `stop()` can take it back with
@@ -151,6 +183,43 @@ impl Shared {
             None => return entry.take_task(),
         }
         None
+    }
+
+    /// Ends a run that returned: re-arms the entry for its next run, unless
+    /// it was cancelled during the run or the timer was stopped. Runs no
+    /// user code: a task left over is returned, for the caller to drop
+    /// outside any lock.
+    pub(crate) fn rearm(&self, key: Key, task: UserBox<Periodic>) -> Option<Task> {
+        let entry = self.entry(key);
+        let next = task.next_due(entry.deadline(), self.clock.now());
+        entry.set_deadline(next);
+        entry.put_task(Task::Periodic(task));
+        if self.is_shutdown() {
+            // Running when `stop()` was called: it ends stopped, and is not
+            // in the list `stop()` returned.
+            return self.end_unrun(entry);
+        }
+        if !entry.try_rearm() {
+            // Cancelled during the run (the canceller counted it), or ended
+            // stopped by `stop()` on an executor.
+            return entry.take_task();
+        }
+        self.slots.retain(key); // the queue's reference
+        if !self.enqueue(key) && self.try_stop(key) {
+            self.uncount(1, Ended::Stopped);
+            // Ended stopped by the shutdown. Not left in the slot: the
+            // queue's reference may be the last, released by the driver
+            // under the core lock.
+            return entry.take_task();
+        }
+        None
+    }
+
+    /// Ends a run that panicked: no later run starts.
+    pub(crate) fn end_panicked(&self, entry: &Entry) {
+        if entry.try_end_panicked() {
+            self.uncount(1, Ended::Fired);
+        }
     }
 }
 

@@ -10,9 +10,9 @@ use crate::engine::shared::Shared;
 use crate::engine::sync::{AtomicU64, Ordering};
 
 impl Shared {
-    /// Manual clock: moves time forward by `by`, turning the wheel at each
-    /// time it has work on the way, with the clock reading that time, so
-    /// each task sees the time of its own tick.
+    /// Manual clock: moves time forward by `by`, turning at each time with
+    /// work on the way, the clock reading that time, so each task sees
+    /// the time of its own tick.
     pub(crate) fn advance(self: &Arc<Self>, by: Duration) {
         self.advance_firing(by);
     }
@@ -28,10 +28,9 @@ impl Shared {
         };
         let by = saturating_nanos(by);
         if self.is_driving_here() {
-            // Called from a task this thread runs inside an outer `advance`:
-            // the task takes `by`. The clock moves on at once, and the outer
-            // call turns through the extended range, firing what came due
-            // meanwhile late, as a slow task makes a real worker do.
+            // From a task inside an outer `advance`: the clock moves on at
+            // once, and the outer call turns through the longer range,
+            // firing what came due meanwhile late, as after a slow task.
             let to = self.clock.now().saturating_add(by);
             self.clock.set_manual(to);
             target.fetch_max(to, Ordering::AcqRel);
@@ -41,12 +40,10 @@ impl Shared {
         self.as_driver(|| self.drive_to(target, by))
     }
 
-    /// The body of `advance`, with the driver lock held: turns at the
-    /// current time, then at each time a turn asks for, and last at the
-    /// target, so every tick up to it has been processed. After a turn
-    /// that fired, it turns again at the same time: a task may have
-    /// scheduled something due sooner than the turn planned. Says whether
-    /// anything fired.
+    /// `advance` under the driver lock: turns now, at each time a turn asks
+    /// for, and at the target. After a turn with something due it turns
+    /// again at the same time: a task may have scheduled something sooner.
+    /// Says whether anything came due.
     fn drive_to(self: &Arc<Self>, target: &AtomicU64, by: Nanos) -> bool {
         target.fetch_max(self.clock.now().saturating_add(by), Ordering::AcqRel);
         let mut due = Vec::new();
@@ -69,10 +66,9 @@ impl Shared {
         fired
     }
 
-    /// Manual clock: advances to the end of the next tick in which a
-    /// pending timeout is due, firing what is due there (as `advance`
-    /// would), and returns how far time moved. `None`, with time unmoved,
-    /// if nothing pending can ever fire (none, or only saturated
+    /// Manual clock: advances to the end of the next tick with a pending
+    /// timeout due, firing it, and returns how far time moved. `None`, time
+    /// unmoved, if nothing pending can ever fire (none, or only saturated
     /// deadlines), on a clock that is not manual, or after a stop.
     pub(crate) fn advance_to_next(self: &Arc<Self>) -> Option<Duration> {
         self.clock.manual_target()?;
@@ -86,9 +82,8 @@ impl Shared {
         }
     }
 
-    /// The end of the tick in which the earliest pending timeout is due,
-    /// after filing every arrival, held ones included; `None` if nothing
-    /// pending can ever fire, or the timer stopped.
+    /// The end of the tick of the earliest pending deadline, every arrival
+    /// filed first; `None` if nothing pending can fire, or after a stop.
     fn next_due_time(&self) -> Option<Nanos> {
         if self.is_shutdown() {
             return None;

@@ -1,28 +1,22 @@
 //! State shared by every handle of one timer, and the producer side:
-//! `schedule` and `cancel`, callable from any thread without a lock.
+//! `schedule` and `cancel`, from any thread, without a lock.
 //!
 //! # Waking the worker
 //!
-//! The worker publishes in `planned_wake` the earliest deadline it will
-//! fire within a tick if it sleeps as planned: one tick before the time it
-//! wakes (`u64::MAX` when parked for good, 0 while it is busy and will
-//! look at the queue anyway). A producer pushes, then reads `planned_wake`,
-//! and unparks only if its deadline is earlier. The worker stores `planned_wake`, then
-//! re-checks the queue before it parks. A `SeqCst` fence on each side
-//! (store; fence; load) means at least one of them sees the other, so no
-//! wake-up is lost and a later deadline costs no unpark.
+//! The worker publishes in `planned_wake` the earliest deadline it would
+//! fire within a tick if it slept as planned (`IDLE` when parked for good,
+//! `BUSY` while awake). A producer pushes, then reads `planned_wake`, and
+//! unparks only if its deadline is earlier; the worker stores it, then
+//! looks at the queues again before it parks. A `SeqCst` fence on each side
+//! (store; fence; load) means one of them sees the other: no wake-up is
+//! lost, and a later deadline costs no unpark.
 //!
-//! Housekeeping (filing the queue, removing cancelled entries) uses the same
-//! pattern with `housekeeping_requested`. A cancel that reached the entry
-//! after the worker took it from the intake asks for it (one that withdrew
-//! it from a lane needs nothing: see `intake.rs`), and so does every
-//! `SHARED_LOOK_EVERY`-th key on the shared queue; the first ask after the
-//! worker cleared the flag unparks it. The worker clears the flag at most
-//! once per tick, so a flood costs at most a wake-up or two per tick, a
-//! cancelled entry's memory comes back within a tick, and the shared queue
-//! cannot grow unseen while the worker sleeps towards a far deadline. A
-//! lane whose ring is three quarters full of keys not withdrawn, or that spills into
-//! its overflow, wakes the worker, once per drain.
+//! `housekeeping_requested` works the same way for what has no deadline: a
+//! key in the mailbox (a cancel that came after the worker took the
+//! entry), every `SHARED_LOOK_EVERY`-th key on the shared queue. The first
+//! ask after the worker cleared the flag unparks it, and the worker clears
+//! it at most once a tick, so a flood costs a wake-up or two a tick. A lane
+//! filling up asks once per drain (see `lane/`).
 
 use std::any::Any;
 use std::cell::Cell;
@@ -33,10 +27,10 @@ use crossbeam_queue::SegQueue;
 
 use crate::engine::clock::{Clock, Nanos, Source};
 use crate::engine::counts::{Counts, Ended, Totals};
+use crate::engine::dispatch::Handoff;
+use crate::engine::dispatch::Jobs;
 use crate::engine::entry::{CancelOutcome, Entry};
-use crate::engine::handoff::Handoff;
 use crate::engine::intake::{Intake, Queued};
-use crate::engine::jobs::Jobs;
 use crate::engine::key::Key;
 use crate::engine::lane::{urgent_nanos, withdraw, Lane};
 use crate::engine::refusal::Refusal;
@@ -68,8 +62,7 @@ loom::thread_local! {
     static DRIVING: Cell<u64> = Cell::new(0);
 }
 
-/// Runs `f` with `marker` set to `id`, restoring it afterwards, even if `f`
-/// panics.
+/// Runs `f` with `marker` set to `id`, restored after it, even on a panic.
 #[inline]
 fn marked<R>(marker: &'static LocalKey<Cell<u64>>, id: u64, f: impl FnOnce() -> R) -> R {
     struct Restore(&'static LocalKey<Cell<u64>>, u64);
@@ -90,22 +83,20 @@ pub(crate) struct Config {
     pub(crate) thread_name: String,
 }
 
-/// What only the thread driving the wheel touches, and `stop()` once the
-/// driver is done.
+/// What only the driver touches, and `stop()` once the driver is done.
 pub(crate) struct Core {
     pub(crate) wheel: Wheel,
     /// The tick of the last housekeeping.
     pub(crate) last_housekeeping: Option<u64>,
-    /// Due entries the driver took out of the wheel but did not fire, as
-    /// the timer shut down meanwhile: stopped and uncounted already, each
-    /// with the timer's reference, for `stop()` to return.
+    /// Due entries not fired as the timer shut down meanwhile: stopped,
+    /// uncounted, each with the timer's reference, for `stop()` to return.
     pub(crate) unfired: Vec<Key>,
 }
 
 pub(crate) struct Shared {
     pub(crate) id: u64,
-    /// A timeout due within this long of its push is urgent: the driver
-    /// files it at once rather than hold it (see `lane/`).
+    /// A timeout due within this long of its push is filed at once, not
+    /// held (see `lane/`).
     urgent_nanos: u64,
     pub(crate) config: Config,
     pub(crate) clock: Clock,
@@ -122,7 +113,7 @@ pub(crate) struct Shared {
     pub(crate) resets: ResetTable,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
-    /// Times round the worker's loop, one per wake-up at most; for tests.
+    /// Rounds of the worker's loop, for tests.
     #[cfg(test)]
     pub(crate) worker_rounds: AtomicUsize,
     /// Calls to `unpark_worker`, for tests.
@@ -135,11 +126,9 @@ pub(crate) struct Shared {
     pub(crate) driver: Mutex<()>,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
     worker_thread: OnceLock<Thread>,
-    /// How producers wake a driver that is a tokio task (see
-    /// `tokio_driver.rs`), in place of a worker thread.
+    /// How producers wake a driver that is a tokio task, not a thread.
     driver_notify: OnceLock<Arc<tokio::sync::Notify>>,
-    /// The user-facing handle, weakly, for `Timeout::timer()`: a type of
-    /// the public face, which the engine keeps without naming.
+    /// The face's handle, weakly, for `Timeout::timer()`, kept unnamed.
     owner: OnceLock<Weak<dyn Any + Send + Sync>>,
     /// Told when the timer shuts down (see `shutdown_hooks.rs`).
     pub(crate) shutdown_hooks: ShutdownHooks,
@@ -190,16 +179,15 @@ impl Shared {
         self.owner.get()?.upgrade()
     }
 
-    /// Without a `max_pending_timeouts` to enforce, each producer counts on
-    /// its own lane, and only the sum is exact (see `counts.rs`).
+    /// Without a pending limit, producers count on their lanes (see
+    /// `counts.rs`).
     #[inline(always)]
     fn counts_on_lanes(&self) -> bool {
         self.config.max_pending.is_none()
     }
 
-    /// Pending timeouts, the lanes' shares included: never below zero,
-    /// nor above what was scheduled, even while others count (see
-    /// `counts.rs`).
+    /// Pending timeouts: never below zero nor above what was scheduled,
+    /// even while others count (see `counts.rs`).
     pub(crate) fn pending(&self) -> usize {
         if self.counts_on_lanes() {
             self.counts_now().pending
@@ -323,12 +311,10 @@ impl Shared {
     }
 
     /// The producer path: counts, queues and, if needed, wakes the worker.
-    /// `now` is the clock's reading the caller took to make `deadline`:
-    /// the driver holds the timeout in its lane until it is `HOLD` old by
-    /// that reading, unless it is due soon (see `lane/`). The new entry
-    /// has two references: the timer's, and the caller's. Also returns
-    /// where the key waits in a lane (or 0), for a handle to keep: see
-    /// `cancel_at`.
+    /// `now` is the reading `deadline` was made from, which says how long
+    /// the key may wait in its lane (see `lane/`). The entry gets two
+    /// references, the timer's and the caller's. Also returns the key's
+    /// lane mark (or 0), for `cancel_at`.
     #[inline(always)]
     pub(crate) fn schedule(
         &self,
@@ -359,7 +345,7 @@ impl Shared {
         let urgent = self.is_urgent(now, deadline);
         let queued = self.intake.push_on(lane, key, entry, now, urgent);
         let mark = queued.mark;
-        if !self.after_push(queued, entry) && self.take_back(key) {
+        if !self.after_push(queued, entry) && self.try_stop(key) {
             self.unreserve(lane);
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
@@ -370,11 +356,13 @@ impl Shared {
         Ok((key, mark))
     }
 
-    /// Queues a pending entry for the worker (a new one, or a periodic one
-    /// re-armed after a run), handing it the timer's reference, and wakes
-    /// the worker if its planned wake-up would fire this deadline more than
-    /// a tick late. False if the timer was shut down meanwhile: the caller
-    /// then calls `take_back`.
+    /// Queues a pending entry (new, or a periodic one re-armed) with the
+    /// timer's reference, and wakes the worker if it would fire it more
+    /// than a tick late. False if the timer shut down meanwhile: `stop()`
+    /// may have drained the queue before the push, so the caller takes
+    /// the entry back with `try_stop` (true: stopped, for the caller to
+    /// uncount; false: `stop()` returned it). The queue keeps the
+    /// timer's reference either way.
     pub(crate) fn enqueue(&self, key: Key) -> bool {
         let entry = self.entry(key);
         let now = self.clock.now();
@@ -382,8 +370,7 @@ impl Shared {
         self.after_push(self.intake.push(key, entry, now, urgent), entry)
     }
 
-    /// True if a timeout due at `deadline`, made at `now`, must be filed at
-    /// the driver's next look rather than held in its lane.
+    /// True if a timeout due at `deadline`, made at `now`, is not held.
     #[inline(always)]
     fn is_urgent(&self, now: Nanos, deadline: Nanos) -> bool {
         deadline < now.saturating_add(self.urgent_nanos)
@@ -406,27 +393,15 @@ impl Shared {
         true
     }
 
-    /// After `enqueue` saw a shutdown: `stop()` may have drained the queue
-    /// before our push, so take the entry back (stopped, for the caller to
-    /// uncount) and return true. False if `stop()` took it: it is in its
-    /// returned Vec. Either way the queue keeps the timer's reference:
-    /// `stop()` releases it, or it goes with the queue when the timer is
-    /// dropped.
-    pub(crate) fn take_back(&self, key: Key) -> bool {
-        self.try_stop(key)
-    }
-
     /// `PENDING -> STOPPED` for `key`, adopting a reset deadline.
     pub(crate) fn try_stop(&self, key: Key) -> bool {
         self.entry(key).try_stop(|| self.reset_deadline(key))
     }
 
-    /// The cancel path, for a caller holding a reference to `key`. Returns
-    /// the task, if the caller won, for its `cancelled` hook.
-    ///
-    /// `mark` is where the caller saw `key` queued, as `schedule` returned
-    /// it (0 if it did not keep it): the cancel then reaches the lane's
-    /// cell without reading the entry for it.
+    /// The cancel path, for a caller holding a reference to `key`; `mark`
+    /// is the lane mark `schedule` returned (or 0), so the lane's cell is
+    /// reached without reading the entry. Returns the task if the caller
+    /// won, for its `cancelled` hook.
     #[inline(always)]
     pub(crate) fn cancel_at(&self, key: Key, mark: u32) -> Option<Task> {
         let cell = self.intake.cell_at(mark);
@@ -438,8 +413,8 @@ impl Shared {
         let withdrawn = cell.is_some_and(|cell| withdraw(cell, key))
             || (entry.queue_mark() != mark && self.intake.withdraw(entry, key));
         if withdrawn {
-            // The worker never saw it. We hold its reference now, and the
-            // caller holds one too, so this is not the last.
+            // The worker never saw it. The queue's reference is ours, and
+            // the caller holds one too: not the last.
             entry.release_withdrawn_reference();
         } else {
             self.leave_removal_to_worker(key, entry);
@@ -460,8 +435,9 @@ impl Shared {
         task
     }
 
-    /// A cancelled entry the worker took from the intake: it is filed, or
-    /// about to be, so the worker takes it out at its next housekeeping.
+    /// A cancelled entry the worker took from the intake: the worker
+    /// takes it out of the wheel (through the mailbox) or finds it
+    /// cancelled as it files it.
     fn leave_removal_to_worker(&self, key: Key, entry: &Entry) {
         // Pairs with the worker's fence after it files an entry: either it
         // sees CANCELLED and removes the entry at once, or we see it filed.
@@ -476,8 +452,7 @@ impl Shared {
         self.request_housekeeping();
     }
 
-    /// Gives up one reference to `key`. The last one vacates the slot and
-    /// keeps it for this thread's next schedule, if this thread has a lane.
+    /// Gives up one reference to `key`. The last vacates the slot.
     #[inline(always)]
     pub(crate) fn release(&self, key: Key) {
         let entry = self.entry(key);
@@ -487,8 +462,7 @@ impl Shared {
         }
     }
 
-    /// Keeps a vacated slot for this thread's next schedule, if this thread
-    /// has a lane with room, or else frees it to the arena.
+    /// Keeps a vacated slot on this thread's lane, or frees it to the arena.
     #[inline(always)]
     fn keep_free(&self, key: Key, entry: &Entry) {
         if !self.intake.push_free(key, entry) {

@@ -1,17 +1,13 @@
-//! The driver as a task on a tokio runtime, for a timer on that runtime's
-//! clock (`Builder::tokio_clock`).
+//! The driver as a task on a tokio runtime, for `Builder::tokio_clock`.
 //!
-//! It runs the worker thread's rounds (see `worker.rs`), and between two
-//! rounds it waits with `tokio::time::sleep_until` for the time it planned,
-//! or for a producer's `Notify`, where the worker thread parks. So a paused
-//! runtime moves the timer as it moves its own timers: `advance` fires what
-//! comes due, and auto-advance jumps to the timer's next wake-up as it
-//! jumps to any sleep's.
+//! It runs the worker thread's rounds (`worker::round`), and between them
+//! waits with `tokio::time::sleep_until`, or for a producer's `Notify`. So
+//! a paused runtime moves the timer as it moves its own timers: `advance`
+//! fires what comes due, and auto-advance jumps to the timer's next wake-up.
 //!
-//! A round holds the driver lock, as a manual `advance` does, so `stop()`
-//! waits for a round in progress; it never holds it across an `await`.
-//! When the runtime shuts down, the task is dropped and the timer shuts
-//! down with it, as when its last handle is dropped.
+//! A round holds the driver lock, as `advance` does, so `stop()` waits for
+//! one in progress; never across an `await`. When the runtime shuts down,
+//! the task is dropped and the timer shuts down with it.
 
 use std::sync::Arc;
 

@@ -1,18 +1,15 @@
-//! The worker thread: one per timer with a real clock, started by the first
-//! timeout, ended by `stop()` or by dropping the last timer handle.
+//! The worker thread: one per timer on a real clock, started by the first
+//! timeout, ended by `stop()` or the last timer handle's drop.
 //!
-//! Each loop: one `turn` of the wheel at the time now (see `driver.rs`),
-//! then sleep until the time the turn asked for: the end of the next tick
-//! with work. With nothing pending it parks with no timeout, so an idle
-//! timer costs no wake-ups at all.
+//! Each loop: a `turn` at the time now (`driver.rs`), then sleep until the
+//! time it asked for, the end of the next tick with work. With nothing
+//! pending it parks with no timeout: an idle timer costs no wake-ups.
 //!
-//! Except while producers cancel timeouts young: when the worker finds
-//! cells withdrawn from the lanes and an empty wheel, it sleeps one round
-//! instead, and parks for good only after a round without them. Parked for
-//! good, the worker must be woken by every new timeout, however far its
-//! deadline; a producer that cancels each timeout soon after queueing it
-//! would then wake the worker thousands of times a second, only for it to
-//! file a timeout about to be cancelled.
+//! Except while producers cancel young: finding withdrawn lane cells and
+//! an empty wheel, it sleeps a round, and parks for good only after a round
+//! without them. Parked for good, every new timeout must wake it, and a
+//! producer that cancels each one soon after would wake it thousands of
+//! times a second, to file timeouts about to be cancelled.
 
 use std::sync::Arc;
 use std::thread;
@@ -50,8 +47,7 @@ fn start(shared: &Arc<Shared>) -> Result<(), Refusal> {
 }
 
 fn run(shared: Arc<Shared>) {
-    // Publish this thread before the first look at the queue, so that no
-    // producer's unpark after that look can miss it.
+    // Published before the first look at the queue: no unpark is missed.
     shared.set_worker_thread(thread::current());
     let clock = &shared.clock;
     let mut due = Vec::new();
@@ -84,9 +80,8 @@ pub(crate) enum Round {
     Sleep(Option<Nanos>),
 }
 
-/// One round of a driver that sleeps between turns (the worker thread, or
-/// a task on a tokio runtime): turns the wheel at the time now, then
-/// publishes when it next needs to turn, for producers (`plan_sleep`).
+/// One round of a driver that sleeps between turns (the worker thread, a
+/// tokio clock's task): a turn at the time now, then `plan_sleep`.
 pub(crate) fn round(shared: &Arc<Shared>, due: &mut Vec<Key>) -> Round {
     shared.planned_wake.store(BUSY, Ordering::SeqCst);
     if shared.is_shutdown() {

@@ -32,45 +32,36 @@
 //! | `PENDING` + `RESET` | `LOCKED` -> `PENDING` | the driver adopts the reset deadline | = |
 //!
 //! - `LOCKED` is held for a few instructions by a reset, or by the driver
-//!   adopting a reset deadline or firing a reset entry. Cancel and `stop()`
-//!   wait for it to pass; the driver never waits (see `reset.rs`). It
-//!   counts as pending. `RESET`, a flag on `PENDING`, says the deadline in
-//!   force is in the reset table: so a fire's one swap from a bare
-//!   `PENDING` fails on an entry a reset moved, however quickly the reset
-//!   came and went.
-//! - `RUNNING` counts as pending, so the pending count goes down exactly
-//!   once per entry: by whoever moves it from `PENDING` or `RUNNING` to a
-//!   final state, and by nobody else.
-//! - Whoever wins the swap out of `PENDING` owns `task` and takes it. The
-//!   runner of a periodic entry puts the task back *before* it swaps
-//!   `RUNNING -> PENDING`, so the next winner finds it; if that swap fails
-//!   (cancelled during the run), the runner drops whatever is left in the
-//!   slot. The slot's lock is therefore never contended except by a `Sleep`
-//!   swapping its waker while the worker fires, or by a cancel racing the
-//!   put-back.
-//! - `PANICKED` is a flag bit, not a state: set by one `fetch_or` on an entry
-//!   already `EXPIRED` or `CANCELLED` after its task panicked, or in the
-//!   same swap as `RUNNING -> EXPIRED`. No swap starts from a state that
-//!   carries it, and the `is_*` reads mask it off.
-//! - `in_wheel` is written only by the thread driving the wheel: true while
-//!   the entry sits in a bucket. Other threads only read it to decide
-//!   whether a cancelled entry must be queued for removal.
-//! - `prev` and `next` are the wheel's list links (see `wheel/list.rs`),
-//!   touched only by the thread driving the wheel; `next` also links the
-//!   free list of a vacant entry (see `slots.rs`), and `prev` says where a
-//!   queued entry waits in its lane (see `lane/`), set by its producer
-//!   before the worker can see it.
-//! - `refs` counts who may still name the entry (see `slots.rs`). Only the
+//!   adopting or firing a reset entry. Cancel and `stop()` wait for it; the
+//!   driver never does (see `reset.rs`). It counts as pending. `RESET`, a
+//!   flag on `PENDING`, says the deadline in force is in the reset table,
+//!   so a fire's one swap from bare `PENDING` fails on a moved entry.
+//! - `RUNNING` counts as pending: the pending count goes down once per
+//!   entry, by whoever moves it from `PENDING` or `RUNNING` to a final
+//!   state.
+//! - Whoever wins the swap out of `PENDING` owns `task`. A periodic runner
+//!   puts the task back *before* `RUNNING -> PENDING`; if that swap fails
+//!   (cancelled during the run), it drops what is left. So the slot's lock
+//!   is contended only by a `Sleep` swapping its waker while the driver
+//!   fires, or a cancel racing the put-back.
+//! - `PANICKED` is a flag, not a state: set by a `fetch_or` on an entry
+//!   already `EXPIRED` or `CANCELLED`, or in the swap `RUNNING -> EXPIRED`.
+//!   No swap starts from a state carrying it; the `is_*` reads mask it off.
+//! - `in_wheel` is written only by the driver: true while the entry is in a
+//!   bucket. Others read it to decide whether a cancel must go to the
+//!   driver's mailbox.
+//! - `prev` and `next` are the wheel's list links (`wheel/list.rs`), the
+//!   driver's alone; `next` also links a vacant entry's free list
+//!   (`slots.rs`), and `prev` holds a queued entry's lane mark (`lane/`),
+//!   written by its producer before the driver can see the key.
+//! - `refs` counts who may still name the entry (`slots.rs`). Only the
 //!   holder of the last reference vacates it, and only the thread that took
-//!   it from the free list fills it: both touch `task` without its lock, as
-//!   nobody else can name the entry then.
+//!   it from a free list fills it: both touch `task` without its lock.
 //! - `deadline` is where the wheel files the entry, so it changes only
-//!   where the wheel cannot be looking: for a one-shot entry, when the
-//!   driver adopts a reset deadline (under `LOCKED`, with the entry out of
-//!   any bucket); a reset itself writes the reset table. For a periodic one
-//!   only its runner writes it: after the run's code returned, while the
-//!   entry is still `RUNNING` and so in no queue and no bucket. During a
-//!   run it is that run's due time.
+//!   where the wheel cannot be looking: a one-shot's when the driver adopts
+//!   a reset (under `LOCKED`, the entry in no bucket; a reset itself writes
+//!   the reset table); a periodic one's by its runner, after the run, while
+//!   `RUNNING` keeps it out of every queue and bucket.
 //! - `periodic` never changes after the entry is built.
 
 use crate::engine::clock::Nanos;
@@ -84,13 +75,11 @@ const EXPIRED: u8 = 1;
 const CANCELLED: u8 = 2;
 const STOPPED: u8 = 3;
 const RUNNING: u8 = 4;
-/// Held for a moment by a reset, or by the driver checking a reset entry
-/// (see `reset.rs`): counts as pending; nobody else changes the state.
+/// Held for a moment by a reset or the driver (see `reset.rs`).
 const LOCKED: u8 = 5;
 /// Flag bit: a run of the task panicked.
 const PANICKED: u8 = 0x80;
-/// Flag bit, only ever on `PENDING`: a reset moved the deadline, and the
-/// one in force is in the reset table, not in `deadline` (see `reset.rs`).
+/// Flag bit on `PENDING`: the deadline in force is in the reset table.
 const RESET: u8 = 0x20;
 const FLAGS: u8 = PANICKED | RESET;
 /// `PENDING` with its deadline moved by a reset.
@@ -101,11 +90,11 @@ const TASK_LOCKED: u8 = 0x80;
 /// What a successful `cancel` found the entry in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CancelOutcome {
-    /// It was waiting to fire: the caller must decrement the pending
-    /// count, and it alone may touch the task (see `take_task_won`).
+    /// It was waiting: the caller uncounts it, and alone may touch the
+    /// task (`take_task_won`).
     Waiting,
-    /// A periodic run was in progress: the caller must decrement the
-    /// pending count; the runner may still be putting the task back.
+    /// A periodic run was in progress: the caller uncounts it; the runner
+    /// may still be putting the task back.
     Running,
     /// It had been returned by `stop()`: already uncounted.
     Stopped,
@@ -127,10 +116,9 @@ pub(crate) struct Entry {
     task: UnsafeCell<PackedTask>,
 }
 
-// SAFETY: `task` is the one field that is not `Sync` by itself. It is only
-// touched by `with_task`, under the `TASK_LOCKED` bit, or by `with_task_alone`,
-// when no other thread can name the entry, so no two threads ever access
-// it at once. `Task` is `Send`.
+// SAFETY: `task`, the one field not `Sync` by itself, is touched only by
+// `with_task`, under `TASK_LOCKED`, or by `with_task_alone`, when no other
+// thread can reach it: never by two threads at once. `Task` is `Send`.
 unsafe impl Sync for Entry {}
 
 // The task's tag shares the lock's byte: 40 bytes, not 48.
@@ -186,8 +174,8 @@ impl Entry {
         self.next.store(key.map_or(0, Key::pack), Ordering::Release);
     }
 
-    /// Where the entry waits in a lane (see `lane/`), or 0. It shares
-    /// `prev`: an entry is in a lane or in a bucket, never both.
+    /// Where the entry waits in a lane, or 0; in `prev`, as an entry is in
+    /// a lane or in a bucket, never both.
     #[inline(always)]
     pub(crate) fn set_queue_mark(&self, mark: u32) {
         self.prev.store(mark, Ordering::Relaxed);
@@ -212,8 +200,7 @@ impl Entry {
         self.deadline.load(Ordering::Acquire)
     }
 
-    /// The runner of a periodic entry sets its next due time; see the
-    /// ground rules.
+    /// A periodic entry's runner sets its next due time.
     pub(crate) fn set_deadline(&self, deadline: Nanos) {
         self.deadline.store(deadline, Ordering::Release);
     }
@@ -257,9 +244,8 @@ impl Entry {
         self.state.load(Ordering::Acquire) & PANICKED != 0
     }
 
-    /// Fires: `PENDING -> EXPIRED`, or `PENDING -> RUNNING` if periodic.
-    /// True for the single winner, who then owns the task. (The driver
-    /// uses `fire_due`, which also minds resets.)
+    /// `PENDING -> EXPIRED`, or `RUNNING` if periodic; for tests (the
+    /// driver uses `fire_due`, which minds resets).
     #[cfg(test)]
     pub(crate) fn try_fire(&self) -> bool {
         let to = if self.is_periodic() { RUNNING } else { EXPIRED };
@@ -272,9 +258,8 @@ impl Entry {
         self.transition(RUNNING, PENDING)
     }
 
-    /// `RUNNING -> EXPIRED` with the panic flag: a periodic run panicked,
-    /// and no later run starts. False if it was cancelled during the run
-    /// (the flag is then set on `CANCELLED`).
+    /// `RUNNING -> EXPIRED | PANICKED`: a periodic run panicked. False if
+    /// it was cancelled during the run (the flag goes on `CANCELLED`).
     pub(crate) fn try_end_panicked(&self) -> bool {
         if self.transition(RUNNING, EXPIRED | PANICKED) {
             return true;
@@ -288,9 +273,8 @@ impl Entry {
         self.state.fetch_or(PANICKED, Ordering::AcqRel);
     }
 
-    /// `PENDING -> STOPPED`, used by `stop()` for what never ran, which is
-    /// in no bucket: a deadline a reset moved it to (read by
-    /// `reset_deadline`) becomes its deadline.
+    /// `PENDING -> STOPPED`, for `stop()`, on an entry in no bucket; a
+    /// reset deadline (`reset_deadline`) becomes its deadline.
     pub(crate) fn try_stop(&self, reset_deadline: impl FnOnce() -> Nanos) -> bool {
         let mut stopped = false;
         let mut moved = false;
@@ -318,9 +302,8 @@ impl Entry {
     }
 
     /// `RUNNING | EXPIRED -> STOPPED`: a run ended after `stop()`, or the
-    /// executor dropped a job without running it. `Some(true)` if it was
-    /// running, so the caller must decrement the pending count; `None` if it
-    /// was neither (cancelled meanwhile).
+    /// executor dropped a job unrun. `Some(true)` if it was running (the
+    /// caller uncounts it); `None` if cancelled meanwhile.
     pub(crate) fn try_stop_fired(&self) -> Option<bool> {
         if self.try_stop_running() {
             return Some(true);
@@ -329,14 +312,14 @@ impl Entry {
     }
 
     /// `RUNNING -> STOPPED`: `stop()` ends a periodic run in progress on
-    /// an executor; the run finishes, and is not re-armed. True if it was
-    /// running: the caller decrements the pending count.
+    /// an executor, which finishes and is not re-armed. True if it was
+    /// running: the caller uncounts it.
     pub(crate) fn try_stop_running(&self) -> bool {
         self.transition(RUNNING, STOPPED)
     }
 
-    /// `PENDING | RUNNING | STOPPED -> CANCELLED`. `None` if it had already
-    /// expired or been cancelled. One swap when it is pending.
+    /// `PENDING | RUNNING | STOPPED -> CANCELLED`; `None` if it had expired
+    /// or was cancelled. One swap when it is pending.
     #[inline(always)]
     pub(crate) fn try_cancel(&self) -> Option<CancelOutcome> {
         let Err(mut current) =
@@ -345,9 +328,8 @@ impl Entry {
         else {
             return Some(CancelOutcome::Waiting);
         };
-        // Not plainly waiting: reset, running, stopped, or over. A periodic
-        // entry can move between PENDING and RUNNING meanwhile, so retry on
-        // what we saw.
+        // Moved, running, stopped or over. A periodic entry may go between
+        // PENDING and RUNNING meanwhile: retry on what was seen.
         loop {
             let outcome = match current {
                 PENDING | MOVED => CancelOutcome::Waiting,
@@ -385,16 +367,13 @@ impl Entry {
         self.with_task(Option::take)
     }
 
-    /// Takes the task without the slot's lock, for the thread whose cancel
-    /// moved the entry out of `PENDING` (`CancelOutcome::Waiting`).
-    ///
-    /// Nobody else touches the slot then. The fire, `stop()` and a
-    /// periodic runner each take or put the task only after their own
-    /// transition, which that cancel excluded; a periodic runner put the
-    /// task back before its `RUNNING -> PENDING`, which the cancel's swap
-    /// read. A `Sleep` swaps its waker only while polled, and its cancel
-    /// comes from its own drop or reset, never at the same time.
-    /// `Timeout::take_task` needs `STOPPED`, which the entry never was.
+    /// Takes the task without the slot's lock, for the cancel that won the
+    /// entry from `PENDING` (`CancelOutcome::Waiting`). Nobody else touches
+    /// the slot then: the fire, `stop()` and a periodic runner touch it
+    /// only after their own transition, which the cancel excluded (a
+    /// runner put it back before `RUNNING -> PENDING`, which the cancel's
+    /// swap read); a `Sleep` swaps its waker only while polled, never while
+    /// it cancels; `Timeout::take_task` needs `STOPPED`.
     #[inline(always)]
     pub(crate) fn take_task_won(&self) -> Option<Task> {
         self.with_task_alone(Option::take)
@@ -406,11 +385,10 @@ impl Entry {
         drop(old); // outside the lock: dropping a task runs user code
     }
 
-    /// Runs `f` on the task slot, holding the slot's lock: a bit of the
-    /// byte that keeps the task's kind, instead of a 16-byte `Mutex`. The
-    /// lock is almost never contended (see the ground rules), and `f` only
-    /// moves values in and out, so a short spin is all a waiter needs. `f`
-    /// must not run user code: no drop, no waker call.
+    /// Runs `f` on the task slot under its lock, a bit of the byte that
+    /// keeps the task's kind (a `Mutex` would take 16 bytes). Almost never
+    /// contended, and `f` only moves values, so waiters spin. `f` must not
+    /// run user code: no drop, no waker call.
     #[inline(always)]
     pub(crate) fn with_task<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
         let mut kind = Kind::Empty;
@@ -434,21 +412,18 @@ impl Entry {
         unsafe { self.unpacked(kind) }.with(f)
     }
 
-    /// `with_task` without the lock, for the one thread that may touch the
-    /// slot: the one filling it (it took the slot from a free list),
-    /// vacating it (it dropped the last reference), or the cancel that won
-    /// it from `PENDING` (see `take_task_won`). Saves an atomic
-    /// read-modify-write each.
+    /// `with_task` without the lock (a read-modify-write saved), for the one
+    /// thread that may touch the slot: its filler, the holder of its last
+    /// reference, or the cancel that won it (`take_task_won`).
     #[inline(always)]
     fn with_task_alone<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
         let word = self.task_word.load(Ordering::Relaxed);
         debug_assert!(word & TASK_LOCKED == 0, "nobody else holds it");
-        // SAFETY: only the filler of a slot taken from a free list, the
-        // holder of its last reference (see `slots.rs`), the cancel that
-        // won the entry from `PENDING` (see `take_task_won`) calls this.
-        // Nothing else touches `task` until this returns. The acquire that
-        // made this thread the one (the free-list pop, the last `release`,
-        // the winning swap) orders it after every earlier access.
+        // SAFETY: only the filler, the holder of the last reference or the
+        // winning cancel calls this, and nothing else touches `task` until
+        // it returns. The acquire that made this thread the one (free-list
+        // pop, last `release`, winning swap) orders it after every earlier
+        // access.
         unsafe { self.unpacked(Kind::from_bits(word)) }.with(f)
     }
 
@@ -494,9 +469,8 @@ impl Drop for Entry {
     }
 }
 
-/// A task moved out of its entry's slot; dropping it, even while
-/// unwinding, puts the task back and stores its kind, which also clears
-/// `TASK_LOCKED`.
+/// A task moved out of its slot; its drop, even unwinding, puts it back
+/// and stores its kind, which clears `TASK_LOCKED`.
 struct Unpacked<'a> {
     entry: &'a Entry,
     task: Option<Task>,
