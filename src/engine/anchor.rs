@@ -1,17 +1,16 @@
 //! What a `Timeout` holds to keep its timer alive: an anchor per thread.
 //!
-//! A handle holding the timer's own `Arc` would bump one reference count
-//! that every producer thread shares. With two threads scheduling and
-//! cancelling, that one cache line moved between the cores twice per
-//! timeout, about a third of the time spent. Instead a thread keeps an
-//! anchor of the last timer it made a handle on, and handles count on the
-//! anchor: a cache line that, in the common case, only that thread writes.
+//! Handles holding the timer's own `Arc` would all bump one count shared by
+//! every producer thread: with two threads scheduling and cancelling, that
+//! cache line moved between cores twice per timeout, about a third of the
+//! time spent. Instead a thread keeps an anchor of the last timer it made a
+//! handle on, and handles count on the anchor: a cache line that, in the
+//! common case, only that thread writes.
 //!
-//! The price: a thread keeps the last timer it made a handle on (its
-//! memory, not its tasks or its worker, which go with the last
-//! `HashedWheelTimer`) until it makes one on another timer or exits. The
-//! thread that drops the last `HashedWheelTimer` lets go of its anchor at
-//! once.
+//! The price: a thread keeps that timer's memory (not its tasks or worker,
+//! which go with the last `HashedWheelTimer`) until it makes a handle on
+//! another timer or exits. The thread that drops the last
+//! `HashedWheelTimer` lets go of its anchor at once.
 
 use std::cell::RefCell;
 use std::sync::Arc;

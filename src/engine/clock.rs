@@ -128,7 +128,6 @@ impl Clock {
         matches!(self.time, Time::Manual { .. })
     }
 
-    /// True for a tokio runtime's clock.
     pub(crate) fn is_tokio(&self) -> bool {
         matches!(self.time, Time::Tokio { .. })
     }
@@ -196,14 +195,13 @@ impl Clock {
     }
 }
 
-/// The first tick whose end is at or after `deadline`, for ticks of
-/// `tick_nanos`.
+/// `Clock::tick_of`, for ticks of `tick_nanos`.
 pub(crate) fn tick_of(deadline: Nanos, tick_nanos: u64) -> u64 {
     deadline.div_ceil(tick_nanos)
 }
 
-/// How far ahead an instant too large to represent is clamped to: 30 years,
-/// as tokio does, far beyond any real deadline yet safe to add to an `Instant`.
+/// How far ahead an unrepresentable instant is clamped to: 30 years, as
+/// tokio does, beyond any real deadline yet safe to add to an `Instant`.
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 /// `at + by`, clamped to `FAR_FUTURE` after `at` where that overflows

@@ -1,34 +1,31 @@
 //! What the timer counts: the pending count, and the totals behind
 //! `stats()`: timeouts scheduled, fired, cancelled and stopped.
 //!
-//! Every timeout that counts as scheduled leaves the pending count exactly
-//! once, and is counted there, and only there, as fired, cancelled or
-//! stopped (invariant 5): so at any quiet moment
-//! `scheduled = fired + cancelled + stopped + pending`. A refused call
-//! counts nowhere.
+//! Each timeout counted as scheduled leaves the pending count exactly once,
+//! and only then is counted as fired, cancelled or stopped (invariant 5):
+//! at any quiet moment `scheduled = fired + cancelled + stopped + pending`.
+//! A refused call counts nowhere.
 //!
 //! Producers count on their own lane, in owner-only fields (plain loads and
-//! stores, no read-modify-write): `scheduled` at a schedule, `cancelled` at
-//! a winning cancel. The driver counts what fires or stops, and producers
-//! with no lane count here. Without a `max_pending_timeouts` to enforce,
-//! the pending count is computed from these totals; with a limit, a shared
-//! count is also kept, so that a schedule can check it in one step.
+//! stores): `scheduled` at a schedule, `cancelled` at a winning cancel. The
+//! driver counts what fires or stops, and producers with no lane count
+//! here. Without a `max_pending_timeouts`, the pending count is computed
+//! from these totals; with one, a shared count is kept too, so a schedule
+//! checks it in one step.
 //!
 //! # Reading while others count
 //!
 //! A timeout is often cancelled on another thread than the one that
-//! scheduled it, so one lane's `cancelled` may count a timeout another
-//! lane's `scheduled` counts, and the driver's `fired` counts timeouts of
-//! every lane. Summed lane by lane, a reader racing them could count an end
-//! before its schedule, and see fewer than zero pending. So `totals` reads
-//! every count of an end first (`fired`, `stopped`, every `cancelled`),
-//! then every `scheduled`. Each count is stored with `Release` and read
-//! with `Acquire`, and a timeout's schedule is counted before anyone can
-//! end it (before its key is queued or its handle returned), so a
-//! schedule whose end the first pass saw is in the second pass too:
-//! `pending = scheduled - ended` is never below zero (it is clamped there
-//! all the same), and never above what was scheduled by the time the read
-//! ended.
+//! scheduled it, so one lane's `cancelled` may count another lane's
+//! schedule, and the driver's `fired` counts every lane's. Summed lane by
+//! lane, a racing reader could count an end before its schedule and see
+//! fewer than zero pending. So `totals` reads every count of an end first
+//! (`fired`, `stopped`, every `cancelled`), then every `scheduled`. Counts
+//! are stored with `Release` and read with `Acquire`, and a schedule is
+//! counted before anyone can end it (before its key is queued or its handle
+//! returned), so a schedule whose end the first pass saw is in the second:
+//! `pending = scheduled - ended` is never below zero (clamped there all the
+//! same), nor above what was scheduled by the end of the read.
 
 use crate::engine::lane::Lane;
 use crate::engine::refusal::Refusal;
@@ -39,8 +36,8 @@ use crate::engine::task::Task;
 /// How a timeout left the pending count, other than by a cancel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ended {
-    /// Its deadline came: it was run or woken, or handed to the executor
-    /// to run; or a periodic run panicked, ending it.
+    /// Its deadline came: run, woken or handed to the executor; or a
+    /// periodic run panicked, ending it.
     Fired,
     /// `stop()` ended it before it ran (or a periodic task between runs).
     Stopped,
@@ -93,13 +90,11 @@ impl Counts {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// Counts one more pending timeout, on `lane` (this thread's) if there
-    /// is one, or says why it cannot. `limit` is `max_pending_timeouts`:
-    /// without one, no shared pending count is kept.
-    ///
-    /// A future's waker counts but is not refused by the limit: a `Sleep`
-    /// has no error to report and must not end early, and futures are
-    /// bounded by the tasks that hold them.
+    /// Counts one more pending timeout, on `lane` (this thread's) if any, or
+    /// says why it cannot. `limit` is `max_pending_timeouts`. A future's
+    /// waker counts but is not refused by it: a `Sleep` has no error to
+    /// report and must not end early, and futures are bounded by the tasks
+    /// that hold them.
     #[inline(always)]
     pub(crate) fn reserve(
         &self,
@@ -138,8 +133,7 @@ impl Counts {
         }
     }
 
-    /// A cancel won a pending timeout: uncounts it, on `lane` (this
-    /// thread's) if there is one.
+    /// A cancel won: uncounts the timeout, on `lane` (this thread's) if any.
     #[inline(always)]
     pub(crate) fn uncount_cancelled(&self, lane: Option<&Lane>, limited: bool) {
         if limited {
@@ -180,11 +174,10 @@ impl Counts {
         }
     }
 
-    /// The totals, each read once, in the order the module docs give:
-    /// `lanes_cancelled` and `lanes_scheduled` sum the lanes' counts. The
-    /// pending count is the difference, so the totals add up even while
-    /// others count; they are all current only at a quiet moment.
-    /// `queued` is left at 0 for the caller.
+    /// The totals, each read once in the module docs' order, the lanes'
+    /// counts summed by `lanes_cancelled` and `lanes_scheduled`. Pending is
+    /// the difference, so the totals add up even while others count; all are
+    /// current only at a quiet moment. `queued` is left 0 for the caller.
     pub(crate) fn totals(
         &self,
         lanes_cancelled: impl FnOnce() -> u64,

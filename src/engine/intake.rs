@@ -1,23 +1,19 @@
 //! The intake: how new and re-armed entries reach the worker.
 //!
-//! Each producer thread queues on its own lane (see `lane/`), which lets
-//! a cancel withdraw a timeout the worker has not seen yet and keeps free
-//! slots on the producer's core. A lane whose ring is full queues on its
-//! own overflow. A thread with no lane (the 257th concurrent producer, or
-//! one scheduling from a thread-local destructor after it let go of its
-//! lanes) uses the shared MPSC queue. The worker drains the lanes (each
-//! lane's keys due to be filed: see `lane/`), then the shared queue.
+//! Each producer thread queues on its own lane (see `lane/` for why), whose
+//! full ring spills to the lane's overflow. A thread with no lane (the 257th
+//! concurrent producer, or one scheduling from a thread-local destructor
+//! after letting go of its lanes) uses the shared MPSC queue. The worker
+//! drains each lane's due keys, then the shared queue.
 //!
 //! # Order
 //!
-//! Equal deadlines submitted by one thread fire in submission order, a
-//! full ring included: a lane hands the worker its keys first in, first
-//! out (see `lane/`). The exception is a thread that moves between the
-//! shared queue and a lane (it had none, past 256 concurrent producers,
-//! and later adopts one, or it schedules from a thread-local destructor
-//! after letting go of its lane): its keys on the two paths are not
-//! ordered with each other. Within a lane, a drain stalled while its owner
-//! wrapped the ring round past withdrawn cells may take a key early (see
+//! Equal deadlines submitted by one thread fire in submission order, a full
+//! ring included (see `lane/`). Two exceptions: a thread that moves between
+//! the shared queue and a lane (it had none and later adopts one, or it
+//! schedules from a thread-local destructor after letting go) has its keys
+//! on the two paths unordered; and a drain stalled while the owner wrapped
+//! the ring round past withdrawn cells may take a key early (see
 //! `Lane::drain`).
 
 use std::sync::{Arc, OnceLock};
@@ -34,10 +30,10 @@ use crate::engine::sync::{AtomicBool, AtomicU32, AtomicUsize, Mutex, Ordering};
 /// Lanes per timer: at most this many threads queue without contention.
 const MAX_LANES: usize = 256;
 
-/// Every this many keys on the shared queue the worker is asked to look,
-/// even if no deadline is earlier than its planned wake-up: nothing else
-/// bounds the backlog it would find (and file, `DRAIN_CAP_PER_TICK` a
-/// tick) when it wakes. A lane asks once per drain when it spills.
+/// Every this many keys on the shared queue ask the worker to look, even
+/// with no deadline before its planned wake-up: nothing else bounds the
+/// backlog it would find (and file, `DRAIN_CAP_PER_TICK` a tick) when it
+/// wakes. A spilling lane asks once per drain.
 const SHARED_LOOK_EVERY: usize = 1024;
 
 /// What a drain of the intake did.
@@ -63,8 +59,7 @@ pub(crate) struct Queued {
     pub(crate) mark: u32,
     /// The lane is filling up: wake the worker to drain it.
     pub(crate) wake: bool,
-    /// The shared queue has grown by `SHARED_LOOK_EVERY`: ask the worker
-    /// to look when it can.
+    /// The shared queue grew by `SHARED_LOOK_EVERY`: ask the worker to look.
     pub(crate) look: bool,
 }
 
@@ -104,11 +99,10 @@ impl Intake {
         self.lanes.get(index)?.get().map(|lane| &**lane)
     }
 
-    /// This thread's lane, adopting one if it has none: a lane whose thread
-    /// exited, or a new one. Adopted before a schedule takes its slot, so
-    /// that a fresh line's spare slots stay with this thread. `None` past
-    /// 256 threads, or in a thread-local destructor after the thread let go
-    /// of its lanes.
+    /// This thread's lane, adopting one (an exited thread's, or a new one)
+    /// if it has none, before a schedule takes its slot, so that a fresh
+    /// line's spare slots stay with this thread. `None` past 256 threads, or
+    /// in a thread-local destructor after the thread let go of its lanes.
     #[inline]
     pub(crate) fn lane_here(&self) -> Option<&Lane> {
         self.own_lane().or_else(|| self.adopt_lane_here())
@@ -119,9 +113,8 @@ impl Intake {
         self.adopt_lane().then(|| self.own_lane()).flatten()
     }
 
-    /// Queues `key`, whose entry is filled, from this thread, which read
-    /// the clock at `now` to make it; `urgent` if the driver must not hold
-    /// it (see `lane/`).
+    /// Queues `key`, its entry filled, made at `now` on this thread;
+    /// `urgent` if the driver must not hold it (see `lane/`).
     pub(crate) fn push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> Queued {
         self.push_on(self.lane_here(), key, entry, now, urgent)
     }
@@ -146,8 +139,8 @@ impl Intake {
         }
     }
 
-    /// `try_push` did not take `key`: on this thread's `lane`'s overflow,
-    /// or if it has none, on the shared queue.
+    /// For a key `try_push` refused: this thread's `lane`'s overflow, or the
+    /// shared queue if it has none.
     #[cold]
     fn push_elsewhere(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
         match lane {
@@ -160,7 +153,6 @@ impl Intake {
         }
     }
 
-    /// Queues `key` on the shared queue.
     fn push_shared(&self, key: Key, entry: &Entry) -> Queued {
         entry.set_queue_mark(0);
         self.shared.push(key);
@@ -171,8 +163,7 @@ impl Intake {
         }
     }
 
-    /// Gives this thread, which has no lane, one: a lane whose thread has
-    /// exited, or a new one. False if it cannot.
+    /// Gives this lane-less thread a lane (see `lane_here`); false if not.
     fn adopt_lane(&self) -> bool {
         local::hold(|| {
             let orphan = self.lanes().find(|lane| lane.try_adopt());
@@ -194,11 +185,9 @@ impl Intake {
         })
     }
 
-    /// Takes `key` back if it still waits in a lane, at the place its entry
-    /// records. True if it did: the caller then holds the reference the
-    /// queue held, and the worker never sees the entry. The mark may be
-    /// stale (the worker reuses the entry's field once it took the key),
-    /// but a cell holding this key is always its place.
+    /// `lane::withdraw` at the place `entry` records for `key`. The mark may
+    /// be stale (the worker reuses the field once it took the key), but a
+    /// cell holding this key is always its place.
     #[inline(always)]
     pub(crate) fn withdraw(&self, entry: &Entry, key: Key) -> bool {
         self.cell_at(entry.queue_mark())
@@ -223,9 +212,8 @@ impl Intake {
         }
     }
 
-    /// Driver only: passes up to `limit` queued keys to `out`, the lanes'
-    /// first: from each lane the keys due to be filed at `now`, or with
-    /// `all` every key (see `lane/`); every key of the shared queue.
+    /// Driver only: passes up to `limit` keys to `out`: each lane's due at
+    /// `now` (every key with `all`; see `lane/`), then the shared queue's.
     pub(crate) fn drain(
         &self,
         limit: usize,
@@ -331,8 +319,7 @@ mod tests {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let intake = &timer.shared().intake;
         for _ in 0..3 {
-            // A native join: the thread's locals, its lane included, are
-            // dropped by the time it returns.
+            // A native join: the thread's locals, its lane too, are dropped.
             let timer = timer.clone();
             std::thread::spawn(move || timer.new_timeout(|_| {}, Duration::from_secs(1)).unwrap())
                 .join()

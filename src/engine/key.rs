@@ -3,14 +3,13 @@
 
 use std::num::NonZeroU32;
 
-/// The name of an entry in its timer's `Slots`: its index + 1, so that an
-/// `Option<Key>` takes 4 bytes (a `Sleep` holds one).
+/// An entry's index + 1, so an `Option<Key>` takes 4 bytes (a `Sleep`
+/// holds one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Key(NonZeroU32);
 
 impl Key {
-    /// The key of the entry at `index` in the arena, which holds fewer
-    /// than `u32::MAX` entries.
+    /// The key of arena entry `index`; the arena holds under `u32::MAX`.
     #[inline(always)]
     pub(crate) fn at(index: u32) -> Key {
         Key(NonZeroU32::new(index.wrapping_add(1)).expect("an index below u32::MAX"))

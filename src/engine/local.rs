@@ -1,22 +1,20 @@
 //! Which lanes this thread owns: one per timer it has scheduled on.
 //!
 //! A thread adopts a lane on its first schedule and lets go of it when it
-//! exits, so a pool's threads reuse lanes rather than piling them up. A
-//! lane of a timer that shut down is dropped the next time this thread
-//! adopts one.
+//! exits, so a pool's threads reuse lanes rather than pile them up; a lane
+//! of a timer that shut down is dropped at this thread's next adoption.
 //!
-//! `LAST` caches the timer id and lane index of the last look-up: a plain
-//! `Cell`, so the common case (one timer per thread) costs no borrow and no
-//! search. It is cleared whenever this thread lets go of that lane, and it
-//! has no destructor, so it is readable even while other thread-locals are
-//! being destroyed.
+//! `LAST` caches the last look-up's timer id and lane index: a plain `Cell`,
+//! so the common case (one timer per thread) costs no borrow and no search.
+//! It is cleared whenever this thread lets go of that lane, and has no
+//! destructor, so it stays readable while other thread-locals are destroyed.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use crate::engine::lane::Lane;
 
-/// The lanes this thread owns. Letting go on drop hands each one back.
+/// The lanes this thread owns, each handed back on drop.
 struct Held(Vec<Arc<Lane>>);
 
 impl Drop for Held {

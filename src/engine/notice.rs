@@ -4,8 +4,7 @@
 
 use std::fmt;
 
-/// Warns of `what`, through `tracing` if a subscriber listens, else on
-/// standard error.
+/// Warns of `what` (see the module docs).
 #[cold]
 pub(crate) fn warn(what: fmt::Arguments<'_>) {
     if tracing::enabled!(target: "hashed_wheel_timer", tracing::Level::WARN) {

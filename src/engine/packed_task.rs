@@ -1,7 +1,6 @@
-//! An `Option<Task>` in 16 bytes. As an enum it takes 24: its tag would
-//! need a word of its own. Here the tag is a [`Kind`] that the entry keeps
-//! in a byte beside its other flags, which brings an entry from 48 bytes to
-//! 40 (see `entry.rs`).
+//! An `Option<Task>` in 16 bytes, not an enum's 24 (its tag would need a
+//! word): the tag is a [`Kind`] the entry keeps in a byte beside its other
+//! flags, bringing an entry from 48 bytes to 40 (see `entry/`).
 
 use std::mem::ManuallyDrop;
 use std::task::Waker;
@@ -95,9 +94,8 @@ impl PackedTask {
     /// has been taken since (or `kind` is `Empty`).
     #[inline(always)]
     pub(crate) unsafe fn take(&mut self, kind: Kind) -> Option<Task> {
-        // SAFETY: by the caller's contract `kind` names the field the last
-        // `put` wrote, and that value has not been moved out since, so it
-        // is initialised and ours to move.
+        // SAFETY: by the contract, `kind` names the field the last `put`
+        // wrote, not moved out since: initialised, and ours to move.
         unsafe {
             match kind {
                 Kind::Empty => None,

@@ -6,28 +6,26 @@
 //! An entry is named by its [`Key`], an index. Its `refs` count says who
 //! still names it: the timer (from `schedule` until the worker is done with
 //! it), each `Timeout` handle and `Sleep`, and a key in the driver's
-//! mailbox. The last `release` takes what is left of the task, and
-//! puts the slot on the free list, from which the next `schedule` takes it.
-//! A key is never used after its holder released it, so a reused slot is
-//! never mistaken for its previous entry.
+//! mailbox. The last `release` takes what is left of the task and frees the
+//! slot for the next `schedule`. A key is never used after its holder
+//! released it, so a reused slot is never mistaken for its previous entry.
 //!
 //! # Layout
 //!
-//! Chunks of `CHUNK` entries, found through a two-level directory of
-//! lazily allocated tables. A chunk is allocated when the first key in it
-//! is handed out, so a timer's memory follows its peak number of live
-//! entries, not its capacity. Chunks are kept until the timer is dropped,
-//! like a `Vec`'s capacity: a freed slot is reused, not returned.
+//! Chunks of `CHUNK` entries, found through a two-level directory of lazily
+//! allocated tables. A chunk is allocated when its first key is handed out,
+//! so a timer's memory follows its peak of live entries, not its capacity;
+//! like a `Vec`'s capacity, it is kept until the timer is dropped: a freed
+//! slot is reused, not returned.
 //!
 //! A chunk is made of cache-line-aligned *lines* of `LINE` entries, and
 //! fresh keys are handed out a line at a time: the taker keeps the spares
-//! (on its lane, see `lane/`), so two threads' hot entries never share a
-//! cache line.
+//! on its lane, so two threads' hot entries never share a cache line.
 //!
 //! # The free list
 //!
-//! A freed slot goes to its thread's lane if it has room (see `lane/`),
-//! and otherwise to the shared free list, a crossbeam `SegQueue`.
+//! A freed slot goes to its thread's lane if it has room (see `lane/`), and
+//! otherwise to the shared free list, a crossbeam `SegQueue`.
 
 use std::sync::OnceLock;
 
@@ -101,8 +99,7 @@ impl Slots {
         &chunk.0[i & (CHUNK - 1)]
     }
 
-    /// A new pending entry holding `refs` references. `None` when the
-    /// timer already holds `MAX_ENTRIES` entries.
+    /// A new pending entry holding `refs` references; `None` at `MAX_ENTRIES`.
     #[cfg(test)]
     pub(crate) fn insert(&self, deadline: Nanos, task: Task, refs: u32) -> Option<Key> {
         let key = self.take_key(|_, _| false)?;
@@ -110,10 +107,9 @@ impl Slots {
         Some(key)
     }
 
-    /// A vacant slot, for the caller to fill: a freed one, or the first of
-    /// a fresh line, whose other slots go to `keep` (or, if it declines
-    /// them, to the free list). `None` when the timer already holds
-    /// `MAX_ENTRIES` entries.
+    /// A vacant slot for the caller to fill: a freed one, or the first of a
+    /// fresh line, whose other slots go to `keep` (or, if it declines them,
+    /// to the free list). `None` when `MAX_ENTRIES` are taken.
     pub(crate) fn take_key(&self, mut keep: impl FnMut(Key, &Entry) -> bool) -> Option<Key> {
         if let Some(key) = self.free.pop() {
             return Some(key);
@@ -180,17 +176,17 @@ impl Slots {
         Some(Key::at(i as u32))
     }
 
-    /// Puts `key`'s vacated `entry` on the shared free list.
+    /// Puts the vacated `key` on the shared free list.
     pub(crate) fn push_free(&self, key: Key) {
         self.free.push(key);
     }
 }
 
-/// Under loom, the arena is leaked rather than dropped. It is dropped with
-/// the timer's last `Arc`, whose drop orders it after every other thread's
-/// last touch of an entry; loom cannot see std's `Arc`, and the last one is
-/// often a thread-local anchor that loom drops at the end of the model, on
-/// a thread it then sees racing every entry's last user.
+/// Under loom, the arena is leaked, not dropped. The timer's last `Arc`
+/// drops it after every other thread's last touch of an entry, but loom
+/// cannot see std's `Arc`; and the last one is often a thread-local anchor
+/// that loom drops at the model's end, on a thread it then sees racing
+/// every entry's last user.
 #[cfg(loom)]
 impl Drop for Slots {
     fn drop(&mut self) {
@@ -201,10 +197,9 @@ impl Drop for Slots {
     }
 }
 
-/// A chunk of vacant entries, built in place on the heap. Built on the
-/// stack and then boxed, its 40 KiB overflowed small thread stacks in
-/// debug builds; std has no safe way to build it in place before Rust
-/// 1.82 (`Box::new_uninit`).
+/// A chunk of vacant entries, built in place on the heap: built on the
+/// stack, its 40 KiB overflowed small thread stacks in debug builds, and
+/// std's safe way (`Box::new_uninit`) needs Rust 1.82.
 fn new_chunk() -> Chunk {
     let layout = std::alloc::Layout::new::<Entries>();
     // SAFETY: `Entries` is not zero-sized.

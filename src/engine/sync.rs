@@ -1,10 +1,9 @@
 //! Synchronisation primitives: std's, or loom's under `cfg(loom)`, so the
 //! models in `tests/loom.rs` explore every interleaving of the crate's own
-//! atomics and locks. Process-wide statics (timer ids, the live-timer count)
-//! stay std's: loom's types cannot live in statics.
-//!
-//! The intake queues and the mailbox are crossbeam's under both; loom sees each
-//! push and pop as one step.
+//! atomics and locks. Process-wide statics (timer ids, the live-timer
+//! count) stay std's: loom's types cannot live in statics. The intake
+//! queues and the mailbox are crossbeam's under both; loom sees each push
+//! and pop as one step.
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{

@@ -16,11 +16,10 @@ use std::task::Waker;
 
 use crate::engine::clock::Nanos;
 
-/// A one-shot task as an entry stores it. The engine hands it its
-/// timeout's handle as `&dyn Any`: an entry's task then need not name the
-/// handle type, which holds the timer that holds the entry (the loop
-/// ARCHITECTURE.md describes). The public `TimerTask` implements it by
-/// downcasting, one type-id compare per call.
+/// A one-shot task as an entry stores it. It gets its timeout's handle as
+/// `&dyn Any`, so it need not name the handle type, which holds the timer
+/// that holds the entry (the loop ARCHITECTURE.md describes); the public
+/// `TimerTask` implements it by downcasting, one type-id compare per call.
 pub(crate) trait Callback: Send + 'static {
     /// Runs the task with its timeout's handle.
     fn run(self: Box<Self>, timeout: &dyn Any);
@@ -33,7 +32,7 @@ pub(crate) enum Task {
     /// A user callback, consumed when it runs.
     Callback(UserBox<dyn Callback>),
     /// A periodic task: taken out for each run, put back when it re-arms.
-    /// Boxed so that one-shot entries stay as small as before.
+    /// Boxed so that one-shot entries stay small.
     Periodic(UserBox<Periodic>),
     /// The waker of the task awaiting a `Sleep`; `None` before its first poll.
     Wake(Option<Waker>),
@@ -51,17 +50,15 @@ pub(crate) struct Notice {
 }
 
 impl Notice {
-    /// Tells the listener.
     #[inline]
     pub(crate) fn deliver(self) {
         (self.to.0)(self.token)
     }
 }
 
-/// What hears the notices of many timeouts. Many producers clone and drop
-/// references to it as they schedule and cancel, so each one sits on
-/// cache lines of its own: give each thread its own listener, and no count
-/// is shared between cores.
+/// What hears many timeouts' notices. Producers clone and drop references
+/// to it as they schedule and cancel, so each listener has cache lines of
+/// its own: with one per thread, no count is shared between cores.
 #[repr(align(128))]
 pub(crate) struct Listener(Box<dyn Fn(u64) + Send + Sync>);
 
@@ -72,19 +69,16 @@ impl Listener {
 }
 
 impl Task {
-    /// A user callback.
     pub(crate) fn callback(task: Box<dyn Callback>) -> Task {
         Task::Callback(UserBox::new(task))
     }
 
-    /// A periodic task.
     pub(crate) fn periodic(task: Periodic) -> Task {
         Task::Periodic(UserBox::new(Box::new(task)))
     }
 
-    /// Runs what a cancellation owes the task: the `cancelled` hook. A
-    /// panic in it is caught and logged, as Netty does: the cancel has won
-    /// all the same.
+    /// Runs the task's `cancelled` hook, catching and logging a panic, as
+    /// Netty does: the cancel has won all the same.
     #[inline(always)]
     pub(crate) fn on_cancel(self, timeout: &dyn Any) {
         if let Task::Callback(task) = self {
@@ -116,8 +110,7 @@ impl Every {
     }
 }
 
-/// One run of a periodic task, given its timeout's handle as `&dyn Any`
-/// (see `Callback`).
+/// One run of a periodic task, given its handle as `&dyn Any` (see `Callback`).
 type PeriodicRun = dyn FnMut(&dyn Any) + Send;
 
 /// The payload of a periodic entry.
@@ -127,8 +120,6 @@ pub(crate) struct Periodic {
 }
 
 impl Periodic {
-    /// `task` gets its timeout's handle as `&dyn Any`, as a `Callback`
-    /// does.
     pub(crate) fn new(task: impl FnMut(&dyn Any) + Send + 'static, every: Every) -> Periodic {
         Periodic {
             task: Box::new(task),
@@ -140,7 +131,7 @@ impl Periodic {
         (self.task)(timeout)
     }
 
-    /// When the run after one due at `due` that ended at `ended` is due.
+    /// `Every::next_due`, for this task.
     pub(crate) fn next_due(&self, due: Nanos, ended: Nanos) -> Nanos {
         self.every.next_due(due, ended)
     }

@@ -1,64 +1,54 @@
 //! A lane: one producer thread's private way into its timer's worker.
 //!
-//! A busy producer that queued every timeout on one shared MPSC queue, and
-//! drew every slot from one shared free list, would pay a cache miss per
-//! timeout on lines the worker or another producer just wrote. A lane keeps
-//! that traffic on the producer's core:
+//! One shared MPSC queue and free list would cost a busy producer a cache
+//! miss per timeout, on lines the worker or another producer just wrote. A
+//! lane keeps that traffic on the producer's core: a ring of key cells that
+//! only its owner thread writes and the worker reads a batch at a time, a
+//! stack of free slots only the owner touches, and an overflow queue for
+//! keys that find the ring full.
 //!
-//! - a ring of cells holding keys, written only by its owner thread and
-//!   read by the worker a batch at a time;
-//! - a stack of free slots that only the owner pushes and pops;
-//! - an overflow queue for keys that find the ring full.
-//!
-//! A cancel that reaches a timeout still in a ring *withdraws* it: it swaps
-//! the cell's key for 0, and the worker never touches the entry. The owner
-//! then reuses the slot at once, warm in its cache. Cells are claimed by one
-//! compare-and-swap on each side, so a key is withdrawn or taken, never
-//! both. Before a ring fills, its owner moves the ring's head past the
-//! withdrawn cells itself: a producer whose timeouts are all cancelled
-//! young never needs the worker at all.
+//! A cancel that reaches a timeout still in a ring *withdraws* it, swapping
+//! the cell's key for 0: the worker never touches the entry, and the owner
+//! reuses the slot at once, warm in its cache. Each side claims a cell by
+//! one compare-and-swap, so a key is withdrawn or taken, never both. Before
+//! a ring fills, its owner moves the head past withdrawn cells itself: a
+//! producer whose timeouts are all cancelled young never needs the worker.
 //!
 //! # First in, first out
 //!
-//! The worker takes a lane's keys in the order its owner pushed them. A key
-//! that finds the ring full goes to the lane's overflow, and so does every
-//! key after it until the worker has taken all the overflow held: the owner
-//! fills the ring, then the overflow, then the ring again, never both at
-//! once. The owner counts the keys it spilled (`spilled`), the worker those
-//! it took back out (`overflow_taken`); while the two differ, the owner
-//! spills. It looks only when the ring seems full, which it does all the
-//! while the overflow holds keys (`tail` stays put), so a push to a lane
-//! that does not spill costs nothing more. The worker reads `spilled`
-//! before `tail`, drains the ring up to that tail, and only then takes at
-//! most that many overflow keys: each of them was pushed before any key at
-//! or past the tail (see `drain`).
+//! The worker takes a lane's keys in push order. A key that finds the ring
+//! full spills to the overflow, and so does every later key until the
+//! worker has taken all the overflow held: the owner never fills both at
+//! once. The owner counts keys spilled (`spilled`), the worker keys taken
+//! back (`overflow_taken`); while they differ, the owner spills. It checks
+//! only when the ring seems full, as it does all the while the overflow
+//! holds keys (`tail` stays put), so a push that does not spill pays
+//! nothing more. The worker reads `spilled` before `tail`, drains the ring
+//! up to that tail, then takes at most that many overflow keys: each was
+//! pushed before any key at or past the tail (see `drain`).
 //!
 //! # Holding
 //!
-//! RPC code cancels most timeouts a few milliseconds after it made them.
-//! A cancel that finds its timeout still in the ring costs one swap on the
-//! producer's core; one that comes after the worker filed it costs a queue
-//! to the worker, an unlink from a bucket and a slot freed on another core.
-//! So the worker leaves a key in its ring until it is `HOLD` old, unless it
-//! is *urgent*: due within `urgent_nanos` of its push (see that function).
-//! Each cell has a *stamp* beside it: the producer's clock reading when it
-//! made the timeout, coarsened to 32 bits (`stamp_of`). The owner writes
-//! the stamp before the key; the worker reads the key, then the stamp.
+//! RPC code cancels most timeouts within a few milliseconds. A cancel that
+//! finds its timeout in the ring costs one swap on the producer's core;
+//! after the worker filed it, a queue to the worker, an unlink from a
+//! bucket and a slot freed on another core. So the worker leaves a key in
+//! its ring until it is `HOLD` old, unless it is *urgent* (due within
+//! `urgent_nanos` of its push). Each cell's *stamp* is the producer's clock
+//! reading when it made the timeout, coarsened to 32 bits (`stamp_of`),
+//! written before the key and read after it.
 //!
-//! A drain walks the ring from its head and takes a key if it lies before
-//! the last urgent key, or the ring holds too many cells, or its stamp is
-//! `HOLD` old; it stops at the first key it must hold. Every key after that
-//! one is younger (one owner pushes in time order), so a lane is filed in
-//! order, held or not, and that key's stamp + `HOLD` is when the worker
-//! must look again (`Drained::look_by`).
+//! A drain takes keys from the ring's head up to the first it must hold
+//! (see `drain`). Every later key is younger (one owner pushes in time
+//! order), so a lane is filed in order, held or not, and that key's stamp +
+//! `HOLD` is when the worker must look again (`Drained::look_by`).
 //!
 //! # Owner-only fields
 //!
-//! `tail`, `head_seen`, `spilled`, `free` and `free_len` are written only
-//! by the thread that owns the lane (see `local.rs`), so they are plain
-//! loads and stores, not read-modify-writes. Ownership passes to another
-//! thread only through `owned` (release on hand-back, acquire on
-//! adoption).
+//! Only the lane's owner (see `local.rs`) writes `tail`, `head_seen`,
+//! `spilled`, `free` and `free_len`: plain loads and stores, no
+//! read-modify-writes. Ownership passes between threads only through
+//! `owned` (release on hand-back, acquire on adoption).
 
 use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
@@ -74,31 +64,29 @@ use crate::engine::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 /// Cells per ring: enough for a tick's worth of schedules at full speed.
 pub(crate) const RING_BITS: u32 = if cfg!(loom) { 2 } else { 14 };
 const RING: u64 = 1 << RING_BITS;
-/// Cells in use at which the owner asks the worker to drain: the worker
-/// holds young keys, and then files the oldest, leaving `KEEP_WHEN_ASKED`.
+/// Cells in use at which the owner asks the worker to drain.
 const ASK_AT: u64 = RING / 4 * 3;
-/// Cells the worker leaves in a ring it was asked to drain.
+/// Cells an asked-for drain leaves: it files the oldest, however young.
 const KEEP_WHEN_ASKED: u64 = RING / 2;
 /// How old a key that is not urgent is when the worker files it.
 pub(crate) const HOLD: Duration = Duration::from_millis(64);
 const HOLD_NANOS: i64 = HOLD.as_nanos() as i64;
-/// A stamp counts the clock's nanoseconds in units of 2^20 (1.05 ms), so
-/// that it wraps only after 52 days.
+/// Stamps count nanoseconds in units of 2^20 (1.05 ms): they wrap after
+/// 52 days.
 const STAMP_SHIFT: u32 = 20;
 
-/// The stamp of a key whose producer read the clock at `now`. Rounded
-/// down: a key looks older than it is, so it is filed earlier, never later.
+/// The stamp of a key made at `now`, rounded down: a key looks older than
+/// it is, so it is filed earlier, never later.
 #[inline(always)]
 pub(crate) fn stamp_of(now: Nanos) -> u32 {
     (now >> STAMP_SHIFT) as u32
 }
 
-/// Nanoseconds from `now` until a key stamped `stamp` is `HOLD` old; 0 if
-/// it is. The two stamps' difference is signed: a producer may read the
-/// clock after the worker did. It is right while the worker looks at a
-/// key within 2^31 stamps (26 days) of its push: `look_by` sees to that,
-/// unless the clock itself jumps further between two looks (a manual
-/// clock's `advance` called from a task it fires).
+/// Nanoseconds from `now` until a key stamped `stamp` is `HOLD` old, or 0.
+/// The stamps' difference is signed (a producer may read the clock after
+/// the worker), and right while the worker looks within 2^31 stamps (26
+/// days) of a push, as `look_by` ensures unless the clock jumps further
+/// between looks (a manual clock's `advance` called from a task it fires).
 fn wait(stamp: u32, now: Nanos) -> u64 {
     let units = stamp_of(now).wrapping_sub(stamp) as i32 as i64;
     let age = (units << STAMP_SHIFT) + (now & ((1 << STAMP_SHIFT) - 1)) as i64;
@@ -106,11 +94,10 @@ fn wait(stamp: u32, now: Nanos) -> u64 {
 }
 
 /// A key due within this many nanoseconds of its push, for ticks of
-/// `tick_nanos`, is urgent: the worker files it at its next look. Any
-/// other is due at least `HOLD` and two ticks after its stamp: the worker
-/// files it by the end of the tick in which it is `HOLD` old (it wakes
-/// then: `look_by`, rounded up to a tick's end), and the key's deadline
-/// is at least a tick later, so it is in the wheel before its tick comes.
+/// `tick_nanos`, is urgent: the worker files it at its next look. Any other
+/// is due `HOLD` and two ticks or more after its stamp; the worker files it
+/// by the end of the tick in which it is `HOLD` old (it wakes at `look_by`,
+/// rounded up to a tick), a tick or more before its deadline's tick.
 pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
     (HOLD_NANOS as u64).saturating_add(tick_nanos.saturating_mul(2))
 }
@@ -119,31 +106,26 @@ pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
 const FREE_MAX: u32 = if cfg!(loom) { 2 } else { 4096 };
 
 pub(crate) struct Lane {
-    /// This lane's place in its timer's list of lanes.
     pub(crate) index: u32,
-    /// The timer this lane feeds.
     pub(crate) timer_id: u64,
     /// Packed keys; 0 for an empty or withdrawn cell.
     cells: Box<[AtomicU32]>,
-    /// Each cell's stamp (`stamp_of`), written by the owner before the key.
+    /// Each cell's stamp (`stamp_of`).
     stamps: Box<[AtomicU32]>,
     producer: CachePadded<ProducerSide>,
-    /// The oldest cell that may still hold a key. The worker moves it on
-    /// as it drains; the owner moves it past empty cells (`reclaim`). Only
-    /// ever forwards.
+    /// The oldest cell that may hold a key; only moves forward: the worker
+    /// moves it as it drains, the owner past empty cells (`reclaim`).
     head: CachePadded<AtomicU64>,
-    /// Keys pushed while the ring was full, and those after them until the
-    /// worker has taken them all. Their entries have queue mark 0.
+    /// Spilled keys (see "First in, first out"); their queue mark is 0.
     overflow: SegQueue<Key>,
-    /// Overflow keys the worker has taken: worker only, read by the owner
-    /// when the ring looks full.
+    /// Overflow keys taken: written by the worker only.
     overflow_taken: AtomicU64,
-    /// Set by the owner when the ring is three quarters full, or it spills, cleared
-    /// by the worker once it has drained the lane: one wake-up per drain.
+    /// Set by the owner at `ASK_AT` or a spill, cleared by the worker once
+    /// it has drained the lane: one wake-up per drain.
     drain_asked: AtomicBool,
-    /// True while a thread owns the lane.
     owned: AtomicBool,
-    /// Set when the timer shuts down: owners let go of the lane.
+    /// Set when the timer shuts down: owners let go of the lane when they
+    /// next look.
     closed: AtomicBool,
 }
 
@@ -154,14 +136,13 @@ struct ProducerSide {
     head_seen: AtomicU64,
     /// Keys pushed to the overflow, ever.
     spilled: AtomicU64,
-    /// Just past the last urgent key pushed: the driver files up to here
-    /// at every look.
+    /// Just past the last urgent key: the driver files up to it each look.
     urgent: AtomicU64,
     /// Top of the owner's free stack, a packed key.
     free: AtomicU32,
     free_len: AtomicU32,
-    /// Timeouts this lane's owners scheduled, and those they cancelled
-    /// (see `counts.rs`); wrapping.
+    /// Timeouts this lane's owners scheduled and cancelled, wrapping (see
+    /// `counts.rs`).
     scheduled: AtomicU64,
     cancelled: AtomicU64,
 }
@@ -179,12 +160,10 @@ pub(crate) struct Drained {
     pub(crate) look_by: Option<Nanos>,
 }
 
-/// What the owner has pushed, as the worker read it (see `Lane::view`).
+/// The owner's fields as the worker read them (see `Lane::view`).
 struct View {
     spilled: u64,
-    /// Just past the last urgent key.
     urgent: u64,
-    /// The next cell the owner writes.
     tail: u64,
     /// The owner asked for a drain: the ring is filling up.
     asked: bool,
@@ -192,9 +171,8 @@ struct View {
     spilling: bool,
 }
 
-/// Any thread: takes `key` back out of `cell`, a lane's, if the worker has
-/// not taken it yet. True if it did; the caller then holds the reference
-/// the queue held.
+/// Any thread: takes `key` back out of a lane's `cell` if the worker has
+/// not. True if it did: the caller then holds the queue's reference.
 #[inline(always)]
 pub(crate) fn withdraw(cell: &AtomicU32, key: Key) -> bool {
     cell.compare_exchange(key.pack(), 0, Ordering::AcqRel, Ordering::Relaxed)
@@ -238,8 +216,8 @@ impl Lane {
         }
     }
 
-    /// Makes the caller the owner of a lane nobody owns, of a timer still
-    /// running. False if it cannot.
+    /// Makes the caller this lane's owner, if nobody owns it and the timer
+    /// runs. False if it cannot.
     pub(crate) fn try_adopt(&self) -> bool {
         !self.owned.load(Ordering::Relaxed)
             && !self.is_closed()
@@ -254,7 +232,6 @@ impl Lane {
         self.owned.store(false, Ordering::Release);
     }
 
-    /// The timer shut down: owners let go of the lane when they next look.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
     }
@@ -263,8 +240,7 @@ impl Lane {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Owner only: adds `delta` (wrapping) to the timeouts scheduled; a
-    /// plain load and store, no read-modify-write.
+    /// Owner only: adds `delta` (wrapping) to the timeouts scheduled.
     #[inline(always)]
     pub(crate) fn count_scheduled(&self, delta: u64) {
         let n = &self.producer.scheduled;
@@ -281,8 +257,7 @@ impl Lane {
         n.store(n.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
     }
 
-    /// Timeouts this lane's owners scheduled, ever (see `counts.rs` for
-    /// the order to read it in).
+    /// Timeouts this lane's owners scheduled, ever (read order: `counts.rs`).
     pub(crate) fn scheduled(&self) -> u64 {
         self.producer.scheduled.load(Ordering::Acquire)
     }
@@ -292,10 +267,9 @@ impl Lane {
         self.producer.cancelled.load(Ordering::Acquire)
     }
 
-    /// Owner only: queues `key`, made at `now`, in the next cell or, if
-    /// the ring is full or the overflow still holds keys, in the overflow.
-    /// `urgent` if the driver must file it at its next look, rather than
-    /// hold it. True if the worker should be woken to drain the lane.
+    /// Owner only: queues `key`, made at `now`, in the next cell, or in the
+    /// overflow if the ring is full or spilling. `urgent`: the driver files
+    /// it at its next look. True to wake the worker to drain the lane.
     #[cfg(test)]
     pub(crate) fn push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> bool {
         match self.try_push(key, entry, now, urgent) {
@@ -304,12 +278,10 @@ impl Lane {
         }
     }
 
-    /// `push`, but `None` for a key that must go to the overflow: the
-    /// caller then passes it to `spill`, off the hot path.
-    ///
-    /// Also returns where the key waits (`cell_mark`), which the entry
-    /// keeps too, for a handle to keep: a cancel that knows it can reach
-    /// the cell without reading the entry first.
+    /// `push`, but `None` for a key that must spill: the caller passes it to
+    /// `spill`, off the hot path. Also returns the key's place (`cell_mark`),
+    /// which the entry keeps too; a handle that keeps it can reach the cell
+    /// on a cancel without reading the entry first.
     #[inline(always)]
     pub(crate) fn try_push(
         &self,
@@ -321,8 +293,7 @@ impl Lane {
         let p = &self.producer;
         let tail = p.tail.load(Ordering::Relaxed);
         let mut head = p.head_seen.load(Ordering::Relaxed);
-        // Also taken while the overflow holds keys: `tail` stays put then,
-        // a full ring past `head_seen`.
+        // Taken while spilling too: `tail` stays put, the ring looks full.
         if tail - head >= RING {
             head = self.make_room(tail)?;
         }
@@ -330,24 +301,22 @@ impl Lane {
         let mark = cell_mark(self.index, cell);
         // Before the key is visible: the worker reuses this field.
         entry.set_queue_mark(mark);
-        // The stamp first: the worker that reads the key finds it. Release:
-        // a worker that reads this stamp sees `head` past the cell's last
-        // key, if the owner moved it on to write here again (see `drain`).
+        // Stamp first: the worker that reads the key finds it. Release: a
+        // worker reading this stamp sees `head` past the cell's last key, if
+        // the owner moved it on to write here again (see `drain`).
         self.stamps[cell as usize].store(stamp_of(now), Ordering::Release);
         self.cells[cell as usize].store(key.pack(), Ordering::Release);
         p.tail.store(tail + 1, Ordering::Release);
         if urgent {
-            // After `tail`: a driver that reads this, then `tail`, finds
-            // the key.
+            // After `tail`: a driver reading this, then `tail`, finds it.
             p.urgent.store(tail + 1, Ordering::Release);
         }
         let wake = tail + 1 - head >= ASK_AT && self.ask_for_drain(tail + 1);
         Some((wake, mark))
     }
 
-    /// Owner only, with the ring full by its last look at `head`: `head`
-    /// as `reclaim` leaves it, if the ring has room and the worker has
-    /// taken every key spilled so far; `None` if the key must spill.
+    /// Owner only, the ring full at its last look: `head` after `reclaim`,
+    /// if the ring has room and every spilled key was taken; else `None`.
     #[cold]
     fn make_room(&self, tail: u64) -> Option<u64> {
         let spilled = self.producer.spilled.load(Ordering::Relaxed);
@@ -358,9 +327,8 @@ impl Lane {
         (tail - head < RING).then_some(head)
     }
 
-    /// Owner only: queues `key` in the overflow, for `try_push`'s `None`.
-    /// A cancel cannot withdraw it: the worker frees it. True if the
-    /// worker should be woken to drain the lane.
+    /// Owner only: spills a key `try_push` refused. A cancel cannot withdraw
+    /// it from the overflow: the worker frees it. True to wake the worker.
     #[cold]
     pub(crate) fn spill(&self, key: Key, entry: &Entry) -> bool {
         let spilled = &self.producer.spilled;
@@ -371,9 +339,8 @@ impl Lane {
         self.ask()
     }
 
-    /// Owner only, with the ring three quarters full by its last look at
-    /// `head`: true if the worker should be woken to drain it. Once per
-    /// drain.
+    /// Owner only, the ring `ASK_AT` full at its last look: true to wake the
+    /// worker to drain it, once per drain.
     #[cold]
     fn ask_for_drain(&self, tail: u64) -> bool {
         let head = self.reclaim(tail);
@@ -385,14 +352,10 @@ impl Lane {
         !self.drain_asked.load(Ordering::Relaxed) && !self.drain_asked.swap(true, Ordering::AcqRel)
     }
 
-    /// Owner only: moves `head` past the oldest cells that hold no key,
-    /// withdrawn or already drained, so that a producer whose timeouts are
-    /// cancelled before the worker sees them never needs the worker to
-    /// make room. Returns `head` as it leaves it, also kept in `head_seen`.
-    ///
-    /// Only the owner writes cells, and only at `tail`, so a cell between
-    /// `head` and `tail` that reads 0 was emptied for good: it is written
-    /// again only after `head` has passed it and the ring wrapped round.
+    /// Owner only: moves `head` past the oldest empty cells, withdrawn or
+    /// drained; returns it, also kept in `head_seen`. A cell between `head`
+    /// and `tail` that reads 0 stays empty: only the owner writes a cell, at
+    /// `tail`, once `head` has passed it and the ring wrapped round.
     #[cold]
     fn reclaim(&self, tail: u64) -> u64 {
         let start = self.head.load(Ordering::Acquire);
@@ -420,15 +383,11 @@ impl Lane {
         self.cells.get(cell)
     }
 
-    /// Worker only: what the owner has pushed, read in the order `drain`
-    /// needs.
+    /// Worker only: the owner's fields, read in the order `drain` needs.
     fn view(&self) -> View {
-        // `spilled` before `tail`: the owner spilled these keys before it
-        // pushed any key at or past the tail read next, so they are taken
-        // after the ring up to that tail and before anything later.
-        // Reading `tail` first, the owner could fill the ring past it and
-        // spill meanwhile. `urgent` before `tail` too: the tail read is at
-        // least as far.
+        // `spilled` before `tail` (see "First in, first out"), or it could
+        // count keys spilled after the owner filled the ring past that tail.
+        // `urgent` before `tail` too: the tail read is at least as far.
         let spilled = self.producer.spilled.load(Ordering::Acquire);
         let urgent = self.producer.urgent.load(Ordering::Acquire);
         let tail = self.producer.tail.load(Ordering::Acquire);
@@ -441,17 +400,16 @@ impl Lane {
         }
     }
 
-    /// Worker only: takes up to `limit` keys due to be filed at `now` into
-    /// `out`, oldest first (see "Holding" above), or with `all` every key;
-    /// then, if that drained the ring to the tail it read, the overflow's.
-    /// Keys before the last urgent one are due, and so are the oldest of a
-    /// ring asked to drain (all but `KEEP_WHEN_ASKED` cells) or spilling
-    /// (all of them).
+    /// Worker only: passes to `out` up to `limit` keys, oldest first: every
+    /// key with `all`, else those due at `now`: `HOLD` old, before the last
+    /// urgent key, or among the oldest of a ring asked to drain (all but
+    /// `KEEP_WHEN_ASKED` cells) or spilling (every cell). Then, if that
+    /// reached the tail it read, the overflow's.
     ///
-    /// The owner may move `head` on meanwhile (see `reclaim`), past cells
-    /// this drain has yet to read, and even write one of them again after
-    /// wrapping round. Such a key is taken early, which is harmless: every
-    /// key is claimed by one swap, by the worker or by a withdrawal.
+    /// The owner may move `head` on meanwhile (`reclaim`), past cells this
+    /// drain has yet to read, even rewriting one after wrapping round. That
+    /// key is taken early, which is harmless: one swap, by the worker or a
+    /// withdrawal, claims each key.
     pub(crate) fn drain(
         &self,
         now: Nanos,
@@ -538,8 +496,7 @@ impl Lane {
             && self.producer.tail.load(Ordering::Acquire) == self.head.load(Ordering::Acquire)
     }
 
-    /// Cells between the worker and the owner, withdrawn ones included,
-    /// and keys in the overflow.
+    /// Cells not yet drained, withdrawn ones included, and overflow keys.
     pub(crate) fn len(&self) -> usize {
         let tail = self.producer.tail.load(Ordering::Acquire);
         let ring = tail.saturating_sub(self.head.load(Ordering::Acquire));
@@ -561,8 +518,8 @@ impl Lane {
         Some((key, entry))
     }
 
-    /// Owner only: keeps a vacated slot for the owner's next schedule.
-    /// False if the stack is full: the caller frees it to the shared list.
+    /// Owner only: keeps a vacated slot for the next schedule. False if the
+    /// stack is full: the caller frees it to the shared list.
     #[inline(always)]
     pub(crate) fn push_free(&self, key: Key, entry: &Entry) -> bool {
         let p = &self.producer;

@@ -66,7 +66,6 @@ impl List {
         std::iter::successors(self.head, move |&key| slots.get(key).next_link())
     }
 
-    /// Removes and returns the head.
     pub(crate) fn pop_front(&mut self, slots: &Slots) -> Option<Key> {
         let head = self.head?;
         self.unlink(slots, head);

@@ -7,13 +7,13 @@
 //! buckets make one *round*. An entry due at tick `t` belongs to round
 //! `t >> shift` and bucket `t & mask`.
 //!
-//! Netty keeps every entry in its bucket with a `remainingRounds` counter and
-//! decrements all of them on every visit, so each tick costs
-//! O(pending / 512) even when nothing fires. Here the buckets hold only the
-//! *current* round. Entries of later rounds wait in `overflow`, a map from
-//! round to list, and move into the buckets once, when their round begins.
-//! Every entry is touched a constant number of times, and a tick touches
-//! only what fires (plus, once per round, what will fire in that round).
+//! Netty keeps every entry in its bucket with a `remainingRounds` counter
+//! and decrements them all on every visit, so a tick costs O(pending / 512)
+//! even when nothing fires. Here the buckets hold only the *current* round;
+//! later rounds wait in `overflow`, a map from round to list, and move into
+//! the buckets once, when their round begins. Every entry is touched a
+//! constant number of times, and a tick touches only what fires (plus, once
+//! per round, what will fire in that round).
 //!
 //! A bitmap of non-empty buckets gives the next tick with work, so the
 //! worker sleeps straight to it; with nothing pending it parks for good.
@@ -21,16 +21,15 @@
 //! # Storage
 //!
 //! Entries live in the timer's arena (`slots.rs`); buckets and overflow
-//! rounds are doubly-linked lists through the entries' own links (see
-//! `list.rs`), so the wheel adds no memory per entry. Insert, cancel and
-//! expire are O(1) apart from the overflow map's O(log rounds). Lists keep
-//! insertion order, which keeps equal deadlines first-in, first-out.
+//! rounds are doubly-linked lists through the entries' own links
+//! (`list.rs`), so the wheel adds no memory per entry. Insert, cancel and
+//! expire are O(1) but for the overflow map's O(log rounds). Lists keep
+//! insertion order, so equal deadlines stay first in, first out.
 //!
-//! An entry's tick is not stored: it is its deadline's tick, except for an
-//! entry that arrived after that tick was processed, which goes to the next
-//! tick. Such a late entry stays in the wheel only until that next tick, so
-//! while it is there its tick is `current + 1` (at a cascade, the round's
-//! first tick).
+//! An entry's tick is not stored: it is its deadline's tick, or the next
+//! tick for an entry that arrived after that one was processed. Such a late
+//! entry stays only until that next tick, so while in the wheel its tick is
+//! `current + 1` (at a cascade, the round's first tick).
 
 mod bitmap;
 mod list;
@@ -88,7 +87,6 @@ impl Wheel {
         self.len
     }
 
-    /// Ticks in one turn of the wheel.
     pub(crate) fn ticks_per_round(&self) -> u64 {
         self.mask + 1
     }
@@ -97,8 +95,8 @@ impl Wheel {
         self.current
     }
 
-    /// Files `key` under its deadline's tick, or under the next tick if that
-    /// one has already been processed (it fires late, never early).
+    /// Files `key` under its deadline's tick, or the next tick if that one
+    /// was processed (it fires late, never early).
     pub(crate) fn insert(&mut self, slots: &Slots, key: Key) {
         let entry = slots.get(key);
         entry.set_in_wheel(true);
@@ -107,7 +105,7 @@ impl Wheel {
         self.len += 1;
     }
 
-    /// Takes `key` out of the wheel if it is there. Returns whether it was.
+    /// Takes `key` out of the wheel; false if it was not there.
     pub(crate) fn remove(&mut self, slots: &Slots, key: Key) -> bool {
         let entry = slots.get(key);
         if !entry.in_wheel() {
@@ -142,9 +140,8 @@ impl Wheel {
         }
     }
 
-    /// The tick at which the earliest entry fires: `next_work_tick`, but
-    /// for a later round, the tick of its earliest entry rather than the
-    /// round's start. Walks that round's list: for `advance_to_next`.
+    /// `next_work_tick`, but for a later round its earliest entry's tick,
+    /// not the round's start: walks that round's list, for `advance_to_next`.
     pub(crate) fn next_due_tick(&self, slots: &Slots) -> Option<u64> {
         let tick = self.next_work_tick()?;
         let Place::Round(round) = self.place_of(tick) else {
@@ -157,9 +154,9 @@ impl Wheel {
             .min()
     }
 
-    /// Processes the next tick with work if it is at or before `upto`,
-    /// appending what is due to `due` in bucket order. Returns that tick, or
-    /// `None` after moving the wheel to `upto`.
+    /// Processes the next tick with work, if at or before `upto`, appending
+    /// its due keys to `due` in bucket order, and returns it; else moves the
+    /// wheel to `upto` and returns `None`.
     pub(crate) fn expire_next(
         &mut self,
         slots: &Slots,
