@@ -45,6 +45,8 @@ pub(crate) enum Ended {
 
 /// The shared counts.
 pub(crate) struct Counts {
+    /// `max_pending_timeouts`, if any.
+    limit: Option<usize>,
     /// Pending timeouts, kept only with a limit (see the module docs).
     pending: AtomicUsize,
     /// Scheduled and cancelled by threads with no lane.
@@ -72,8 +74,9 @@ pub(crate) struct Totals {
 }
 
 impl Counts {
-    pub(crate) fn new() -> Counts {
+    pub(crate) fn new(limit: Option<usize>) -> Counts {
         Counts {
+            limit,
             pending: AtomicUsize::new(0),
             scheduled: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
@@ -84,25 +87,27 @@ impl Counts {
         }
     }
 
-    /// Pending timeouts as the limit counts them: with a limit only. A
-    /// timeout's increment precedes its decrement, so this never wraps.
-    pub(crate) fn limited_pending(&self) -> usize {
-        self.pending.load(Ordering::Acquire)
+    /// Pending timeouts: the limit's count, or else the totals' (see
+    /// `totals` for the arguments).
+    pub(crate) fn pending(
+        &self,
+        lanes_cancelled: impl FnOnce() -> u64,
+        lanes_scheduled: impl FnOnce() -> u64,
+    ) -> usize {
+        match self.limit {
+            Some(_) => self.pending.load(Ordering::Acquire),
+            None => self.totals(lanes_cancelled, lanes_scheduled).pending,
+        }
     }
 
     /// Counts one more pending timeout, on `lane` (this thread's) if any, or
-    /// says why it cannot. `limit` is `max_pending_timeouts`. A future's
-    /// waker counts but is not refused by it: a `Sleep` has no error to
+    /// says why it cannot. A future's waker counts but is not refused by
+    /// the limit: a `Sleep` has no error to
     /// report and must not end early, and futures are bounded by the tasks
     /// that hold them.
     #[inline(always)]
-    pub(crate) fn reserve(
-        &self,
-        lane: Option<&Lane>,
-        limit: Option<usize>,
-        task: &Task,
-    ) -> Result<(), Refusal> {
-        if let Some(limit) = limit {
+    pub(crate) fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), Refusal> {
+        if let Some(limit) = self.limit {
             let max = match task {
                 Task::Wake(_) => MAX_ENTRIES,
                 _ => limit,
@@ -123,8 +128,8 @@ impl Counts {
 
     /// Undoes `reserve`, for a schedule refused after it.
     #[cold]
-    pub(crate) fn unreserve(&self, lane: Option<&Lane>, limited: bool) {
-        if limited {
+    pub(crate) fn unreserve(&self, lane: Option<&Lane>) {
+        if self.limit.is_some() {
             self.pending.fetch_sub(1, Ordering::AcqRel);
         }
         match lane {
@@ -135,8 +140,8 @@ impl Counts {
 
     /// A cancel won: uncounts the timeout, on `lane` (this thread's) if any.
     #[inline(always)]
-    pub(crate) fn uncount_cancelled(&self, lane: Option<&Lane>, limited: bool) {
-        if limited {
+    pub(crate) fn uncount_cancelled(&self, lane: Option<&Lane>) {
+        if self.limit.is_some() {
             self.pending.fetch_sub(1, Ordering::AcqRel);
         }
         match lane {
@@ -146,11 +151,11 @@ impl Counts {
     }
 
     /// `n` pending timeouts fired or were stopped.
-    pub(crate) fn uncount(&self, n: usize, how: Ended, limited: bool) {
+    pub(crate) fn uncount(&self, n: usize, how: Ended) {
         if n == 0 {
             return;
         }
-        if limited {
+        if self.limit.is_some() {
             self.pending.fetch_sub(n, Ordering::AcqRel);
         }
         let total = match how {

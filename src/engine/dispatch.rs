@@ -178,7 +178,7 @@ impl Shared {
     /// task left in the slot, for the caller to drop outside any lock.
     pub(crate) fn end_unrun(&self, entry: &Entry) -> Option<Task> {
         match entry.try_stop_fired() {
-            Some(true) => self.uncount(1, Ended::Stopped),
+            Some(true) => self.counts.uncount(1, Ended::Stopped),
             Some(false) => {}
             None => return entry.take_task(),
         }
@@ -206,7 +206,7 @@ impl Shared {
         }
         self.slots.retain(key); // the queue's reference
         if !self.enqueue(key) && self.try_stop(key) {
-            self.uncount(1, Ended::Stopped);
+            self.counts.uncount(1, Ended::Stopped);
             // Ended stopped by the shutdown. Not left in the slot: the
             // queue's reference may be the last, released by the driver
             // under the core lock.
@@ -218,7 +218,7 @@ impl Shared {
     /// Ends a run that panicked: no later run starts.
     pub(crate) fn end_panicked(&self, entry: &Entry) {
         if entry.try_end_panicked() {
-            self.uncount(1, Ended::Fired);
+            self.counts.uncount(1, Ended::Fired);
         }
     }
 }

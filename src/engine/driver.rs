@@ -239,7 +239,7 @@ impl Shared {
             }
             if !entry.is_periodic() {
                 // A periodic entry stays counted while it runs.
-                self.uncount(1, Ended::Fired);
+                self.counts.uncount(1, Ended::Fired);
             }
             self.counts
                 .note_lateness(now.saturating_sub(entry.deadline()));
@@ -276,7 +276,7 @@ impl Shared {
             for key in keys {
                 if self.try_stop(key) {
                     core.unfired.push(key);
-                    self.uncount(1, Ended::Stopped);
+                    self.counts.uncount(1, Ended::Stopped);
                 } else {
                     released.push(key); // cancelled meanwhile
                 }
@@ -319,7 +319,7 @@ impl Shared {
                 }
             }
             all.append(&mut core.unfired);
-            self.uncount(uncounted, Ended::Stopped);
+            self.counts.uncount(uncounted, Ended::Stopped);
         }
         released.into_iter().for_each(|key| self.slots.release(key));
         // Futures are woken, not returned: they see the shutdown and end.

@@ -26,13 +26,13 @@ use std::thread::{JoinHandle, Thread};
 use crossbeam_queue::SegQueue;
 
 use crate::engine::clock::{Clock, Nanos, Source};
-use crate::engine::counts::{Counts, Ended, Totals};
+use crate::engine::counts::{Counts, Totals};
 use crate::engine::dispatch::Handoff;
 use crate::engine::dispatch::Jobs;
 use crate::engine::entry::{CancelOutcome, Entry};
 use crate::engine::intake::{Intake, Queued};
 use crate::engine::key::Key;
-use crate::engine::lane::{urgent_nanos, withdraw, Lane};
+use crate::engine::lane::{urgent_nanos, withdraw};
 use crate::engine::refusal::Refusal;
 use crate::engine::reset_table::ResetTable;
 use crate::engine::shutdown_hooks::{ShutdownHook, ShutdownHooks};
@@ -148,8 +148,8 @@ impl Shared {
                 unfired: Vec::new(),
             }),
             slots: Slots::new(),
+            counts: Counts::new(config.max_pending),
             config,
-            counts: Counts::new(),
             shutdown: AtomicBool::new(false),
             intake: Intake::new(id),
             mailbox: SegQueue::new(),
@@ -179,55 +179,21 @@ impl Shared {
         self.owner.get()?.upgrade()
     }
 
-    /// Without a pending limit, producers count on their lanes (see
-    /// `counts.rs`).
-    #[inline(always)]
-    fn counts_on_lanes(&self) -> bool {
-        self.config.max_pending.is_none()
-    }
-
     /// Pending timeouts: never below zero nor above what was scheduled,
     /// even while others count (see `counts.rs`).
     pub(crate) fn pending(&self) -> usize {
-        if self.counts_on_lanes() {
-            self.counts_now().pending
-        } else {
-            self.counts.limited_pending()
-        }
-    }
-
-    /// The counts' totals, without `queued`.
-    fn counts_now(&self) -> Totals {
         self.counts
-            .totals(|| self.intake.cancelled(), || self.intake.scheduled())
-    }
-
-    #[inline(always)]
-    fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), Refusal> {
-        self.counts.reserve(lane, self.config.max_pending, task)
-    }
-
-    #[cold]
-    fn unreserve(&self, lane: Option<&Lane>) {
-        self.counts.unreserve(lane, !self.counts_on_lanes());
-    }
-
-    #[inline(always)]
-    fn uncount_cancelled(&self) {
-        let lane = self.intake.own_lane();
-        self.counts.uncount_cancelled(lane, !self.counts_on_lanes());
-    }
-
-    /// `n` pending timeouts fired or were stopped.
-    pub(crate) fn uncount(&self, n: usize, how: Ended) {
-        self.counts.uncount(n, how, !self.counts_on_lanes());
+            .pending(|| self.intake.cancelled(), || self.intake.scheduled())
     }
 
     /// The totals behind `stats()`.
     pub(crate) fn totals(&self) -> Totals {
+        let counts = self
+            .counts
+            .totals(|| self.intake.cancelled(), || self.intake.scheduled());
         Totals {
             queued: self.intake.len(),
-            ..self.counts_now()
+            ..counts
         }
     }
 
@@ -327,7 +293,7 @@ impl Shared {
         }
         // One look-up of this thread's lane for the whole schedule.
         let lane = self.intake.lane_here();
-        self.reserve(lane, &task)?;
+        self.counts.reserve(lane, &task)?;
         let free = lane.and_then(|lane| lane.pop_free(&self.slots));
         let taken = free.or_else(|| {
             let keep = |key, entry: &Entry| lane.is_some_and(|lane| lane.push_free(key, entry));
@@ -335,7 +301,7 @@ impl Shared {
             Some((key, self.entry(key)))
         });
         let Some((key, entry)) = taken else {
-            self.unreserve(lane);
+            self.counts.unreserve(lane);
             return Err(Refusal::AtCapacity {
                 pending: self.pending(),
                 max: MAX_ENTRIES,
@@ -346,7 +312,7 @@ impl Shared {
         let queued = self.intake.push_on(lane, key, entry, now, urgent);
         let mark = queued.mark;
         if !self.after_push(queued, entry) && self.try_stop(key) {
-            self.unreserve(lane);
+            self.counts.unreserve(lane);
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
             drop(entry.take_task());
@@ -408,7 +374,7 @@ impl Shared {
         let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
         if outcome != CancelOutcome::Stopped {
-            self.uncount_cancelled();
+            self.counts.uncount_cancelled(self.intake.own_lane());
         }
         let withdrawn = cell.is_some_and(|cell| withdraw(cell, key))
             || (entry.queue_mark() != mark && self.intake.withdraw(entry, key));
