@@ -6,12 +6,11 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
-use crate::engine::anchor::Anchor;
 use crate::engine::clock::Source;
+use crate::engine::handle::Anchor;
 use crate::engine::key::Key;
 use crate::engine::shared::{Config, Shared};
 use crate::engine::task::Task;
-use crate::engine::tokio_driver;
 use crate::engine::worker;
 use crate::registry::Registration;
 use crate::{Timeout, TimerError};
@@ -66,7 +65,7 @@ impl Drop for Owner {
             self.shared.slots.release(key);
         }
         // This thread's anchor would keep the timer's memory: let it go.
-        crate::engine::anchor::forget(&self.shared);
+        crate::engine::handle::forget(&self.shared);
     }
 }
 
@@ -104,7 +103,7 @@ impl HashedWheelTimer {
             }
         });
         if let Some(runtime) = runtime {
-            tokio_driver::spawn(&owner.shared, &runtime);
+            crate::engine::worker::spawn_on_tokio(&owner.shared, &runtime);
         }
         HashedWheelTimer { owner }
     }

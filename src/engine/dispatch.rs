@@ -1,5 +1,6 @@
 //! Running a fired task: on the thread that fired it, or on the timer's
-//! [`Executor`](crate::Executor) (the face builds a `Handoff` from it), and
+//! [`Executor`](crate::Executor) (the face builds a `Handoff` from it:
+//! see `task.rs`), and
 //! ending a periodic run (`rearm`).
 //!
 //! A task runs marked as its timer's (so `stop()` inside it is an error,
@@ -10,8 +11,6 @@
 //! `stop()` can take back the jobs not started; without one, nothing.
 
 use std::any::Any;
-use std::collections::HashMap;
-use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -20,44 +19,7 @@ use crate::engine::entry::Entry;
 use crate::engine::handle::Timeout;
 use crate::engine::key::Key;
 use crate::engine::shared::Shared;
-use crate::engine::task::{panic_message, Periodic, Task, UserBox};
-
-/// A fired callback, ready to run.
-pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
-
-/// Hands jobs to the timer's executor.
-#[derive(Clone)]
-pub(crate) struct Handoff(Arc<dyn Fn(Job) + Send + Sync>);
-
-impl Handoff {
-    pub(crate) fn new(execute: impl Fn(Job) + Send + Sync + 'static) -> Handoff {
-        Handoff(Arc::new(execute))
-    }
-
-    pub(crate) fn execute(&self, job: Job) {
-        (self.0)(job)
-    }
-}
-
-impl fmt::Debug for Handoff {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Executor")
-    }
-}
-
-/// Where a job handed to the executor is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum JobState {
-    /// Not started: `stop()` may take it back.
-    Queued,
-    /// Running its task's code.
-    Running,
-}
-
-/// The jobs in the executor's hands, by key, until their task's code
-/// returns: how `stop()` finds the fired tasks not started, and the
-/// periodic runs in progress.
-pub(crate) type Jobs = HashMap<Key, JobState>;
+use crate::engine::task::{panic_message, Handoff, JobState, Jobs, Periodic, Task, UserBox};
 
 /// A fired task handed to the executor. The task itself waits in its
 /// entry until the job starts, so that `stop()` can take it back with

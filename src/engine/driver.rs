@@ -1,5 +1,5 @@
 //! The driver's one routine, `turn(now)`, which every driver runs: the
-//! worker thread (`worker.rs`), a tokio clock's task (`tokio_driver.rs`),
+//! worker thread (`worker.rs`), a tokio clock's task (`worker.rs` too),
 //! and a manual clock's `advance` and `advance_to_next` (`manual.rs`), as
 //! Netty's `Worker.run` and tokio's `process_at_time`.
 //!

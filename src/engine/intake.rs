@@ -15,7 +15,19 @@
 //! on the two paths unordered; and a drain stalled while the owner wrapped
 //! the ring round past withdrawn cells may take a key early (see
 //! `Lane::drain`).
+//!
+//! # Which lanes this thread owns
+//!
+//! A thread adopts a lane on its first schedule and lets go of it when it
+//! exits, so a pool's threads reuse lanes rather than pile them up; a lane
+//! of a timer that shut down is dropped at this thread's next adoption.
+//!
+//! `LAST` caches the last look-up's timer id and lane index: a plain `Cell`,
+//! so the common case (one timer per thread) costs no borrow and no search.
+//! It is cleared whenever this thread lets go of that lane, and has no
+//! destructor, so it stays readable while other thread-locals are destroyed.
 
+use std::cell::{Cell, RefCell};
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_queue::SegQueue;
@@ -24,7 +36,6 @@ use crate::engine::clock::Nanos;
 use crate::engine::entry::Entry;
 use crate::engine::key::Key;
 use crate::engine::lane::{unmark, withdraw, Lane};
-use crate::engine::local;
 use crate::engine::sync::{AtomicBool, AtomicU32, AtomicUsize, Mutex, Ordering};
 
 /// Lanes per timer: at most this many threads queue without contention.
@@ -95,7 +106,7 @@ impl Intake {
     /// This thread's lane, if it owns one.
     #[inline]
     pub(crate) fn own_lane(&self) -> Option<&Lane> {
-        let index = local::lane_index(self.timer_id)? as usize;
+        let index = lane_index(self.timer_id)? as usize;
         self.lanes.get(index)?.get().map(|lane| &**lane)
     }
 
@@ -165,7 +176,7 @@ impl Intake {
 
     /// Gives this lane-less thread a lane (see `lane_here`); false if not.
     fn adopt_lane(&self) -> bool {
-        local::hold(|| {
+        hold(|| {
             let orphan = self.lanes().find(|lane| lane.try_adopt());
             if let Some(lane) = orphan {
                 return Some(lane.clone());
@@ -290,6 +301,91 @@ impl Intake {
     pub(crate) fn free_in_lanes(&self) -> usize {
         self.lanes().map(|lane| lane.free_len()).sum()
     }
+}
+
+/// The lanes this thread owns, each handed back on drop.
+struct Held(Vec<Arc<Lane>>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        forget_last();
+        self.0.iter().for_each(|lane| lane.let_go());
+    }
+}
+
+/// No timer has id 0.
+const NONE: (u64, u32) = (0, 0);
+
+#[cfg(not(loom))]
+thread_local! {
+    static HELD: RefCell<Held> = const { RefCell::new(Held(Vec::new())) };
+    static LAST: Cell<(u64, u32)> = const { Cell::new(NONE) };
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static HELD: RefCell<Held> = RefCell::new(Held(Vec::new()));
+    static LAST: Cell<(u64, u32)> = Cell::new(NONE);
+}
+
+fn forget_last() {
+    let _ = LAST.try_with(|last| last.set(NONE));
+}
+
+/// The index of this thread's lane of timer `timer_id`, if it owns one.
+#[inline]
+fn lane_index(timer_id: u64) -> Option<u32> {
+    match LAST.try_with(Cell::get) {
+        Ok((id, index)) if id == timer_id => Some(index),
+        _ => lane_index_slow(timer_id),
+    }
+}
+
+#[cold]
+fn lane_index_slow(timer_id: u64) -> Option<u32> {
+    let index = with_lane(timer_id, |lane| lane.index)?;
+    let _ = LAST.try_with(|last| last.set((timer_id, index)));
+    Some(index)
+}
+
+/// Runs `f` on this thread's lane of timer `timer_id`, if it owns one.
+/// `f` must not run user code: it may be called from inside another `f`
+/// or while a task runs.
+#[inline]
+fn with_lane<R>(timer_id: u64, f: impl FnOnce(&Lane) -> R) -> Option<R> {
+    HELD.try_with(|held| {
+        let held = held.try_borrow().ok()?;
+        let lane = held.0.iter().find(|lane| lane.timer_id == timer_id)?;
+        Some(f(lane))
+    })
+    .ok()
+    .flatten()
+}
+
+/// Makes `adopt`'s lane this thread's, if this thread can hold one more.
+/// `adopt` is called only then, and must hand over an owned lane.
+fn hold(adopt: impl FnOnce() -> Option<Arc<Lane>>) -> bool {
+    HELD.try_with(|held| {
+        let Ok(mut held) = held.try_borrow_mut() else {
+            return false;
+        };
+        held.0.retain(|lane| {
+            let closed = lane.is_closed();
+            if closed {
+                forget_last();
+                lane.let_go();
+            }
+            !closed
+        });
+        match adopt() {
+            Some(lane) => {
+                held.0.push(lane);
+                true
+            }
+            None => false,
+        }
+    })
+    .unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 //! in its own types (`Refusal`, `Handoff`, `Config`, `Task`), and the face
 //! converts at the boundary. See ARCHITECTURE.md for the map.
 
-pub(crate) mod anchor;
 pub(crate) mod clock;
 pub(crate) mod counts;
 pub(crate) mod dispatch;
@@ -17,7 +16,6 @@ pub(crate) mod handle;
 pub(crate) mod intake;
 pub(crate) mod key;
 pub(crate) mod lane;
-pub(crate) mod local;
 #[cfg(all(test, loom))]
 mod loom_models;
 pub(crate) mod manual;
@@ -31,6 +29,5 @@ pub(crate) mod shutdown_hooks;
 pub(crate) mod slots;
 pub(crate) mod sync;
 pub(crate) mod task;
-pub(crate) mod tokio_driver;
 pub(crate) mod wheel;
 pub(crate) mod worker;

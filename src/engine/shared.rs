@@ -27,8 +27,6 @@ use crossbeam_queue::SegQueue;
 
 use crate::engine::clock::{Clock, Nanos, Source};
 use crate::engine::counts::{Counts, Totals};
-use crate::engine::dispatch::Handoff;
-use crate::engine::dispatch::Jobs;
 use crate::engine::entry::{CancelOutcome, Entry};
 use crate::engine::intake::{Intake, Queued};
 use crate::engine::key::Key;
@@ -40,6 +38,8 @@ use crate::engine::slots::{Slots, MAX_ENTRIES};
 #[cfg(test)]
 use crate::engine::sync::AtomicUsize;
 use crate::engine::sync::{fence, AtomicBool, AtomicU64, LocalKey, Mutex, MutexGuard, Ordering};
+use crate::engine::task::Handoff;
+use crate::engine::task::Jobs;
 use crate::engine::task::Task;
 use crate::engine::wheel::Wheel;
 

@@ -1,5 +1,5 @@
 //! What runs when a timeout expires: a user callback, a periodic task, or a
-//! future's waker.
+//! future's waker; and, with an executor, the `Job` it runs as there.
 //!
 //! A user's task is user code twice over: when it runs, and when it is
 //! dropped without running (cancelled, stopped, or freed with its timer).
@@ -9,12 +9,15 @@
 //! dropped handle, or a destructor already unwinding.
 
 use std::any::Any;
+use std::collections::HashMap;
+use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::task::Waker;
 
 use crate::engine::clock::Nanos;
+use crate::engine::key::Key;
 
 /// A one-shot task as an entry stores it. It gets its timeout's handle as
 /// `&dyn Any`, so it need not name the handle type, which holds the timer
@@ -207,6 +210,43 @@ pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> &str {
         "<non-string panic payload>"
     }
 }
+
+/// A fired callback, ready to run.
+pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Hands jobs to the timer's executor.
+#[derive(Clone)]
+pub(crate) struct Handoff(Arc<dyn Fn(Job) + Send + Sync>);
+
+impl Handoff {
+    pub(crate) fn new(execute: impl Fn(Job) + Send + Sync + 'static) -> Handoff {
+        Handoff(Arc::new(execute))
+    }
+
+    pub(crate) fn execute(&self, job: Job) {
+        (self.0)(job)
+    }
+}
+
+impl fmt::Debug for Handoff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Executor")
+    }
+}
+
+/// Where a job handed to the executor is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobState {
+    /// Not started: `stop()` may take it back.
+    Queued,
+    /// Running its task's code.
+    Running,
+}
+
+/// The jobs in the executor's hands, by key, until their task's code
+/// returns: how `stop()` finds the fired tasks not started, and the
+/// periodic runs in progress.
+pub(crate) type Jobs = HashMap<Key, JobState>;
 
 #[cfg(test)]
 mod tests {

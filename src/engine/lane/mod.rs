@@ -45,7 +45,7 @@
 //!
 //! # Owner-only fields
 //!
-//! Only the lane's owner (see `local.rs`) writes `tail`, `head_seen`,
+//! Only the lane's owner (see `intake.rs`) writes `tail`, `head_seen`,
 //! `spilled`, `free` and `free_len`: plain loads and stores, no
 //! read-modify-writes. Ownership passes between threads only through
 //! `owned` (release on hand-back, acquire on adoption).
