@@ -44,6 +44,10 @@
 //!
 //! `tokio::time` runs twice; a run's figures are to be reported only when
 //! the two agree within 0.8-1.25 (the verdict is printed last).
+//!
+//! `--alone NAME` runs the row of that exact name and nothing else (no
+//! baseline, no table), to compare two whole processes with `farm-bench`
+//! or `perf stat`.
 
 #[path = "support/proc.rs"]
 mod proc;
@@ -128,6 +132,9 @@ struct Config {
     load: Duration,
     warmup: Duration,
     only: Vec<String>,
+    /// `--alone NAME`: that row only, with no baseline or control, for a
+    /// whole-process comparison of two runs (`farm-bench`, `perf stat`).
+    alone: Option<String>,
     quick: bool,
 }
 
@@ -141,6 +148,7 @@ impl Config {
             load: Duration::from_millis(500),
             warmup: Duration::from_millis(300),
             only: Vec::new(),
+            alone: None,
             quick: false,
         };
         let mut args = std::env::args().skip(1);
@@ -163,6 +171,7 @@ impl Config {
                 "--round-ms" => config.load = Duration::from_millis(number()),
                 "--warmup-ms" => config.warmup = Duration::from_millis(number()),
                 "--only" => config.only = value.split(',').map(str::to_owned).collect(),
+                "--alone" => config.alone = Some(value),
                 _ => usage(&flag),
             }
         }
@@ -178,6 +187,9 @@ impl Config {
     /// Whether `--only` keeps the row `name`; the baseline and both
     /// `tokio::time` runs always stay.
     fn keeps(&self, peer: Peer, name: &str) -> bool {
+        if let Some(alone) = &self.alone {
+            return name == alone;
+        }
         matches!(peer, Peer::Baseline | Peer::Tokio | Peer::TokioAgain)
             || self.only.is_empty()
             || self.only.iter().any(|o| name.contains(o.as_str()))
@@ -188,7 +200,7 @@ fn usage(flag: &str) -> ! {
     eprintln!(
         "unknown or incomplete flag {flag}\n\
          flags: --tasks N (4096) --workers N (2) --deadline-ms N (300) --rounds N (40)\n\
-         \x20      --round-ms N (500) --warmup-ms N (300) --only NAME,NAME --quick"
+         \x20      --round-ms N (500) --warmup-ms N (300) --only NAME,NAME --alone NAME --quick"
     );
     std::process::exit(2)
 }
@@ -497,6 +509,11 @@ fn main() {
             config.rounds,
             started.elapsed().as_secs_f64()
         );
+    }
+    if config.alone.is_some() {
+        // No baseline to subtract: the whole process is the figure.
+        println!("{} rounds of the row alone done", config.rounds);
+        return;
     }
     report(&rows, &samples, config.rounds);
 }
