@@ -592,3 +592,41 @@ fn a_sleep_reset_earlier_then_dropped_against_its_refiling() {
         assert_eq!((s.scheduled, s.cancelled, s.fired), (2, 1, 1));
     });
 }
+
+/// The driving thread drops the handle it ran a fired task with while
+/// the user drops theirs, and the user's thread, whose drop freed the
+/// slot, reuses it at once for a timeout it cancels before the driver
+/// drains it. The driver's release, which was not the last, must not
+/// free the reused slot: its reference is gone, and so is its say about
+/// the slot. Freed twice, the slot would be handed to two timeouts.
+#[test]
+fn loom_models_a_release_that_was_not_the_last_never_frees_the_slot_reused_after_it() {
+    // An advance that fires, two schedules, a cancel, and five
+    // schedules after: more than loom's default 1,000 branches.
+    let mut model = loom::model::Builder::new();
+    model.max_branches = 4_000;
+    model.check(|| {
+        let timer = manual();
+        let (first, runs) = counted(&timer, TICK);
+        timer.advance(Duration::ZERO); // filed into its bucket
+        let worker = timer.clone();
+        let driver = thread::spawn(move || worker.advance(TICK));
+        drop(first); // the last reference, if the driver dropped its own
+        let second = timer.new_timeout(|_| {}, TICK * 10).unwrap();
+        assert!(second.cancel(), "nothing else could win it");
+        drop(second);
+        driver.join().unwrap();
+        assert_eq!(runs.load(SeqCst), 1);
+        // This thread keeps a line's spare slots (4 under loom): a
+        // fifth schedule refills from the shared list, where a slot
+        // freed twice would be again.
+        let later: Vec<Timeout> = (0..5)
+            .map(|_| timer.new_timeout(|_| {}, TICK).unwrap())
+            .collect();
+        for (i, a) in later.iter().enumerate() {
+            for b in &later[i + 1..] {
+                assert!(a != b, "two pending timeouts share one slot");
+            }
+        }
+    });
+}

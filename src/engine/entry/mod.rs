@@ -462,6 +462,45 @@ impl Entry {
     }
 }
 
+// Who may still name the entry: `refs` (see `slots.rs` and the ground
+// rules above). The holder of the last reference vacates the slot, and
+// the count alone says who that is.
+impl Entry {
+    /// Empties a slot whose last reference is gone; returns any task left.
+    #[inline(always)]
+    pub(crate) fn vacate(&self) -> Option<Task> {
+        if Kind::from_bits(self.task_word.load(Ordering::Relaxed)) == Kind::Empty {
+            return None; // the common case: fired or cancelled, task taken
+        }
+        self.with_task_alone(Option::take)
+    }
+
+    pub(crate) fn retain(&self) {
+        self.refs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops one reference; true for the last one.
+    ///
+    /// The count alone decides: once this returns, the caller names the
+    /// entry no more, and another holder may free the slot and the next
+    /// schedule fill it. So nothing is read from the entry after the
+    /// decrement. (A flag read after it, for a withdrawn entry, once let a
+    /// release that was not the last free the reused slot a second time.)
+    #[inline(always)]
+    pub(crate) fn release(&self) -> bool {
+        self.refs.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// The cancel that won the entry withdrew it from its lane, taking over
+    /// the queue's reference: it gives that reference up. Never the last:
+    /// the caller holds one too.
+    #[inline(always)]
+    pub(crate) fn release_withdrawn_reference(&self) {
+        let last = self.release();
+        debug_assert!(!last, "a cancel's caller holds a reference too");
+    }
+}
+
 impl Drop for Entry {
     /// Drops a task still in the slot: the union would not.
     fn drop(&mut self) {
@@ -508,7 +547,6 @@ impl std::fmt::Debug for Entry {
     }
 }
 
-mod refs;
 mod reset;
 #[cfg(test)]
 mod tests;
