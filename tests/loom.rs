@@ -16,6 +16,14 @@ fn manual() -> HashedWheelTimer {
     HashedWheelTimer::builder().manual_clock().build().unwrap()
 }
 
+/// `loom::model`, with room for 4,000 branches on one path rather than
+/// 1,000, for models with many fires or schedules in a row.
+fn model_long(f: impl Fn() + Sync + Send + 'static) {
+    let mut model = loom::model::Builder::new();
+    model.max_branches = 4_000;
+    model.check(f);
+}
+
 /// A timeout whose task counts its runs.
 fn counted(timer: &HashedWheelTimer, delay: Duration) -> (Timeout, Arc<AtomicUsize>) {
     let runs = Arc::new(AtomicUsize::new(0));
@@ -465,9 +473,7 @@ fn a_periodic_run_on_an_executor_against_stop() {
 fn a_full_ring_keeps_submission_order_against_drain() {
     // Seven timeouts and their fires take more than loom's default 1,000
     // branches on one path (each fire also counts and notes its lateness).
-    let mut model = loom::model::Builder::new();
-    model.max_branches = 4_000;
-    model.check(|| {
+    model_long(|| {
         let timer = manual();
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let producer = {
@@ -603,9 +609,7 @@ fn a_sleep_reset_earlier_then_dropped_against_its_refiling() {
 fn loom_models_a_release_that_was_not_the_last_never_frees_the_slot_reused_after_it() {
     // An advance that fires, two schedules, a cancel, and five
     // schedules after: more than loom's default 1,000 branches.
-    let mut model = loom::model::Builder::new();
-    model.max_branches = 4_000;
-    model.check(|| {
+    model_long(|| {
         let timer = manual();
         let (first, runs) = counted(&timer, TICK);
         timer.advance(Duration::ZERO); // filed into its bucket

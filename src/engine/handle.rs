@@ -152,7 +152,7 @@ loom::thread_local! {
 
 /// An anchor of `shared` for a handle made on this thread.
 #[inline]
-pub(crate) fn here(shared: &Arc<Shared>) -> Arc<Anchor> {
+fn here(shared: &Arc<Shared>) -> Arc<Anchor> {
     let cached = LAST.try_with(|last| {
         let last = last.try_borrow().ok()?;
         let anchor = last.as_ref()?;
