@@ -19,10 +19,9 @@ use crate::HashedWheelTimer;
 /// timeout. A [`Sleep`](crate::Sleep) counts when its first poll files
 /// it, and a dropped one counts as cancelled.
 ///
-/// The counters live where the pending count already does, mostly on each
-/// producer thread's own lane, so keeping them costs schedule and cancel
-/// no extra atomic read-modify-write. Reading them walks the lanes: cheap
-/// enough for a metrics scrape, not for a hot loop.
+/// The timer keeps `pending`, `fired`, `cancelled` and `stopped`;
+/// `scheduled` is their sum, so the equation holds in every snapshot, and
+/// `pending` never reads below zero or above what was scheduled.
 ///
 /// ```
 /// use hashed_wheel_timer::HashedWheelTimer;

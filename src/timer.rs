@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
 use crate::engine::clock::Source;
-use crate::engine::handle::Anchor;
 use crate::engine::key::Key;
 use crate::engine::shared::{Config, Shared};
 use crate::engine::task::Task;
@@ -64,8 +63,6 @@ impl Drop for Owner {
             drop(self.shared.entry(key).take_task());
             self.shared.slots.release(key);
         }
-        // This thread's anchor would keep the timer's memory: let it go.
-        crate::engine::handle::forget(&self.shared);
     }
 }
 
@@ -238,12 +235,9 @@ impl HashedWheelTimer {
             return Err(TimerError::StopDefaultTimer);
         }
         let entries = shared.shut_down(true);
-        // One anchor for them all, not this thread's: it would keep the
-        // stopped timer alive after its handles are gone.
-        let anchor = Anchor::new(shared);
         Ok(entries
             .into_iter()
-            .map(|key| Timeout::on_anchor(key, anchor.clone()))
+            .map(|key| Timeout::from_parts(key, shared))
             .collect())
     }
 

@@ -1,33 +1,15 @@
 //! What the timer counts: the pending count, and the totals behind
-//! `stats()`: timeouts scheduled, fired, cancelled and stopped.
+//! `stats()`: timeouts fired, cancelled and stopped.
 //!
-//! Each timeout counted as scheduled leaves the pending count exactly once,
-//! and only then is counted as fired, cancelled or stopped (invariant 5):
-//! at any quiet moment `scheduled = fired + cancelled + stopped + pending`.
-//! A refused call counts nowhere.
+//! Each timeout counted pending leaves the pending count exactly once,
+//! and only then is counted as fired, cancelled or stopped (invariant 5).
+//! `scheduled` is not kept: it is `pending + fired + cancelled + stopped`,
+//! so `stats()` adds up by construction. A refused call counts nowhere.
 //!
-//! Producers count on their own lane, in owner-only fields (plain loads and
-//! stores): `scheduled` at a schedule, `cancelled` at a winning cancel. The
-//! driver counts what fires or stops, and producers with no lane count
-//! here. Without a `max_pending_timeouts`, the pending count is computed
-//! from these totals; with one, a shared count is kept too, so a schedule
-//! checks it in one step.
-//!
-//! # Reading while others count
-//!
-//! A timeout is often cancelled on another thread than the one that
-//! scheduled it, so one lane's `cancelled` may count another lane's
-//! schedule, and the driver's `fired` counts every lane's. Summed lane by
-//! lane, a racing reader could count an end before its schedule and see
-//! fewer than zero pending. So `totals` reads every count of an end first
-//! (`fired`, `stopped`, every `cancelled`), then every `scheduled`. Counts
-//! are stored with `Release` and read with `Acquire`, and a schedule is
-//! counted before anyone can end it (before its key is queued or its handle
-//! returned), so a schedule whose end the first pass saw is in the second:
-//! `pending = scheduled - ended` is never below zero (clamped there all the
-//! same), nor above what was scheduled by the end of the read.
+//! The pending count never reads below zero: a timeout leaves it only
+//! after its schedule added it (the handle or queued key that ends it
+//! exists only after `reserve`), and one atomic's changes have one order.
 
-use crate::engine::lane::Lane;
 use crate::engine::refusal::Refusal;
 use crate::engine::slots::MAX_ENTRIES;
 use crate::engine::sync::{AtomicU64, AtomicUsize, Ordering};
@@ -45,12 +27,9 @@ pub(crate) enum Ended {
 
 /// The shared counts.
 pub(crate) struct Counts {
-    /// `max_pending_timeouts`, if any.
-    limit: Option<usize>,
-    /// Pending timeouts, kept only with a limit (see the module docs).
+    /// `max_pending_timeouts`, or the arena's size.
+    limit: usize,
     pending: AtomicUsize,
-    /// Scheduled and cancelled by threads with no lane.
-    scheduled: AtomicU64,
     cancelled: AtomicU64,
     fired: AtomicU64,
     stopped: AtomicU64,
@@ -76,9 +55,8 @@ pub(crate) struct Totals {
 impl Counts {
     pub(crate) fn new(limit: Option<usize>) -> Counts {
         Counts {
-            limit,
+            limit: limit.unwrap_or(MAX_ENTRIES),
             pending: AtomicUsize::new(0),
-            scheduled: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             fired: AtomicU64::new(0),
             stopped: AtomicU64::new(0),
@@ -87,67 +65,44 @@ impl Counts {
         }
     }
 
-    /// Pending timeouts: the limit's count, or else the totals' (see
-    /// `totals` for the arguments).
-    pub(crate) fn pending(
-        &self,
-        lanes_cancelled: impl FnOnce() -> u64,
-        lanes_scheduled: impl FnOnce() -> u64,
-    ) -> usize {
-        match self.limit {
-            Some(_) => self.pending.load(Ordering::Acquire),
-            None => self.totals(lanes_cancelled, lanes_scheduled).pending,
-        }
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
     }
 
-    /// Counts one more pending timeout, on `lane` (this thread's) if any, or
-    /// says why it cannot. A future's waker counts but is not refused by
-    /// the limit: a `Sleep` has no error to
-    /// report and must not end early, and futures are bounded by the tasks
-    /// that hold them.
+    /// Counts one more pending timeout, or says why it cannot. A future's
+    /// waker counts but is not refused by `max_pending_timeouts`: a `Sleep`
+    /// has no error to report and must not end early, and futures are
+    /// bounded by the tasks that hold them.
     #[inline(always)]
-    pub(crate) fn reserve(&self, lane: Option<&Lane>, task: &Task) -> Result<(), Refusal> {
-        if let Some(limit) = self.limit {
-            let max = match task {
-                Task::Wake(_) => MAX_ENTRIES,
-                _ => limit,
-            };
-            self.pending
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                    (p < max).then_some(p + 1)
-                })
-                .map_err(|pending| Refusal::AtCapacity { pending, max })?;
+    pub(crate) fn reserve(&self, task: &Task) -> Result<(), Refusal> {
+        let max = match task {
+            Task::Wake(_) => MAX_ENTRIES,
+            _ => self.limit,
+        };
+        if max == MAX_ENTRIES {
+            // The arena enforces this one.
+            self.pending.fetch_add(1, Ordering::AcqRel);
+            return Ok(());
         }
-        // Without a limit, the arena enforces the hard one.
-        match lane {
-            Some(lane) => lane.count_scheduled(1),
-            None => drop(self.scheduled.fetch_add(1, Ordering::Release)),
-        }
-        Ok(())
+        self.pending
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
+                (p < max).then_some(p + 1)
+            })
+            .map(drop)
+            .map_err(|pending| Refusal::AtCapacity { pending, max })
     }
 
     /// Undoes `reserve`, for a schedule refused after it.
     #[cold]
-    pub(crate) fn unreserve(&self, lane: Option<&Lane>) {
-        if self.limit.is_some() {
-            self.pending.fetch_sub(1, Ordering::AcqRel);
-        }
-        match lane {
-            Some(lane) => lane.count_scheduled(1u64.wrapping_neg()),
-            None => drop(self.scheduled.fetch_sub(1, Ordering::Release)),
-        }
+    pub(crate) fn unreserve(&self) {
+        self.pending.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// A cancel won: uncounts the timeout, on `lane` (this thread's) if any.
+    /// A cancel won: uncounts the timeout.
     #[inline(always)]
-    pub(crate) fn uncount_cancelled(&self, lane: Option<&Lane>) {
-        if self.limit.is_some() {
-            self.pending.fetch_sub(1, Ordering::AcqRel);
-        }
-        match lane {
-            Some(lane) => lane.count_cancelled(),
-            None => drop(self.cancelled.fetch_add(1, Ordering::Release)),
-        }
+    pub(crate) fn uncount_cancelled(&self) {
+        self.cancelled.fetch_add(1, Ordering::Release);
+        self.pending.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// `n` pending timeouts fired or were stopped.
@@ -155,14 +110,12 @@ impl Counts {
         if n == 0 {
             return;
         }
-        if self.limit.is_some() {
-            self.pending.fetch_sub(n, Ordering::AcqRel);
-        }
         let total = match how {
             Ended::Fired => &self.fired,
             Ended::Stopped => &self.stopped,
         };
         total.fetch_add(n as u64, Ordering::Release);
+        self.pending.fetch_sub(n, Ordering::AcqRel);
     }
 
     /// The worker woke from a park. It alone counts them.
@@ -179,27 +132,19 @@ impl Counts {
         }
     }
 
-    /// The totals, each read once in the module docs' order, the lanes'
-    /// counts summed by `lanes_cancelled` and `lanes_scheduled`. Pending is
-    /// the difference, so the totals add up even while others count; all are
-    /// current only at a quiet moment. `queued` is left 0 for the caller.
-    pub(crate) fn totals(
-        &self,
-        lanes_cancelled: impl FnOnce() -> u64,
-        lanes_scheduled: impl FnOnce() -> u64,
-    ) -> Totals {
+    /// The totals; all current only at a quiet moment. `queued` is left
+    /// 0 for the caller.
+    pub(crate) fn totals(&self) -> Totals {
+        let pending = self.pending.load(Ordering::Acquire);
         let fired = self.fired.load(Ordering::Acquire);
+        let cancelled = self.cancelled.load(Ordering::Acquire);
         let stopped = self.stopped.load(Ordering::Acquire);
-        let cancelled = lanes_cancelled().wrapping_add(self.cancelled.load(Ordering::Acquire));
-        let scheduled = lanes_scheduled().wrapping_add(self.scheduled.load(Ordering::Acquire));
-        let ended = fired.saturating_add(cancelled).saturating_add(stopped);
-        let pending = scheduled.saturating_sub(ended);
         Totals {
-            scheduled,
+            scheduled: (pending as u64) + fired + cancelled + stopped,
             fired,
             cancelled,
             stopped,
-            pending: usize::try_from(pending).unwrap_or(usize::MAX),
+            pending,
             worker_wakeups: self.worker_wakeups.load(Ordering::Relaxed),
             max_lateness_nanos: self.max_lateness.load(Ordering::Relaxed),
             queued: 0,

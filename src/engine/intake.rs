@@ -276,18 +276,6 @@ impl Intake {
         self.lanes().for_each(|lane| lane.close());
     }
 
-    /// Timeouts the lanes' owners scheduled, wrapping.
-    pub(crate) fn scheduled(&self) -> u64 {
-        self.lanes()
-            .fold(0, |n, lane| n.wrapping_add(lane.scheduled()))
-    }
-
-    /// Timeouts the lanes' owners cancelled, wrapping.
-    pub(crate) fn cancelled(&self) -> u64 {
-        self.lanes()
-            .fold(0, |n, lane| n.wrapping_add(lane.cancelled()))
-    }
-
     /// Keeps a vacated slot on this thread's lane. False if it has none,
     /// or it holds enough: free it to the arena.
     #[inline]

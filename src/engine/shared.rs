@@ -179,21 +179,15 @@ impl Shared {
         self.owner.get()?.upgrade()
     }
 
-    /// Pending timeouts: never below zero nor above what was scheduled,
-    /// even while others count (see `counts.rs`).
     pub(crate) fn pending(&self) -> usize {
-        self.counts
-            .pending(|| self.intake.cancelled(), || self.intake.scheduled())
+        self.counts.pending()
     }
 
     /// The totals behind `stats()`.
     pub(crate) fn totals(&self) -> Totals {
-        let counts = self
-            .counts
-            .totals(|| self.intake.cancelled(), || self.intake.scheduled());
         Totals {
             queued: self.intake.len(),
-            ..counts
+            ..self.counts.totals()
         }
     }
 
@@ -293,7 +287,7 @@ impl Shared {
         }
         // One look-up of this thread's lane for the whole schedule.
         let lane = self.intake.lane_here();
-        self.counts.reserve(lane, &task)?;
+        self.counts.reserve(&task)?;
         let free = lane.and_then(|lane| lane.pop_free(&self.slots));
         let taken = free.or_else(|| {
             let keep = |key, entry: &Entry| lane.is_some_and(|lane| lane.push_free(key, entry));
@@ -301,7 +295,7 @@ impl Shared {
             Some((key, self.entry(key)))
         });
         let Some((key, entry)) = taken else {
-            self.counts.unreserve(lane);
+            self.counts.unreserve();
             return Err(Refusal::AtCapacity {
                 pending: self.pending(),
                 max: MAX_ENTRIES,
@@ -312,7 +306,7 @@ impl Shared {
         let queued = self.intake.push_on(lane, key, entry, now, urgent);
         let mark = queued.mark;
         if !self.after_push(queued, entry) && self.try_stop(key) {
-            self.counts.unreserve(lane);
+            self.counts.unreserve();
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
             drop(entry.take_task());
@@ -374,7 +368,7 @@ impl Shared {
         let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
         if outcome != CancelOutcome::Stopped {
-            self.counts.uncount_cancelled(self.intake.own_lane());
+            self.counts.uncount_cancelled();
         }
         let withdrawn = cell.is_some_and(|cell| withdraw(cell, key))
             || (entry.queue_mark() != mark && self.intake.withdraw(entry, key));

@@ -184,9 +184,8 @@ impl Slots {
 
 /// Under loom, the arena is leaked, not dropped. The timer's last `Arc`
 /// drops it after every other thread's last touch of an entry, but loom
-/// cannot see std's `Arc`; and the last one is often a thread-local anchor
-/// that loom drops at the model's end, on a thread it then sees racing
-/// every entry's last user.
+/// cannot see std's `Arc`, so it would see that drop racing every entry's
+/// last user.
 #[cfg(loom)]
 impl Drop for Slots {
     fn drop(&mut self) {

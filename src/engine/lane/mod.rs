@@ -141,10 +141,6 @@ struct ProducerSide {
     /// Top of the owner's free stack, a packed key.
     free: AtomicU32,
     free_len: AtomicU32,
-    /// Timeouts this lane's owners scheduled and cancelled, wrapping (see
-    /// `counts.rs`).
-    scheduled: AtomicU64,
-    cancelled: AtomicU64,
 }
 
 /// What `Lane::drain` did.
@@ -204,8 +200,6 @@ impl Lane {
                 urgent: AtomicU64::new(0),
                 free: AtomicU32::new(0),
                 free_len: AtomicU32::new(0),
-                scheduled: AtomicU64::new(0),
-                cancelled: AtomicU64::new(0),
             }),
             head: CachePadded::new(AtomicU64::new(0)),
             overflow: SegQueue::new(),
@@ -238,33 +232,6 @@ impl Lane {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
-    }
-
-    /// Owner only: adds `delta` (wrapping) to the timeouts scheduled.
-    #[inline(always)]
-    pub(crate) fn count_scheduled(&self, delta: u64) {
-        let n = &self.producer.scheduled;
-        n.store(
-            n.load(Ordering::Relaxed).wrapping_add(delta),
-            Ordering::Release,
-        );
-    }
-
-    /// Owner only: counts a timeout cancelled, as `count_scheduled`.
-    #[inline(always)]
-    pub(crate) fn count_cancelled(&self) {
-        let n = &self.producer.cancelled;
-        n.store(n.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
-    }
-
-    /// Timeouts this lane's owners scheduled, ever (read order: `counts.rs`).
-    pub(crate) fn scheduled(&self) -> u64 {
-        self.producer.scheduled.load(Ordering::Acquire)
-    }
-
-    /// Timeouts this lane's owners cancelled, ever.
-    pub(crate) fn cancelled(&self) -> u64 {
-        self.producer.cancelled.load(Ordering::Acquire)
     }
 
     /// Owner only: queues `key`, made at `now`, in the next cell, or in the
