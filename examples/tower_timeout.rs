@@ -7,8 +7,9 @@
 //! every tenth; a 50 ms deadline turns the stalls into `Elapsed` errors,
 //! and the service's own errors pass through as they were.
 
-use hashed_wheel_timer::{Elapsed, HashedWheelTimer, TimeoutLayer};
+use hashed_wheel_timer::{HashedWheelTimer, TimeoutLayer};
 use std::time::Duration;
+use tower::timeout::error::Elapsed;
 use tower::{service_fn, BoxError, Service, ServiceBuilder, ServiceExt};
 
 #[derive(Debug)]

@@ -61,6 +61,18 @@ enum ClockChoice {
     Real,
     Manual,
     Tokio,
+    /// Both `manual_clock` and `tokio_clock`: `build` refuses it.
+    Both,
+}
+
+impl ClockChoice {
+    fn and(self, other: ClockChoice) -> ClockChoice {
+        match self {
+            ClockChoice::Real => other,
+            same if same == other => same,
+            _ => ClockChoice::Both,
+        }
+    }
 }
 
 impl Default for Builder {
@@ -99,6 +111,13 @@ impl Builder {
     }
 
     /// Refuse new timeouts while this many are pending. Default: no limit.
+    ///
+    /// Every pending timeout counts: callbacks, periodic tasks, delay
+    /// queue items, and the entries of futures (`Sleep`, `timeout`,
+    /// `Interval`). Only the first three are refused, with
+    /// [`TimerError::AtCapacity`]: a future has no error to give and must
+    /// not end early, so it is filed past the limit, bounded by the tasks
+    /// that hold it.
     pub fn max_pending_timeouts(mut self, max: usize) -> Builder {
         self.max_pending_timeouts = Some(max);
         self
@@ -117,8 +136,11 @@ impl Builder {
     /// Take deadlines for it from [`HashedWheelTimer::now`], the manual
     /// time: `Instant::now()` is the real time, which a manual clock does
     /// not follow.
+    ///
+    /// With [`tokio_clock`](Builder::tokio_clock) too, `build` fails with
+    /// [`TimerError::ClockConflict`].
     pub fn manual_clock(mut self) -> Builder {
-        self.clock = ClockChoice::Manual;
+        self.clock = self.clock.and(ClockChoice::Manual);
         self
     }
 
@@ -143,7 +165,10 @@ impl Builder {
     /// does not follow. [`advance`](HashedWheelTimer::advance) does
     /// nothing: use `tokio::time::advance`.
     ///
-    /// `build` fails with [`TimerError::NoTokioRuntime`] outside a runtime.
+    /// `build` fails with [`TimerError::NoTokioRuntime`] outside a runtime,
+    /// [`TimerError::TokioTimeDisabled`] in one built without
+    /// `enable_time()`, and [`TimerError::ClockConflict`] with
+    /// [`manual_clock`](Builder::manual_clock) too.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -160,7 +185,7 @@ impl Builder {
     /// # assert!(HashedWheelTimer::builder().tokio_clock().build().is_err());
     /// ```
     pub fn tokio_clock(mut self) -> Builder {
-        self.clock = ClockChoice::Tokio;
+        self.clock = self.clock.and(ClockChoice::Tokio);
         self
     }
 
@@ -190,9 +215,8 @@ impl Builder {
         let source = match self.clock {
             ClockChoice::Real => Source::Real,
             ClockChoice::Manual => Source::Manual,
-            ClockChoice::Tokio => Source::Tokio(
-                tokio::runtime::Handle::try_current().map_err(|_| TimerError::NoTokioRuntime)?,
-            ),
+            ClockChoice::Tokio => Source::Tokio(tokio_runtime()?),
+            ClockChoice::Both => return Err(TimerError::ClockConflict),
         };
         Ok(HashedWheelTimer::from_config(config, source))
     }
@@ -229,4 +253,14 @@ impl Builder {
             thread_name: self.thread_name.clone(),
         })
     }
+}
+
+/// The runtime `tokio_clock` runs on: the current one, with its time driver.
+fn tokio_runtime() -> Result<tokio::runtime::Handle, TimerError> {
+    let handle = tokio::runtime::Handle::try_current().map_err(|_| TimerError::NoTokioRuntime)?;
+    // tokio has no query for its time driver: making a sleep without one
+    // panics, here rather than in the driver task.
+    let probe = std::panic::catch_unwind(|| drop(tokio::time::sleep(Duration::ZERO)));
+    probe.map_err(|_| TimerError::TokioTimeDisabled)?;
+    Ok(handle)
 }

@@ -111,6 +111,25 @@ impl std::fmt::Debug for DefaultGuard {
     }
 }
 
+/// The timer the free functions use on this thread: the one
+/// [`set_default`] installed, or else the process-wide [`default_timer`].
+/// [`DelayQueue::new`](crate::DelayQueue::new) and
+/// [`TimeoutLayer::new`](crate::tower::TimeoutLayer::new) in the `tower`
+/// module build on it, as tokio-util's and tower's use the ambient runtime.
+///
+/// ```
+/// use hashed_wheel_timer::{current_timer, default_timer, set_default, HashedWheelTimer};
+///
+/// assert!(current_timer().is_same(default_timer()));
+/// let manual = HashedWheelTimer::builder().manual_clock().build()?;
+/// let _guard = set_default(manual.clone());
+/// assert!(current_timer().is_same(&manual));
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
+pub fn current_timer() -> HashedWheelTimer {
+    with_default(HashedWheelTimer::clone)
+}
+
 /// Runs `f` on this thread's default timer: `set_default`'s, or the
 /// process-wide one.
 fn with_default<R>(f: impl FnOnce(&HashedWheelTimer) -> R) -> R {
@@ -141,7 +160,11 @@ pub fn sleep(duration: Duration) -> Sleep {
 
 /// Sleeps until `deadline` on the [default timer](default_timer); see
 /// [`HashedWheelTimer::sleep_until`].
-pub fn sleep_until(deadline: Instant) -> Sleep {
+///
+/// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+/// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+pub fn sleep_until(deadline: impl Into<Instant>) -> Sleep {
+    let deadline = deadline.into();
     with_default(|timer| timer.sleep_until(deadline))
 }
 
@@ -165,7 +188,14 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> TimeoutFuture<F:
 
 /// Runs `future` with a deadline at `deadline`, on the
 /// [default timer](default_timer); see [`HashedWheelTimer::timeout_at`].
-pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> TimeoutFuture<F::IntoFuture> {
+///
+/// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+/// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+pub fn timeout_at<F: IntoFuture>(
+    deadline: impl Into<Instant>,
+    future: F,
+) -> TimeoutFuture<F::IntoFuture> {
+    let deadline = deadline.into();
     with_default(|timer| timer.timeout_at(deadline, future))
 }
 
@@ -189,7 +219,11 @@ pub fn interval(period: Duration) -> Interval {
 
 /// An [`Interval`] on the [default timer](default_timer), first tick at
 /// `start`; see [`HashedWheelTimer::interval_at`].
-pub fn interval_at(start: Instant, period: Duration) -> Interval {
+///
+/// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+/// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+pub fn interval_at(start: impl Into<Instant>, period: Duration) -> Interval {
+    let start = start.into();
     with_default(|timer| timer.interval_at(start, period))
 }
 
@@ -207,7 +241,14 @@ pub fn try_interval(period: Duration) -> Result<Interval, TimerError> {
 /// # Errors
 ///
 /// [`TimerError::ZeroPeriod`] if `period` is zero.
-pub fn try_interval_at(start: Instant, period: Duration) -> Result<Interval, TimerError> {
+///
+/// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+/// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+pub fn try_interval_at(
+    start: impl Into<Instant>,
+    period: Duration,
+) -> Result<Interval, TimerError> {
+    let start = start.into();
     with_default(|timer| timer.try_interval_at(start, period))
 }
 
@@ -253,9 +294,13 @@ where
 /// rx.recv().unwrap();
 /// # Ok::<(), hashed_wheel_timer::TimerError>(())
 /// ```
-pub fn new_timeout_at<F, R>(task: F, deadline: Instant) -> Result<Timeout, TimerError>
+///
+/// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+/// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+pub fn new_timeout_at<F, R>(task: F, deadline: impl Into<Instant>) -> Result<Timeout, TimerError>
 where
     F: FnOnce(&Timeout) -> R + Send + 'static,
 {
+    let deadline = deadline.into();
     with_default(|timer| timer.new_timeout_at(task, deadline))
 }

@@ -72,11 +72,24 @@ pub enum TimerError {
     /// outside a tokio runtime, whose clock and tasks it needs.
     #[error("tokio_clock() must be built inside a tokio runtime (none is running on this thread)")]
     NoTokioRuntime,
+    /// [`Builder::tokio_clock`](crate::Builder::tokio_clock) was built in
+    /// a runtime without its time driver.
+    #[error("tokio_clock() needs the runtime's time driver: build the runtime with enable_time() or enable_all()")]
+    TokioTimeDisabled,
+    /// Both [`Builder::manual_clock`](crate::Builder::manual_clock) and
+    /// [`Builder::tokio_clock`](crate::Builder::tokio_clock) were asked for:
+    /// a timer reads one clock.
+    #[error("manual_clock() and tokio_clock() were both set: a timer reads one clock; pick one")]
+    ClockConflict,
     /// `stop()` was called on the process-wide
     /// [`default_timer`](crate::default_timer), which every library in the
     /// process shares: it keeps running.
     #[error("the process-wide default timer cannot be stopped; build a timer of your own to stop")]
     StopDefaultTimer,
+    /// An insert into a [`DelayQueue`](crate::DelayQueue) after its
+    /// [`close`](crate::DelayQueue::close).
+    #[error("the delay queue was closed: it takes no more items")]
+    QueueClosed,
 }
 
 impl TimerError {
@@ -124,6 +137,28 @@ impl Elapsed {
     /// the deadline passing.
     pub fn is_shutdown(&self) -> bool {
         self.shutdown
+    }
+}
+
+/// So that `timeout(d, io).await??` works in a function returning
+/// `io::Result`, as with tokio's `Elapsed`: an error of kind
+/// [`TimedOut`](std::io::ErrorKind::TimedOut) holding this one.
+///
+/// ```
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+///
+/// async fn read_with_deadline(timer: &HashedWheelTimer) -> std::io::Result<u8> {
+///     let never = std::future::pending::<std::io::Result<u8>>();
+///     Ok(timer.timeout(Duration::from_millis(1), never).await??)
+/// }
+///
+/// let err = futures::executor::block_on(read_with_deadline(&HashedWheelTimer::new())).unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+/// ```
+impl From<Elapsed> for std::io::Error {
+    fn from(elapsed: Elapsed) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed)
     }
 }
 

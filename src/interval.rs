@@ -138,7 +138,11 @@ impl HashedWheelTimer {
 
     /// An [`Interval`] whose first tick is at `start` and then every
     /// `period`; a zero period is handled as by [`interval`](Self::interval).
-    pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
+    ///
+    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    pub fn interval_at(&self, start: impl Into<Instant>, period: Duration) -> Interval {
+        let start = start.into();
         self.try_interval_at(start, period).unwrap_or_else(|error| {
             crate::engine::notice::warn(format_args!(
                 "interval: {error}; using one tick as the period"
@@ -171,11 +175,15 @@ impl HashedWheelTimer {
     /// # Errors
     ///
     /// [`TimerError::ZeroPeriod`] if `period` is zero.
+    ///
+    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
     pub fn try_interval_at(
         &self,
-        start: Instant,
+        start: impl Into<Instant>,
         period: Duration,
     ) -> Result<Interval, TimerError> {
+        let start = start.into();
         if period.is_zero() {
             return Err(TimerError::ZeroPeriod {
                 what: "period",
@@ -271,7 +279,11 @@ impl Interval {
     }
 
     /// Restarts the schedule: the next tick is at `deadline`.
-    pub fn reset_at(&mut self, deadline: Instant) {
+    ///
+    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    pub fn reset_at(&mut self, deadline: impl Into<Instant>) {
+        let deadline = deadline.into();
         self.sleep.reset(deadline);
     }
 

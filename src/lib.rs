@@ -174,6 +174,37 @@
 //! }
 //! run();
 //! ```
+//!
+//! # Deadlines
+//!
+//! Every function that takes a deadline (`sleep_until`, `timeout_at`,
+//! `interval_at`, [`Sleep::reset`], `new_timeout_at`,
+//! [`Timeout::reset_at`], [`DelayQueue::insert_at`] and
+//! [`reset_at`](DelayQueue::reset_at)) takes a `std::time::Instant` or a
+//! `tokio::time::Instant`, so code written for tokio passes its instants
+//! as they are. Take the deadline from the clock the timer reads:
+//!
+//! - real clock: `std::time::Instant::now() + d` or
+//!   `tokio::time::Instant::now() + d` (the same time, outside a paused
+//!   runtime);
+//! - tokio clock: `tokio::time::Instant::now() + d`, or `timer.now() + d`;
+//!   on a paused runtime `std::time::Instant::now()` is another time;
+//! - manual clock: [`timer.now()`](HashedWheelTimer::now) `+ d`: neither
+//!   `Instant::now()` follows [`advance`](HashedWheelTimer::advance).
+//!
+//! ```
+//! use hashed_wheel_timer::HashedWheelTimer;
+//! use std::time::Duration;
+//!
+//! #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! async fn run() {
+//!     let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+//!     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+//!     timer.sleep_until(deadline).await; // a paused minute, at once
+//!     assert!(tokio::time::Instant::now() >= deadline);
+//! }
+//! run();
+//! ```
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -200,8 +231,8 @@ pub mod tower;
 
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
 pub use default_timer::{
-    default_timer, interval, interval_at, new_timeout, new_timeout_at, set_default, sleep,
-    sleep_until, timeout, timeout_at, try_interval, try_interval_at, DefaultGuard,
+    current_timer, default_timer, interval, interval_at, new_timeout, new_timeout_at, set_default,
+    sleep, sleep_until, timeout, timeout_at, try_interval, try_interval_at, DefaultGuard,
 };
 pub use delay_queue::{DelayKey, DelayQueue, Expired};
 pub use engine::driver::DRAIN_CAP_PER_TICK;

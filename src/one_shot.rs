@@ -82,21 +82,33 @@ impl HashedWheelTimer {
     /// assert!(t.is_expired());
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
-    pub fn new_timeout_at<F, R>(&self, task: F, deadline: Instant) -> Result<Timeout, TimerError>
+    ///
+    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    pub fn new_timeout_at<F, R>(
+        &self,
+        task: F,
+        deadline: impl Into<Instant>,
+    ) -> Result<Timeout, TimerError>
     where
         F: FnOnce(&Timeout) -> R + Send + 'static,
     {
+        let deadline = deadline.into();
         let task = Closure(move |t: &Timeout| drop(task(t)));
         self.schedule_at(Task::callback(Box::new(task)), deadline)
     }
 
     /// [`new_timeout_task`](Self::new_timeout_task) at an absolute
     /// `deadline`, as [`new_timeout_at`](Self::new_timeout_at).
+    ///
+    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
     pub fn new_timeout_task_at<T: TimerTask>(
         &self,
         task: T,
-        deadline: Instant,
+        deadline: impl Into<Instant>,
     ) -> Result<Timeout, TimerError> {
+        let deadline = deadline.into();
         self.schedule_at(Task::callback(Box::new(task)), deadline)
     }
 

@@ -145,7 +145,11 @@ impl HashedWheelTimer {
     /// [`now`](Self::now) (`timer.now() + d`): `Instant::now()` is the real
     /// time, which those clocks do not follow, so `sleep_until(Instant::now()
     /// + d)` then `advance(d)` would not fire it.
-    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+    ///
+    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    pub fn sleep_until(&self, deadline: impl Into<Instant>) -> Sleep {
+        let deadline = deadline.into();
         let nanos = self.shared().clock.to_nanos(deadline);
         Sleep::new(self.clone(), deadline, nanos)
     }
@@ -273,7 +277,11 @@ impl Sleep {
     /// assert_ready!(sleep.poll());
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
-    pub fn reset(&mut self, deadline: Instant) {
+    ///
+    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    pub fn reset(&mut self, deadline: impl Into<Instant>) {
+        let deadline = deadline.into();
         let earlier = deadline < self.deadline;
         self.deadline_nanos = self.nanos_of(deadline);
         self.deadline = deadline;

@@ -76,11 +76,15 @@ impl HashedWheelTimer {
 
     /// Runs `future` with a deadline at `deadline`, on this timer's clock.
     /// See [`TimeoutFuture`].
+    ///
+    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
     pub fn timeout_at<F: IntoFuture>(
         &self,
-        deadline: Instant,
+        deadline: impl Into<Instant>,
         future: F,
     ) -> TimeoutFuture<F::IntoFuture> {
+        let deadline = deadline.into();
         TimeoutFuture::new(future.into_future(), self.sleep_until(deadline))
     }
 }

@@ -112,7 +112,15 @@ impl HashedWheelTimer {
     }
 
     /// True if both are handles of the same timer.
-    pub(crate) fn is_same(&self, other: &HashedWheelTimer) -> bool {
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    ///
+    /// let timer = HashedWheelTimer::new();
+    /// assert!(timer.is_same(&timer.clone()));
+    /// assert!(!timer.is_same(&HashedWheelTimer::new()));
+    /// ```
+    pub fn is_same(&self, other: &HashedWheelTimer) -> bool {
         Arc::ptr_eq(&self.owner, &other.owner)
     }
 

@@ -1,7 +1,14 @@
 //! `TimeoutLayer`: per-request deadlines on the wheel for any
-//! `tower::Service`, in the shape of tower's own `TimeoutLayer`, so that
-//! swapping one for the other is a one-line change. Behind the cargo
-//! feature `tower`.
+//! `tower::Service`, in the shape of tower's own `TimeoutLayer`. Behind the
+//! cargo feature `tower`.
+//!
+//! [`timeout`] mirrors `tower::timeout` name for name, so that a port
+//! changes one `use` line: `tower::timeout::TimeoutLayer::new(d)` becomes
+//! `hashed_wheel_timer::tower::timeout::TimeoutLayer::new(d)`, on the
+//! [`current_timer`](crate::current_timer). A deadline that passes fails
+//! the call with tower's own
+//! [`Elapsed`], so error handling written
+//! for tower keeps matching.
 
 use std::fmt;
 use std::future::Future;
@@ -10,8 +17,8 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use tower_layer::Layer;
-use tower_service::Service;
+use tower::timeout::error::Elapsed;
+use tower::{Layer, Service};
 
 use crate::{HashedWheelTimer, TimeoutFuture};
 
@@ -23,8 +30,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// with a [`HashedWheelTimer`] in place of `tokio::time`.
 ///
 /// A call that outlasts the deadline fails with a [`BoxError`] holding
-/// this crate's [`Elapsed`](crate::Elapsed); the inner service's own errors
-/// pass through unchanged (boxed); readiness is the inner service's. The
+/// tower's [`Elapsed`] (also when the timer was stopped meanwhile: the call
+/// still gets its time); the inner service's own errors pass through
+/// unchanged (boxed); readiness is the inner service's. The
 /// deadline costs nothing for a response that is ready when first polled:
 /// the inner future is polled first, and only a call still pending
 /// schedules its deadline.
@@ -32,8 +40,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// # Examples
 ///
 /// ```
-/// use hashed_wheel_timer::{Elapsed, HashedWheelTimer, TimeoutLayer};
+/// use hashed_wheel_timer::{HashedWheelTimer, TimeoutLayer};
 /// use std::time::Duration;
+/// use tower::timeout::error::Elapsed;
 /// use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -147,8 +156,8 @@ where
 }
 
 pin_project! {
-    /// The response of a [`TimeoutService`]: the inner service's, or an
-    /// [`Elapsed`](crate::Elapsed) error at the deadline.
+    /// The response of a [`TimeoutService`]: the inner service's, or
+    /// tower's [`Elapsed`] error at the deadline.
     pub struct ResponseFuture<F> {
         #[pin]
         inner: TimeoutFuture<F>,
@@ -165,7 +174,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, BoxError>> {
         match ready!(self.project().inner.poll(cx)) {
             Ok(response) => Poll::Ready(response.map_err(Into::into)),
-            Err(elapsed) => Poll::Ready(Err(Box::new(elapsed))),
+            Err(_) => Poll::Ready(Err(Box::new(Elapsed::new()))),
         }
     }
 }
@@ -173,5 +182,64 @@ where
 impl<F> fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+/// `tower::timeout`, name for name, on the wheel: change the `use` line and
+/// nothing else.
+///
+/// ```
+/// use hashed_wheel_timer::tower::timeout::TimeoutLayer; // was tower::timeout::TimeoutLayer
+/// use hashed_wheel_timer::{set_default, HashedWheelTimer};
+/// use std::time::Duration;
+/// use tower::timeout::error::Elapsed;
+/// use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let _guard = set_default(HashedWheelTimer::builder().tokio_clock().build()?);
+/// let mut svc = ServiceBuilder::new()
+///     .layer(TimeoutLayer::new(Duration::from_millis(100)))
+///     .service(service_fn(|()| async {
+///         tokio::time::sleep(Duration::from_secs(3600)).await;
+///         Ok::<_, std::convert::Infallible>("too late")
+///     }));
+/// let err = svc.ready().await?.call(()).await.unwrap_err();
+/// assert!(err.is::<Elapsed>());
+/// # Ok(())
+/// # }
+/// ```
+pub mod timeout {
+    use std::time::Duration;
+
+    use tower::Layer;
+
+    pub use super::{ResponseFuture, TimeoutService as Timeout};
+
+    /// tower's `timeout::error`.
+    pub mod error {
+        pub use tower::timeout::error::Elapsed;
+    }
+
+    /// tower's `TimeoutLayer::new(timeout)`, on the
+    /// [`current_timer`](crate::current_timer) when it is made.
+    #[derive(Clone, Debug)]
+    pub struct TimeoutLayer(super::TimeoutLayer);
+
+    impl TimeoutLayer {
+        /// A layer that gives each request `timeout`, on the timer
+        /// [`set_default`](crate::set_default) installed on this thread, or
+        /// else the process-wide default.
+        pub fn new(timeout: Duration) -> TimeoutLayer {
+            TimeoutLayer(super::TimeoutLayer::new(crate::current_timer(), timeout))
+        }
+    }
+
+    impl<S> Layer<S> for TimeoutLayer {
+        type Service = Timeout<S>;
+
+        fn layer(&self, inner: S) -> Timeout<S> {
+            self.0.layer(inner)
+        }
     }
 }

@@ -228,8 +228,8 @@ fn a_flood_beyond_the_drain_cap_fires_never_early_and_loses_nothing() {
     timer.advance(Duration::ZERO);
     assert_eq!(
         fired.load(std::sync::atomic::Ordering::Relaxed),
-        0,
-        "none due"
+        total.div_ceil(2),
+        "those of zero delay are due now, and no other"
     );
     timer.advance(MS);
     assert_eq!(

@@ -38,15 +38,13 @@ fn items<T: Send + 'static>(queue: &DelayQueue<T>) -> Vec<T> {
 }
 
 #[test]
-fn an_item_with_no_delay_comes_out_on_the_next_tick() {
+fn an_item_with_no_delay_comes_out_at_the_next_poll() {
     let timer = manual(MS);
+    timer.advance(3 * MS); // at a tick's end, which has been processed
     let queue = timer.delay_queue();
     let start = timer.now();
     let key = queue.insert("now", Duration::ZERO).unwrap();
     let mut t = task::spawn(());
-    assert!(poll(&mut t, &queue).is_pending());
-    timer.advance(MS);
-    assert!(t.is_woken(), "the consumer is woken when its item fires");
     let e = match poll(&mut t, &queue) {
         Poll::Ready(Some(e)) => e,
         other => panic!(
@@ -55,6 +53,20 @@ fn an_item_with_no_delay_comes_out_on_the_next_tick() {
         ),
     };
     assert_eq!((e.key(), *e.get_ref(), e.deadline()), (key, "now", start));
+    assert_eq!(timer.now(), start, "no time passed");
+    assert!(poll(&mut t, &queue).is_pending());
+}
+
+#[test]
+fn an_item_fires_into_a_waiting_consumer_and_wakes_it() {
+    let timer = manual(MS);
+    let queue = timer.delay_queue();
+    queue.insert("soon", MS).unwrap();
+    let mut t = task::spawn(());
+    assert!(poll(&mut t, &queue).is_pending());
+    timer.advance(MS);
+    assert!(t.is_woken(), "the consumer is woken when its item fires");
+    assert!(matches!(poll(&mut t, &queue), Poll::Ready(Some(_))));
 }
 
 #[test]
@@ -131,14 +143,15 @@ impl KeyIndex for Expired<usize> {
 }
 
 #[test]
-fn insert_at_a_past_deadline_comes_out_on_the_next_tick() {
+fn insert_at_a_past_deadline_comes_out_at_once() {
     let timer = manual(MS);
     timer.advance(100 * MS);
     let queue = timer.delay_queue();
     let past = timer.now() - 50 * MS;
     queue.insert_at("late", past).unwrap();
-    timer.advance(MS);
-    let e = drain(&queue).pop().expect("fires on the next tick");
+    let e = drain(&queue)
+        .pop()
+        .expect("due already: no tick to wait for");
     assert_eq!(e.deadline(), past);
 }
 

@@ -634,3 +634,42 @@ fn loom_models_a_release_that_was_not_the_last_never_frees_the_slot_reused_after
         }
     });
 }
+
+/// A delay queue's consumer turning the wheel at its poll (a manual or
+/// tokio clock's, so that what is due comes out at that poll) against a
+/// producer inserting an item already due and an `advance`: the item comes
+/// out exactly once, at that poll or the next.
+#[test]
+fn a_consumer_turning_at_its_poll_against_a_producer_and_advance() {
+    model_long(|| {
+        let timer = manual();
+        // The arena's first chunk made here: the queue's own locks, which
+        // order the threads' looks at the entry, are std's, unseen by loom.
+        assert!(timer.new_timeout(|_| {}, TICK).unwrap().cancel());
+        let queue = timer.delay_queue::<u8>();
+        let poll_once = |queue: &hashed_wheel_timer::DelayQueue<u8>| {
+            let waker = futures::task::noop_waker();
+            let mut cx = std::task::Context::from_waker(&waker);
+            match queue.poll_expired(&mut cx) {
+                std::task::Poll::Ready(Some(e)) => Some(e.into_inner()),
+                _ => None,
+            }
+        };
+        let producer = {
+            let queue = queue.clone();
+            thread::spawn(move || drop(queue.insert(7, Duration::ZERO).unwrap()))
+        };
+        let consumer = {
+            let queue = queue.clone();
+            thread::spawn(move || poll_once(&queue))
+        };
+        timer.advance(Duration::ZERO);
+        producer.join().unwrap();
+        let first = consumer.join().unwrap();
+        let second = poll_once(&queue);
+        let out: Vec<u8> = first.into_iter().chain(second).collect();
+        assert_eq!(out, [7], "exactly once, by the poll after the insert");
+        assert!(queue.is_empty());
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}

@@ -8,16 +8,76 @@ use std::time::Instant;
 /// the stream. tokio-util's `delay_queue::Key`.
 ///
 /// It is `Copy` and holds nothing: the item's memory comes back when it is
-/// removed or yielded, however long its key is kept. A key never comes to
-/// name another item, so a stale one is harmless: `remove` gives `None`,
-/// `reset` gives `false`.
+/// removed or yielded, however long its key is kept. A stale key is
+/// harmless: `remove` gives `None`, `reset` gives `false`. It is one `u64`
+/// (the item's shard, its slot, and a 30-bit generation), and converts to
+/// and from `u64`, and `usize` on 64-bit targets, for slab-style code: a
+/// key comes to name another item only after 2^30 inserts into its shard
+/// reused its slot, or, made up from a number, by chance.
+///
+/// ```
+/// use hashed_wheel_timer::{DelayKey, HashedWheelTimer};
+/// use std::time::Duration;
+///
+/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+/// let queue = timer.delay_queue();
+/// let key = queue.insert("request", Duration::from_secs(1))?;
+/// let raw: u64 = key.into();
+/// assert_eq!(queue.remove(&DelayKey::from(raw)), Some("request"));
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct DelayKey {
-    pub(crate) shard: u32,
-    pub(crate) index: u32,
-    /// Unique within the shard, and the queue's id in its high bits, so a
-    /// key from another queue matches nothing here.
-    pub(crate) generation: u64,
+pub struct DelayKey(u64);
+
+/// Bits of a key: the slab index (the arena holds at most 2^28 entries,
+/// so no shard holds more items), and the generation below it.
+const INDEX_BITS: u32 = 28;
+const GENERATION_BITS: u32 = 30;
+pub(crate) const GENERATION_MASK: u32 = (1 << GENERATION_BITS) - 1;
+
+impl DelayKey {
+    pub(crate) fn new(shard: u32, index: usize, generation: u32) -> DelayKey {
+        debug_assert!(shard < 64 && index < 1 << INDEX_BITS);
+        let high = (u64::from(shard) << INDEX_BITS) | index as u64;
+        DelayKey((high << GENERATION_BITS) | u64::from(generation & GENERATION_MASK))
+    }
+
+    pub(crate) fn shard(self) -> usize {
+        (self.0 >> (GENERATION_BITS + INDEX_BITS)) as usize
+    }
+
+    pub(crate) fn index(self) -> usize {
+        ((self.0 >> GENERATION_BITS) & ((1 << INDEX_BITS) - 1)) as usize
+    }
+}
+
+impl From<DelayKey> for u64 {
+    fn from(key: DelayKey) -> u64 {
+        key.0
+    }
+}
+
+impl From<u64> for DelayKey {
+    /// A key from a number a key was converted to. Any other number names
+    /// nothing, but by chance.
+    fn from(raw: u64) -> DelayKey {
+        DelayKey(raw)
+    }
+}
+
+#[cfg(target_pointer_width = "64")]
+impl From<DelayKey> for usize {
+    fn from(key: DelayKey) -> usize {
+        key.0 as usize
+    }
+}
+
+#[cfg(target_pointer_width = "64")]
+impl From<usize> for DelayKey {
+    /// As `From<u64>`.
+    fn from(raw: usize) -> DelayKey {
+        DelayKey(raw as u64)
+    }
 }
 
 /// An item whose deadline has passed, as the stream of a

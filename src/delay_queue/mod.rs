@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 pub use key::{DelayKey, Expired};
 
 use crate::engine::shutdown_hooks::ShutdownHook;
-use crate::engine::task::{panic_message, Notice, Task};
-use crate::{HashedWheelTimer, TimerError};
+use crate::engine::task::{panic_message, Listener, Notice, Task};
+use crate::{current_timer, HashedWheelTimer, TimerError};
 use store::Store;
-use stream::Signal;
+use stream::{listener, Signal};
 use waiters::Seat;
 
 /// A queue of items, each given back once its deadline has passed:
@@ -51,11 +51,14 @@ use waiters::Seat;
 ///
 /// - The stream of an empty queue is `Pending`, not finished: a consumer
 ///   started before the first insert waits for it. The stream ends (with
-///   `None`) only once the timer has [stopped](HashedWheelTimer::stop) and
-///   the queue is empty.
+///   `None`) once the queue is [closed](Self::close) and empty, or its
+///   timer has [stopped](HashedWheelTimer::stop) and it is empty. Close a
+///   queue when nothing more will be inserted, and its consumer ends.
 /// - [`remove`](Self::remove) and [`reset`](Self::reset) with a key whose
 ///   item has already come out, or been removed, return `None` / `false`;
-///   they never panic, and a stale key never names another item.
+///   they never panic (see [`DelayKey`]).
+/// - [`peek`](Self::peek) looks at every item: it costs time in
+///   proportion to the queue's length.
 /// - [`reset`](Self::reset) of an item whose deadline has fired, but which
 ///   the stream has not yet yielded, returns `false`: the item is on its
 ///   way out. [`remove`](Self::remove) still takes it back, until the
@@ -109,6 +112,8 @@ struct Inner<T> {
     timer: HashedWheelTimer,
     store: Store<T>,
     signal: Arc<Signal>,
+    /// What the items' timeouts notify when they fire.
+    listener: Arc<Listener>,
 }
 
 impl HashedWheelTimer {
@@ -127,13 +132,21 @@ impl HashedWheelTimer {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     pub fn delay_queue<T: Send + 'static>(&self) -> DelayQueue<T> {
+        self.delay_queue_with_capacity(0)
+    }
+
+    /// [`delay_queue`](Self::delay_queue), with room for `capacity` items
+    /// inserted from this thread before the queue allocates (see
+    /// [`DelayQueue::reserve`]).
+    pub fn delay_queue_with_capacity<T: Send + 'static>(&self, capacity: usize) -> DelayQueue<T> {
         let signal = Arc::new(Signal::default());
         let hook: Arc<dyn ShutdownHook> = signal.clone();
         self.shared().on_shutdown(&hook);
         DelayQueue {
             inner: Arc::new(Inner {
                 timer: self.clone(),
-                store: Store::new(&signal),
+                store: Store::new(capacity),
+                listener: listener(&signal),
                 signal,
             }),
             seat: Seat::default(),
@@ -142,14 +155,42 @@ impl HashedWheelTimer {
 }
 
 impl<T: Send + 'static> DelayQueue<T> {
+    /// A new, empty queue on [`current_timer`]: the timer
+    /// [`set_default`](crate::set_default) installed on this thread (a
+    /// tokio clock's in a paused test), or else the process-wide default.
+    /// tokio-util's `DelayQueue::new`.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::{set_default, DelayQueue, HashedWheelTimer};
+    /// use std::time::Duration;
+    ///
+    /// let manual = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let _guard = set_default(manual.clone());
+    /// let queue = DelayQueue::new();
+    /// queue.insert("job", Duration::from_millis(5))?;
+    /// assert!(queue.timer().is_same(&manual));
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn new() -> DelayQueue<T> {
+        current_timer().delay_queue()
+    }
+
+    /// [`new`](Self::new), with room for `capacity` items inserted from
+    /// this thread before the queue allocates.
+    pub fn with_capacity(capacity: usize) -> DelayQueue<T> {
+        current_timer().delay_queue_with_capacity(capacity)
+    }
+
     /// Inserts `item`, to come out of the stream `delay` from now: never
-    /// before, and at most a tick after. A zero delay comes out on the next
-    /// tick. Returns its key, for [`remove`](Self::remove),
+    /// before, and at most a tick after. A zero delay is due at once: it
+    /// wakes the consumers, and on a manual or tokio clock comes out at
+    /// their next poll. Returns its key, for [`remove`](Self::remove),
     /// [`reset`](Self::reset) and [`deadline`](Self::deadline).
     ///
     /// # Errors
     ///
-    /// As [`new_timeout`](HashedWheelTimer::new_timeout):
+    /// [`TimerError::QueueClosed`] after [`close`](Self::close); as
+    /// [`new_timeout`](HashedWheelTimer::new_timeout):
     /// [`TimerError::Shutdown`] after the timer stopped,
     /// [`TimerError::AtCapacity`] at its `max_pending_timeouts` (each item
     /// is one pending timeout until it fires or is removed), and
@@ -157,33 +198,55 @@ impl<T: Send + 'static> DelayQueue<T> {
     pub fn insert(&self, item: T, delay: Duration) -> Result<DelayKey, TimerError> {
         let timer = &self.inner.timer;
         let (now, deadline) = timer.shared().clock.now_and_after(delay);
-        self.put(item, |task| timer.schedule_entry(now, deadline, task))
+        self.put(item, deadline <= now, |task| {
+            timer.schedule_entry(now, deadline, task)
+        })
     }
 
     /// [`insert`](Self::insert) with an absolute deadline on the timer's
-    /// clock (see [`HashedWheelTimer::now`]). A deadline already past comes
-    /// out on the next tick.
-    pub fn insert_at(&self, item: T, deadline: Instant) -> Result<DelayKey, TimerError> {
+    /// clock (see [`HashedWheelTimer::now`]). A deadline already past is
+    /// due at once, as a zero delay is.
+    ///
+    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    pub fn insert_at(&self, item: T, deadline: impl Into<Instant>) -> Result<DelayKey, TimerError> {
         let timer = &self.inner.timer;
-        self.put(item, |task| timer.schedule_at(task, deadline))
+        let clock = &timer.shared().clock;
+        let (now, deadline) = (clock.now(), clock.to_nanos(deadline.into()));
+        self.put(item, deadline <= now, |task| {
+            timer.schedule_entry(now, deadline, task)
+        })
     }
 
     /// Stores `item` in this thread's shard and schedules its timeout with
     /// `schedule`, under the shard's lock, so that the slot is filled
     /// before the stream can look for it. Scheduling runs no user code.
+    /// An item `due` already wakes the consumers.
     fn put(
         &self,
         item: T,
+        due: bool,
         schedule: impl FnOnce(Task) -> Result<crate::Timeout, TimerError>,
     ) -> Result<DelayKey, TimerError> {
-        let (index, mut shard) = self.inner.store.lock_mine();
-        let key = shard.next_key(index);
+        if self.is_closed() {
+            drop_item(item);
+            return Err(TimerError::QueueClosed);
+        }
+        let mut shard = self.inner.store.lock_mine();
+        let key = shard.next_key();
         let notice = Notice {
-            to: shard.listener.clone(),
-            token: stream::token(&key),
+            to: self.inner.listener.clone(),
+            token: key.into(),
         };
         match schedule(Task::Notice(notice)) {
-            Ok(timeout) => Ok(shard.put(key, timeout, item)),
+            Ok(timeout) => {
+                shard.put(key, timeout, item);
+                drop(shard);
+                if due {
+                    self.inner.signal.waiters.wake_all();
+                }
+                Ok(key)
+            }
             Err(error) => {
                 drop(shard);
                 drop_item(item);
@@ -199,14 +262,35 @@ impl<T> DelayQueue<T> {
     /// key names no item in the queue, or if the item's deadline has
     /// already fired (it is on its way out of the stream).
     pub fn reset(&self, key: &DelayKey, delay: Duration) -> bool {
-        self.with_slot(key, |slot| slot.timeout.reset(delay))
-            .unwrap_or(false)
+        self.moved(key, |timeout| timeout.reset(delay))
     }
 
     /// [`reset`](Self::reset) to an absolute deadline on the timer's clock.
-    pub fn reset_at(&self, key: &DelayKey, deadline: Instant) -> bool {
-        self.with_slot(key, |slot| slot.timeout.reset_at(deadline))
-            .unwrap_or(false)
+    ///
+    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
+    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    pub fn reset_at(&self, key: &DelayKey, deadline: impl Into<Instant>) -> bool {
+        let deadline = deadline.into();
+        self.moved(key, |timeout| timeout.reset_at(deadline))
+    }
+
+    /// Moves the item `key` names with `reset`. A deadline moved earlier
+    /// wakes the consumers, as tokio-util's queue wakes its task, so one
+    /// that plans by [`peek`](Self::peek) looks again.
+    fn moved(&self, key: &DelayKey, reset: impl FnOnce(&crate::Timeout) -> bool) -> bool {
+        let moved = self.with_slot(key, |slot| {
+            let before = slot.timeout.deadline();
+            reset(&slot.timeout).then(|| slot.timeout.deadline() < before)
+        });
+        match moved.flatten() {
+            Some(earlier) => {
+                if earlier {
+                    self.inner.signal.waiters.wake_all();
+                }
+                true
+            }
+            None => false,
+        }
     }
 
     /// Takes the item `key` names out of the queue, and cancels its
@@ -217,7 +301,7 @@ impl<T> DelayQueue<T> {
     pub fn remove(&self, key: &DelayKey) -> Option<T> {
         let slot = self.inner.store.lock_of(key)?.take(key)?;
         slot.timeout.cancel();
-        self.wake_if_stopped();
+        self.wake_if_ending();
         Some(slot.item)
     }
 
@@ -244,7 +328,103 @@ impl<T> DelayQueue<T> {
     /// inserted while it runs may stay.
     pub fn clear(&self) {
         self.inner.clear();
-        self.wake_if_stopped();
+        self.wake_if_ending();
+    }
+
+    /// The key of the item that comes out next: the one with the earliest
+    /// deadline (among equal ones, the first inserted into its shard), or
+    /// `None` if the queue is empty. tokio-util's `peek`. It looks at every
+    /// item, locking each shard in turn: a snapshot, for tests and
+    /// occasional looks, not for a loop over a large queue.
+    pub fn peek(&self) -> Option<DelayKey> {
+        let mut first: Option<(Instant, DelayKey)> = None;
+        for shard in self.inner.store.each() {
+            for (_, slot) in shard.slots.iter() {
+                let deadline = slot.timeout.deadline();
+                if first.map_or(true, |(earliest, _)| deadline < earliest) {
+                    first = Some((deadline, slot.key));
+                }
+            }
+        }
+        first.map(|(_, key)| key)
+    }
+
+    /// Ends the queue's stream once it is empty: inserts fail with
+    /// [`TimerError::QueueClosed`] from now on, the items already in come
+    /// out as before, and then every consumer gets `None`. An insert that
+    /// races the close may still get in, and comes out before the end.
+    /// Reset and remove work as before.
+    ///
+    /// tokio-util's stream ends whenever its queue is empty; this one, which
+    /// any handle may insert into at any time, ends only once closed (or
+    /// its timer stopped). A reaper task per connection ends when the
+    /// connection closes its queue:
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use hashed_wheel_timer::{HashedWheelTimer, TimerError};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), TimerError> {
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let queue = timer.delay_queue();
+    /// let mut reaper = queue.clone();
+    /// let reaped = tokio::spawn(async move { reaper.next().await.map(|e| e.into_inner()) });
+    ///
+    /// queue.insert("idle connection", Duration::from_secs(30))?;
+    /// queue.close();
+    /// assert_eq!(queue.insert("late", Duration::ZERO), Err(TimerError::QueueClosed));
+    /// timer.advance(Duration::from_secs(30));
+    /// assert_eq!(reaped.await.unwrap(), Some("idle connection"));
+    /// assert!(futures::executor::block_on(queue.clone().next()).is_none(), "closed and drained");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn close(&self) {
+        self.inner.signal.close();
+    }
+
+    /// True once [`close`](Self::close) was called on any handle.
+    pub fn is_closed(&self) -> bool {
+        self.inner.signal.is_closed()
+    }
+
+    /// How many items the queue can hold before it allocates again: the
+    /// sum over its shards (a few per core; each thread inserts into one).
+    pub fn capacity(&self) -> usize {
+        self.inner
+            .store
+            .each()
+            .map(|shard| shard.slots.capacity())
+            .sum()
+    }
+
+    /// Makes room for `additional` more items inserted from this thread
+    /// (into its shard) without allocating.
+    pub fn reserve(&self, additional: usize) {
+        self.inner.store.lock_mine().slots.reserve(additional);
+    }
+
+    /// Gives back the memory of removed items past the last item in each
+    /// shard; keys stay valid. [`compact`](Self::compact) gives back all of
+    /// it.
+    pub fn shrink_to_fit(&self) {
+        self.inner
+            .store
+            .each()
+            .for_each(|mut shard| shard.slots.shrink_to_fit());
+    }
+
+    /// Moves items into the room removed ones left, and gives back the
+    /// rest: [`capacity`](Self::capacity) becomes [`len`](Self::len). Keys
+    /// stay valid (a key of a moved item finds it through a small map, kept
+    /// until the item leaves). tokio-util's `compact`.
+    pub fn compact(&self) {
+        self.inner
+            .store
+            .each()
+            .for_each(|mut shard| shard.compact());
     }
 
     /// The timer the queue runs on.
@@ -257,18 +437,24 @@ impl<T> DelayQueue<T> {
         shard.get(key).map(f)
     }
 
-    /// After the timer stopped, a consumer waits for the queue to empty.
-    fn wake_if_stopped(&self) {
-        if self.inner.timer.is_shutdown() {
+    /// Once closed, or the timer stopped, a consumer waits for the queue
+    /// to empty: it looks again after a removal.
+    fn wake_if_ending(&self) {
+        if self.is_closed() || self.inner.timer.is_shutdown() {
             self.inner.signal.waiters.wake_all();
         }
+    }
+
+    /// True once the stream has ended: empty, and closed or stopped.
+    pub(crate) fn is_finished(&self) -> bool {
+        (self.is_closed() || self.inner.timer.is_shutdown()) && self.is_empty()
     }
 }
 
 impl<T> Inner<T> {
     fn clear(&self) {
         for mut shard in self.store.each() {
-            let slots = std::mem::take(&mut shard.slots);
+            let slots = shard.take_all();
             drop(shard);
             for (_, slot) in slots {
                 slot.timeout.cancel();
@@ -291,6 +477,13 @@ fn drop_item<T>(item: T) {
             "a DelayQueue item panicked while being dropped: {}",
             panic_message(&*panic)
         ));
+    }
+}
+
+impl<T: Send + 'static> Default for DelayQueue<T> {
+    /// [`DelayQueue::new`].
+    fn default() -> DelayQueue<T> {
+        DelayQueue::new()
     }
 }
 
@@ -357,7 +550,7 @@ mod tests {
             }
             assert_eq!(yielded, 500);
             assert_eq!(shared.live(), 0, "round {round}: every entry came back");
-            let capacity: usize = queue.inner.store.each().map(|s| s.slots.capacity()).sum();
+            let capacity = queue.capacity();
             assert!(
                 capacity <= 2_048,
                 "round {round}: slots reused, capacity {capacity}"

@@ -2,87 +2,77 @@
 //! lock, a thread inserting into the shard its thread picks. An item's slot
 //! holds the item and the timeout that will tell the stream its key.
 //!
+//! A key names its slot by index. `compact` moves items to fill the holes,
+//! so it records where each moved item went (`moved`); a
+//! look-up that misses at the key's index looks there.
+//!
 //! No user code runs under a shard's lock: items are taken out, and
 //! dropped or returned after it.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use crossbeam_utils::CachePadded;
 use slab::Slab;
 
-use crate::delay_queue::key::DelayKey;
-use crate::delay_queue::stream::{listener, Signal};
-use crate::engine::task::Listener;
+use crate::delay_queue::key::{DelayKey, GENERATION_MASK};
 use crate::Timeout;
 
 /// An item and its timeout.
 pub(crate) struct Slot<T> {
-    pub(crate) generation: u64,
+    pub(crate) key: DelayKey,
     pub(crate) timeout: Timeout,
     pub(crate) item: T,
 }
 
 pub(crate) struct Shard<T> {
+    index: u32,
     pub(crate) slots: Slab<Slot<T>>,
-    next_generation: u64,
-    /// What this shard's items' timeouts notify when they fire.
-    pub(crate) listener: Arc<Listener>,
+    next_generation: u32,
+    /// Where `compact` moved the items it moved, by key.
+    moved: HashMap<DelayKey, usize>,
 }
 
 pub(crate) struct Store<T> {
     shards: Box<[CachePadded<Mutex<Shard<T>>>]>,
 }
 
-/// Bits of a generation below the queue's id: 2^40 inserts per shard.
-const QUEUE_ID_SHIFT: u32 = 40;
-
 impl<T> Store<T> {
-    pub(crate) fn new(signal: &Arc<Signal>) -> Store<T> {
-        static NEXT_QUEUE: AtomicU64 = AtomicU64::new(1);
-        let queue = NEXT_QUEUE.fetch_add(1, Ordering::Relaxed);
+    /// A store with room for `capacity` items in this thread's shard.
+    pub(crate) fn new(capacity: usize) -> Store<T> {
+        // Queues start their generations apart, so that a key of one
+        // names nothing in another but by chance.
+        static NEXT_QUEUE: AtomicU32 = AtomicU32::new(1);
+        let start = NEXT_QUEUE
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9E37_79B9);
         let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         let count = (threads * 2).next_power_of_two().clamp(2, 64);
-        let shards = (0..count)
+        let shards: Box<[_]> = (0..count)
             .map(|index| {
                 CachePadded::new(Mutex::new(Shard {
+                    index: index as u32,
                     slots: Slab::new(),
-                    next_generation: queue << QUEUE_ID_SHIFT,
-                    listener: listener(signal, index as u32),
+                    next_generation: start,
+                    moved: HashMap::new(),
                 }))
             })
             .collect();
-        Store { shards }
+        let store = Store { shards };
+        store.lock_mine().slots.reserve(capacity);
+        store
     }
 
-    /// This thread's shard, locked, and its index.
-    pub(crate) fn lock_mine(&self) -> (u32, MutexGuard<'_, Shard<T>>) {
-        let index = thread_hint() & (self.shards.len() - 1);
-        (index as u32, lock(&self.shards[index]))
+    /// This thread's shard, locked.
+    pub(crate) fn lock_mine(&self) -> MutexGuard<'_, Shard<T>> {
+        lock(&self.shards[thread_hint() & (self.shards.len() - 1)])
     }
 
     /// The shard `key` names, locked, if it is one of this queue's.
     pub(crate) fn lock_of(&self, key: &DelayKey) -> Option<MutexGuard<'_, Shard<T>>> {
-        self.shards.get(key.shard as usize).map(|s| lock(s))
-    }
-
-    /// Takes out the item whose timeout fired with `token` in `shard`, and
-    /// gives its key, if the slot still holds that item.
-    pub(crate) fn take_fired(&self, shard: u32, token: u64) -> Option<(DelayKey, Slot<T>)> {
-        let index = (token >> 32) as usize;
-        let mut guard = lock(self.shards.get(shard as usize)?);
-        let slot = guard.slots.get(index)?;
-        if slot.generation & 0xffff_ffff != token & 0xffff_ffff {
-            return None;
-        }
-        let slot = guard.slots.remove(index);
-        let key = DelayKey {
-            shard,
-            index: index as u32,
-            generation: slot.generation,
-        };
-        Some((key, slot))
+        self.shards.get(key.shard()).map(|s| lock(s))
     }
 
     /// Each shard in turn, locked.
@@ -93,38 +83,56 @@ impl<T> Store<T> {
 
 impl<T> Shard<T> {
     /// Where the next item goes: its key, before its timeout is known.
-    pub(crate) fn next_key(&mut self, shard: u32) -> DelayKey {
-        self.next_generation += 1;
-        DelayKey {
-            shard,
-            index: self.slots.vacant_key() as u32,
-            generation: self.next_generation,
-        }
+    pub(crate) fn next_key(&mut self) -> DelayKey {
+        self.next_generation = self.next_generation.wrapping_add(1) & GENERATION_MASK;
+        DelayKey::new(self.index, self.slots.vacant_key(), self.next_generation)
     }
 
-    /// Stores the item `key` names, `key` being the last from `next_key`,
-    /// and returns its whole key.
-    pub(crate) fn put(&mut self, key: DelayKey, timeout: Timeout, item: T) -> DelayKey {
-        let index = self.slots.insert(Slot {
-            generation: key.generation,
-            timeout,
-            item,
-        });
-        debug_assert_eq!(index, key.index as usize);
-        key
+    /// Stores the item `key` names, `key` being the last from `next_key`.
+    pub(crate) fn put(&mut self, key: DelayKey, timeout: Timeout, item: T) {
+        let index = self.slots.insert(Slot { key, timeout, item });
+        debug_assert_eq!(index, key.index());
+    }
+
+    /// Where the item `key` names is now, if it is still here.
+    fn find(&self, key: &DelayKey) -> Option<usize> {
+        let holds = |index: usize| self.slots.get(index).is_some_and(|slot| slot.key == *key);
+        if holds(key.index()) {
+            return Some(key.index());
+        }
+        let index = *self.moved.get(key)?;
+        holds(index).then_some(index)
     }
 
     /// The slot `key` names, if it still holds that item.
     pub(crate) fn get(&self, key: &DelayKey) -> Option<&Slot<T>> {
-        self.slots
-            .get(key.index as usize)
-            .filter(|slot| slot.generation == key.generation)
+        self.find(key).map(|index| &self.slots[index])
     }
 
     /// Takes out the slot `key` names, if it still holds that item.
     pub(crate) fn take(&mut self, key: &DelayKey) -> Option<Slot<T>> {
-        self.get(key)?;
-        Some(self.slots.remove(key.index as usize))
+        let index = self.find(key)?;
+        if !self.moved.is_empty() {
+            self.moved.remove(key);
+        }
+        Some(self.slots.remove(index))
+    }
+
+    /// Moves items into the holes removals left, and gives back the
+    /// memory past the last: `capacity` becomes `len`.
+    pub(crate) fn compact(&mut self) {
+        let moved = &mut self.moved;
+        self.slots.compact(|slot, _from, to| {
+            moved.insert(slot.key, to);
+            true
+        });
+        moved.shrink_to_fit();
+    }
+
+    /// Takes out every item.
+    pub(crate) fn take_all(&mut self) -> Slab<Slot<T>> {
+        self.moved.clear();
+        std::mem::take(&mut self.slots)
     }
 }
 

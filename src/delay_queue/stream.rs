@@ -1,6 +1,6 @@
-//! How items come out of a delay queue: the listener each shard's items'
-//! timeouts notify on the driver, which hands the item's token to the
-//! queue's `Signal`, and the stream, which takes the item out of its slot.
+//! How items come out of a delay queue: the listener its items' timeouts
+//! notify on the driver, which hands the item's key to the queue's
+//! `Signal`, and the stream, which takes the item out of its slot.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -14,13 +14,27 @@ use crate::delay_queue::waiters::Waiters;
 use crate::delay_queue::DelayQueue;
 use crate::engine::shutdown_hooks::ShutdownHook;
 use crate::engine::task::Listener;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the driver and the consumers of one queue share: the keys of items
-/// whose deadline fired, in the order they fired, and who waits for them.
+/// whose deadline fired, in the order they fired, who waits for them, and
+/// whether the queue was closed.
 #[derive(Default)]
 pub(crate) struct Signal {
-    fired: SegQueue<(u32, u64)>,
+    fired: SegQueue<u64>,
     pub(crate) waiters: Waiters,
+    closed: AtomicBool,
+}
+
+impl Signal {
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.waiters.wake_all();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
 }
 
 impl ShutdownHook for Signal {
@@ -30,22 +44,14 @@ impl ShutdownHook for Signal {
     }
 }
 
-/// What an item's timeout hands the shard's listener when it fires: the
-/// item's slab index, and the low half of its generation, which tells a
-/// reused slot from the item it held (a slot is reused 2^32 times before
-/// the halves repeat).
-pub(crate) fn token(key: &DelayKey) -> u64 {
-    (u64::from(key.index) << 32) | (key.generation & 0xffff_ffff)
-}
-
-/// The listener of shard `shard`: on the driver, it passes the fired
-/// item's shard and token on. It holds the signal weakly, so a timeout
-/// that outlives its queue fires into nothing.
-pub(crate) fn listener(signal: &Arc<Signal>, shard: u32) -> Arc<Listener> {
+/// The queue's listener: on the driver, it passes the fired item's key
+/// on. It holds the signal weakly, so a timeout that outlives its queue
+/// fires into nothing.
+pub(crate) fn listener(signal: &Arc<Signal>) -> Arc<Listener> {
     let signal = Arc::downgrade(signal);
-    Listener::new(move |token| {
+    Listener::new(move |key| {
         if let Some(signal) = signal.upgrade() {
-            signal.fired.push((shard, token));
+            signal.fired.push(key);
             signal.waiters.wake_all();
         }
     })
@@ -54,8 +60,9 @@ pub(crate) fn listener(signal: &Arc<Signal>, shard: u32) -> Arc<Listener> {
 impl<T> DelayQueue<T> {
     /// The next expired item: `Ready(Some)` with one whose deadline has
     /// passed, `Pending` if there is none yet (the waker is woken when
-    /// there is), and `Ready(None)` only once the timer has stopped and
-    /// the queue is empty. tokio-util's `poll_expired`.
+    /// there is), and `Ready(None)` once the queue is empty and
+    /// [closed](DelayQueue::close), or its timer stopped. tokio-util's
+    /// `poll_expired`, whose stream ends whenever the queue is empty.
     ///
     /// Items come out in the order their deadlines fired: deadline order,
     /// and insertion order among equal deadlines inserted from one thread.
@@ -72,7 +79,16 @@ impl<T> DelayQueue<T> {
         if let Some(expired) = self.next_fired() {
             return Poll::Ready(Some(expired));
         }
-        if self.inner.timer.is_shutdown() && self.is_empty() {
+        // On a manual or tokio clock, what is due at this instant comes out
+        // at this poll, as tokio-util's does (an item inserted already due,
+        // say): turn the wheel here if no driver is turning it.
+        let shared = self.inner.timer.shared();
+        if !shared.clock.is_real() && shared.turn_here() {
+            if let Some(expired) = self.next_fired() {
+                return Poll::Ready(Some(expired));
+            }
+        }
+        if self.is_finished() {
             return Poll::Ready(None);
         }
         Poll::Pending
@@ -81,8 +97,14 @@ impl<T> DelayQueue<T> {
     /// Takes out the next item whose key the driver passed on, skipping
     /// keys whose items were removed meanwhile.
     fn next_fired(&self) -> Option<Expired<T>> {
-        while let Some((shard, token)) = self.inner.signal.fired.pop() {
-            if let Some((key, slot)) = self.inner.store.take_fired(shard, token) {
+        while let Some(key) = self.inner.signal.fired.pop() {
+            let key = DelayKey::from(key);
+            let slot = self
+                .inner
+                .store
+                .lock_of(&key)
+                .and_then(|mut s| s.take(&key));
+            if let Some(slot) = slot {
                 return Some(Expired {
                     deadline: slot.timeout.deadline(),
                     item: slot.item,

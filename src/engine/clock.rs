@@ -124,6 +124,10 @@ impl Clock {
         (now, now.saturating_add(saturating_nanos(delay)))
     }
 
+    pub(crate) fn is_real(&self) -> bool {
+        matches!(self.time, Time::Real)
+    }
+
     pub(crate) fn is_manual(&self) -> bool {
         matches!(self.time, Time::Manual { .. })
     }

@@ -21,7 +21,6 @@ use crate::engine::key::Key;
 use crate::engine::shared::{Core, Shared, IDLE};
 use crate::engine::sync::{fence, Ordering};
 use crate::engine::task::Task;
-use crate::engine::wheel::Wheel;
 
 /// The most new timeouts the driver files per turn, as in Netty, so a flood
 /// cannot stall expiry. The rest wait for the next turn: late, never early.
@@ -50,6 +49,7 @@ impl Shared {
             } else {
                 now_tick
             };
+            due.append(&mut core.ready);
             while core.wheel.expire_next(&self.slots, upto, due).is_some() {}
             self.next_turn(&core, now_tick, drained)
         };
@@ -60,18 +60,26 @@ impl Shared {
 
     /// The start of a turn, under the core lock: reads the mailbox, then
     /// files arrivals due to be filed at `now` (with `all`, every arrival,
-    /// held or not).
+    /// held or not). Those due in a tick already ended are ready.
     pub(crate) fn prepare(&self, core: &mut Core, now: Nanos, all: bool) -> Drain {
-        self.answer_housekeeping(core, self.clock.ticks_at(now));
-        self.read_mailbox(core);
-        self.file_arrivals(core, now, all)
+        let now_tick = self.clock.ticks_at(now);
+        let ready_by = Some(self.clock.time_of(now_tick));
+        self.answer_housekeeping(core, now_tick);
+        self.read_mailbox(core, ready_by);
+        self.file_arrivals(core, now, all, ready_by)
     }
 
     /// Files up to `DRAIN_CAP_PER_TICK` arrivals (with `all`, held ones too).
-    fn file_arrivals(&self, core: &mut Core, now: Nanos, all: bool) -> Drain {
-        let wheel = &mut core.wheel;
-        self.intake
-            .drain(DRAIN_CAP_PER_TICK, now, all, |key| self.file(wheel, key))
+    fn file_arrivals(
+        &self,
+        core: &mut Core,
+        now: Nanos,
+        all: bool,
+        ready_by: Option<Nanos>,
+    ) -> Drain {
+        self.intake.drain(DRAIN_CAP_PER_TICK, now, all, |key| {
+            self.file(core, key, ready_by)
+        })
     }
 
     /// When to look at the lanes again for the keys a drain held: the end
@@ -119,15 +127,15 @@ impl Shared {
     /// files again, by its new deadline, each one a reset moved earlier:
     /// out of its bucket, or out of its lane if it still waits there (one
     /// the intake hands over later is filed by its new deadline then).
-    fn read_mailbox(&self, core: &mut Core) {
+    fn read_mailbox(&self, core: &mut Core, ready_by: Option<Nanos>) {
         while let Some(key) = self.mailbox.pop() {
             let entry = self.entry(key);
-            let wheel = &mut core.wheel;
             if !entry.is_waiting() {
-                if wheel.remove(&self.slots, key) {
+                if core.wheel.remove(&self.slots, key) {
                     self.slots.release_locked(key); // the wheel's reference
                 }
             } else if entry.in_wheel() {
+                let wheel = &mut core.wheel;
                 let refile = entry.adopt_reset(
                     || self.reset_deadline(key),
                     || {
@@ -135,25 +143,36 @@ impl Shared {
                     },
                 );
                 if refile {
-                    self.file(wheel, key); // with the wheel's reference
+                    self.file(core, key, ready_by); // with the wheel's reference
                 }
             } else if self.intake.withdraw(entry, key) {
                 // Ours now, with the queue's reference: `file` adopts it.
-                self.file(wheel, key);
+                self.file(core, key, ready_by);
             }
             self.slots.release_locked(key); // the mailbox's
         }
     }
 
     /// Files a key taken from the intake or out of its bucket, by its reset
-    /// deadline if it has one, unless it was cancelled or stopped.
-    pub(crate) fn file(&self, wheel: &mut Wheel, key: Key) {
+    /// deadline if it has one, unless it was cancelled or stopped. A
+    /// one-shot entry due by `ready_by` (the end of the last tick ended) is
+    /// ready: this turn fires it, as that tick's expiry would have. A
+    /// periodic one waits for the next tick, so a task runs at most once a
+    /// tick.
+    pub(crate) fn file(&self, core: &mut Core, key: Key, ready_by: Option<Nanos>) {
         let entry = self.entry(key);
         if !entry.is_waiting() {
             self.slots.release_locked(key);
             return;
         }
         entry.adopt_reset(|| self.reset_deadline(key), || {});
+        if ready_by.is_some_and(|now| entry.deadline() <= now) && !entry.is_periodic() {
+            // A cancel from now on finds it in no bucket: the fire's swap
+            // decides, and releases the reference.
+            core.ready.push(key);
+            return;
+        }
+        let wheel = &mut core.wheel;
         wheel.insert(&self.slots, key);
         // Pairs with the fence in `Shared::cancel`: a cancel that raced
         // the insert either sees it filed or is seen here.
@@ -197,7 +216,7 @@ impl Shared {
         let sooner = self
             .wheel_wake(&core)
             .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
-        if drained.more || sooner {
+        if drained.more || sooner || !core.ready.is_empty() {
             return Err(());
         }
         Ok(earliest(wake, self.look_time(drained)))
@@ -262,8 +281,10 @@ impl Shared {
             self.set_aside(keys.into_iter());
             return;
         }
+        // Not ready again this turn: one a reset holds still reads its
+        // old deadline, and is looked at again next tick.
         keys.into_iter()
-            .for_each(|key| self.file(&mut core.wheel, key));
+            .for_each(|key| self.file(&mut core, key, None));
     }
 
     /// Due entries that will not fire, as the timer shut down: stopped,
@@ -305,6 +326,7 @@ impl Shared {
             let mut uncounted = self.reclaim_jobs(&mut all);
             let mut drained = Vec::new();
             core.wheel.drain_all(&self.slots, &mut drained);
+            drained.append(&mut core.ready);
             self.intake.close();
             self.intake.drain_all(|key| drained.push(key));
             while let Some(key) = self.mailbox.pop() {

@@ -91,6 +91,9 @@ impl Shared {
         let mut core = self.lock_core();
         let now = self.clock.now();
         while self.prepare(&mut core, now, true).more {}
+        if !core.ready.is_empty() {
+            return Some(now);
+        }
         let tick = core.wheel.next_due_tick(&self.slots)?;
         // Only saturated deadlines are past the last reachable tick.
         (tick <= self.clock.ticks_at(u64::MAX)).then(|| self.clock.time_of(tick))

@@ -91,6 +91,10 @@ pub(crate) struct Core {
     /// Due entries not fired as the timer shut down meanwhile: stopped,
     /// uncounted, each with the timer's reference, for `stop()` to return.
     pub(crate) unfired: Vec<Key>,
+    /// Entries already due when filed (a deadline in the past, a zero
+    /// delay), each with the timer's reference: the turn that filed them
+    /// fires them, without waiting for a tick.
+    pub(crate) ready: Vec<Key>,
 }
 
 pub(crate) struct Shared {
@@ -146,6 +150,7 @@ impl Shared {
                 wheel: Wheel::new(config.ticks_per_wheel, config.tick_nanos),
                 last_housekeeping: None,
                 unfired: Vec::new(),
+                ready: Vec::new(),
             }),
             slots: Slots::new(),
             counts: Counts::new(config.max_pending),

@@ -15,19 +15,29 @@
 //!
 //! For `Builder::tokio_clock`, the driver is a task on that runtime
 //! (`spawn_on_tokio`) in place of the thread. It runs the same rounds
-//! (`round`), and between them waits with `tokio::time::sleep_until`, or for a producer's `Notify`. So
-//! a paused runtime moves the timer as it moves its own timers: `advance`
-//! fires what comes due, and auto-advance jumps to the timer's next wake-up.
+//! (`round`), and between them waits with `tokio::time::sleep_until`, or
+//! for a producer's `Notify`. So a paused runtime moves the timer as it
+//! moves its own timers: `advance` fires what comes due, and auto-advance
+//! jumps to the timer's next wake-up.
+//!
+//! The sleep's waker turns the wheel where tokio wakes it (`TurnOnWake`),
+//! before it wakes the task: what is due at an instant has fired, and
+//! woken its futures, when tokio's own timers of that instant wake theirs,
+//! so no task sees one and not the other.
 //!
 //! A round holds the driver lock, as `advance` does, so `stop()` waits for
 //! one in progress; never across an `await`. When the runtime shuts down,
 //! the task is dropped and the timer shuts down with it.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::Duration;
 
 use futures::future::select;
+use futures::task::AtomicWaker;
 use tokio::sync::Notify;
 
 use crate::engine::clock::Nanos;
@@ -141,11 +151,69 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
                     return; // not a tokio clock: never spawned for one
                 };
                 let woken = std::pin::pin!(notify.notified());
-                let slept = std::pin::pin!(tokio::time::sleep_until(at));
-                select(woken, slept).await;
+                let slept = TurnOnWake::new(shared, tokio::time::sleep_until(at));
+                select(woken, std::pin::pin!(slept)).await;
                 shared.counts.note_wakeup();
             }
         }
+    }
+}
+
+impl Shared {
+    /// A turn at the time now on this thread, unless a driver is turning:
+    /// for a manual or tokio clock, where what is due at an instant must
+    /// have fired when a task looks at that instant. False if a driver was.
+    pub(crate) fn turn_here(self: &Arc<Self>) -> bool {
+        let Ok(_driving) = self.driver.try_lock() else {
+            return false;
+        };
+        self.as_driver(|| self.turn(self.clock.now(), &mut Vec::new()));
+        true
+    }
+}
+
+/// A future whose waker turns the wheel, then wakes the task polling it.
+struct TurnOnWake<F> {
+    inner: Pin<Box<F>>,
+    waker: Arc<TurnWaker>,
+}
+
+struct TurnWaker {
+    shared: Weak<Shared>,
+    task: AtomicWaker,
+}
+
+impl<F: Future> TurnOnWake<F> {
+    fn new(shared: &Arc<Shared>, inner: F) -> TurnOnWake<F> {
+        let waker = Arc::new(TurnWaker {
+            shared: Arc::downgrade(shared),
+            task: AtomicWaker::new(),
+        });
+        TurnOnWake {
+            inner: Box::pin(inner),
+            waker,
+        }
+    }
+}
+
+impl<F: Future> Future for TurnOnWake<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.waker.task.register(cx.waker());
+        let waker = Waker::from(self.waker.clone());
+        self.inner.as_mut().poll(&mut Context::from_waker(&waker))
+    }
+}
+
+impl Wake for TurnWaker {
+    fn wake(self: Arc<Self>) {
+        if let Some(shared) = self.shared.upgrade() {
+            if !shared.is_shutdown() {
+                shared.turn_here();
+            }
+        }
+        self.task.wake();
     }
 }
 

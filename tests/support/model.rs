@@ -74,9 +74,10 @@ struct Model {
 impl Model {
     fn key(&mut self, delay: u64) -> (u64, u64, usize) {
         let deadline = self.now.saturating_add(delay);
-        // The first tick ending at or after the deadline, but never a tick
-        // already processed.
-        let fire_tick = deadline.div_ceil(self.tick).max(self.now / self.tick + 1);
+        // The first tick ending at or after the deadline; for one already
+        // processed (the deadline passed), the current one: it fires at the
+        // next advance, even by zero.
+        let fire_tick = deadline.div_ceil(self.tick).max(self.now / self.tick);
         self.seq += 1;
         (fire_tick, deadline, self.seq)
     }
