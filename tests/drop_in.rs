@@ -49,6 +49,25 @@ async fn a_callback_has_run_when_tokios_timers_of_its_instant_wake() {
     assert!(rx.try_recv().is_ok(), "it ran at its deadline");
 }
 
+/// A deadline moved into the past fires at the next turn, not a tick later.
+#[test]
+fn a_timeout_reset_to_the_past_fires_at_the_next_turn() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    timer.advance(5 * MS);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = timer
+        .new_timeout(move |_| tx.send(()).unwrap(), 60 * MS)
+        .unwrap();
+    timer.advance(Duration::ZERO); // filed in its bucket
+    assert!(t.reset(Duration::ZERO));
+    timer.advance(Duration::ZERO);
+    assert!(rx.try_recv().is_ok(), "fired with no time passing");
+    let past = timer.now() - 3 * MS;
+    let late = timer.new_timeout_at(|_| {}, past).unwrap();
+    timer.advance(Duration::ZERO);
+    assert!(late.is_expired());
+}
+
 #[tokio::test(start_paused = true)]
 async fn delay_queue_new_and_the_tower_layer_use_the_current_timer() {
     let timer = paused();

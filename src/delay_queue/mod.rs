@@ -336,6 +336,19 @@ impl<T> DelayQueue<T> {
     /// `None` if the queue is empty. tokio-util's `peek`. It looks at every
     /// item, locking each shard in turn: a snapshot, for tests and
     /// occasional looks, not for a loop over a large queue.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let queue = timer.delay_queue();
+    /// assert_eq!(queue.peek(), None);
+    /// queue.insert("later", Duration::from_secs(9))?;
+    /// let soon = queue.insert("soon", Duration::from_secs(2))?;
+    /// assert_eq!(queue.peek(), Some(soon));
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
     pub fn peek(&self) -> Option<DelayKey> {
         let mut first: Option<(Instant, DelayKey)> = None;
         for shard in self.inner.store.each() {
@@ -420,6 +433,23 @@ impl<T> DelayQueue<T> {
     /// rest: [`capacity`](Self::capacity) becomes [`len`](Self::len). Keys
     /// stay valid (a key of a moved item finds it through a small map, kept
     /// until the item leaves). tokio-util's `compact`.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let queue = timer.delay_queue_with_capacity(1_000);
+    /// assert!(queue.capacity() >= 1_000);
+    /// let keys: Vec<_> = (0..1_000).map(|i| queue.insert(i, Duration::from_secs(1))).collect::<Result<_, _>>()?;
+    /// for key in &keys[..999] {
+    ///     queue.remove(key);
+    /// }
+    /// queue.compact();
+    /// assert_eq!((queue.len(), queue.capacity()), (1, 1));
+    /// assert_eq!(queue.remove(&keys[999]), Some(999), "its key still finds it");
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
     pub fn compact(&self) {
         self.inner
             .store
