@@ -154,14 +154,13 @@ impl Shared {
     pub(crate) fn rearm(&self, key: Key, task: UserBox<Periodic>) -> Option<Task> {
         let entry = self.entry(key);
         let next = task.next_due(entry.deadline(), self.clock.now());
-        entry.set_deadline(next);
         entry.put_task(Task::Periodic(task));
         if self.is_shutdown() {
             // Running when `stop()` was called: it ends stopped, and is not
             // in the list `stop()` returned.
             return self.end_unrun(entry);
         }
-        if !entry.try_rearm() {
+        if !entry.try_rearm(next) {
             // Cancelled during the run (the canceller counted it), or ended
             // stopped by `stop()` on an executor.
             return entry.take_task();

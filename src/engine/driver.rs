@@ -135,14 +135,10 @@ impl Shared {
                     self.slots.release_locked(key); // the wheel's reference
                 }
             } else if entry.in_wheel() {
-                let wheel = &mut core.wheel;
-                let refile = entry.adopt_reset(
-                    || self.reset_deadline(key),
-                    || {
-                        wheel.remove(&self.slots, key);
-                    },
-                );
-                if refile {
+                // Moved earlier than where it is filed: file it again.
+                let filed = self.clock.tick_of(entry.filed());
+                if self.clock.tick_of(entry.deadline()) < filed {
+                    core.wheel.remove(&self.slots, key);
                     self.file(core, key, ready_by); // with the wheel's reference
                 }
             } else if self.intake.withdraw(entry, key) {
@@ -153,8 +149,8 @@ impl Shared {
         }
     }
 
-    /// Files a key taken from the intake or out of its bucket, by its reset
-    /// deadline if it has one, unless it was cancelled or stopped. A
+    /// Files a key taken from the intake or out of its bucket, by its
+    /// deadline in force, unless it was cancelled or stopped. A
     /// one-shot entry due by `ready_by` (the end of the last tick ended) is
     /// ready: this turn fires it, as that tick's expiry would have. A
     /// periodic one waits for the next tick, so a task runs at most once a
@@ -165,8 +161,8 @@ impl Shared {
             self.slots.release_locked(key);
             return;
         }
-        entry.adopt_reset(|| self.reset_deadline(key), || {});
-        if ready_by.is_some_and(|now| entry.deadline() <= now) && !entry.is_periodic() {
+        let deadline = entry.file_by_deadline();
+        if ready_by.is_some_and(|now| deadline <= now) && !entry.is_periodic() {
             // A cancel from now on finds it in no bucket: the fire's swap
             // decides, and releases the reference.
             core.ready.push(key);
@@ -245,13 +241,13 @@ impl Shared {
                 return;
             }
             let entry = self.entry(key);
-            match entry.fire_due(now, || self.reset_deadline(key)) {
+            match entry.fire_due(now) {
                 Fire::Won => {}
                 Fire::Lost => {
                     self.slots.release(key);
                     continue;
                 }
-                Fire::Moved => {
+                Fire::Later => {
                     moved.push(key);
                     continue;
                 }
@@ -281,8 +277,6 @@ impl Shared {
             self.set_aside(keys.into_iter());
             return;
         }
-        // Not ready again this turn: one a reset holds still reads its
-        // old deadline, and is looked at again next tick.
         keys.into_iter()
             .for_each(|key| self.file(&mut core, key, None));
     }

@@ -92,7 +92,7 @@ fn loom_models_a_reset_earlier_against_the_workers_plan() {
         resetter.join().unwrap();
         let deadline = shared.deadline_of(t.key());
         let woken = shared.unparks.load(Ordering::Relaxed) > 0;
-        let refiled = shared.entry(t.key()).deadline() == deadline;
+        let refiled = shared.entry(t.key()).filed() == deadline;
         let wakes_in_time =
             matches!(round, Ok(Some(wake)) if wake <= deadline + shared.clock.time_of(1));
         assert!(

@@ -23,7 +23,6 @@ pub(crate) mod notice;
 pub(crate) mod packed_task;
 pub(crate) mod refusal;
 pub(crate) mod reset;
-pub(crate) mod reset_table;
 pub(crate) mod shared;
 pub(crate) mod shutdown_hooks;
 pub(crate) mod slots;

@@ -1,6 +1,6 @@
 //! An `Option<Task>` in 16 bytes, not an enum's 24 (its tag would need a
 //! word): the tag is a [`Kind`] the entry keeps in a byte beside its other
-//! flags, bringing an entry from 48 bytes to 40 (see `entry/`).
+//! flags, bringing an entry from 56 bytes to 48 (see `entry/`).
 
 use std::mem::ManuallyDrop;
 use std::task::Waker;

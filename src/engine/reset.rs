@@ -1,9 +1,10 @@
 //! The timer's side of a reset: moving a pending one-shot timeout's
-//! deadline in place (see `entry/reset.rs` for the entry's side). A reset
-//! writes the new deadline beside the entry and marks it moved; then:
+//! deadline in place (see `entry/` for the entry's side). A reset writes
+//! the new deadline into the entry's state word; the wheel keeps it where
+//! it was filed (tokio's "registered vs true deadline"). Then:
 //!
 //! - **Later** (a reset on every message): the driver does nothing until
-//!   the old deadline, then files the entry again by the new one. A
+//!   the filed deadline, then files the entry again by the new one. A
 //!   thousand resets cost it one filing.
 //! - **Earlier**: the entry may be filed, or held in its lane, too late.
 //!   The reset puts the key in the driver's mailbox (with a reference) and
@@ -24,12 +25,12 @@ impl Shared {
         if entry.is_periodic() || self.is_shutdown() {
             return false;
         }
-        let cell = self.resets.cell(key);
-        let Some(filed) = entry.try_reset(to, cell) else {
+        let Some(old) = entry.try_reset(to) else {
             return false;
         };
+        // The entry is filed no later than the tick of its old deadline.
         // Ticks (a division each) only for the rarer reset to earlier.
-        if to < filed && self.clock.tick_of(to) < self.clock.tick_of(filed) {
+        if to < old && self.clock.tick_of(to) < self.clock.tick_of(old) {
             self.slots.retain(key); // the mailbox's
             self.mailbox.push(key);
             // Pairs with the worker's store of `planned_wake`; fence; read
@@ -43,15 +44,9 @@ impl Shared {
         true
     }
 
-    /// The deadline in force for `key`: a reset's, or its own.
+    /// The deadline in force for `key`.
     pub(crate) fn deadline_of(&self, key: Key) -> Nanos {
-        self.entry(key)
-            .deadline_in_force(|| self.reset_deadline(key))
-    }
-
-    /// The deadline the last reset of `key` wrote.
-    pub(crate) fn reset_deadline(&self, key: Key) -> Nanos {
-        self.resets.cell(key).load(Ordering::Relaxed)
+        self.entry(key).deadline()
     }
 }
 
@@ -69,19 +64,19 @@ mod tests {
         let t = timer.new_timeout(|_| {}, MS * 100).unwrap();
         timer.advance(MS * 70); // filed
         let entry = shared.entry(t.key());
-        let filed = entry.deadline();
+        let filed = entry.filed();
         assert!(entry.in_wheel());
         for n in 1..=1_000u32 {
             assert!(t.reset(MS * 100 + MS * n / 100));
         }
         assert!(shared.mailbox.is_empty(), "nothing queued for the driver");
-        assert_eq!(entry.deadline(), filed, "still where the wheel filed it");
+        assert_eq!(entry.filed(), filed, "still where the wheel filed it");
         timer.advance(MS * 29);
-        assert_eq!(entry.deadline(), filed, "untouched before the old deadline");
+        assert_eq!(entry.filed(), filed, "untouched before the old deadline");
         timer.advance(MS);
         assert!(t.is_pending(), "found moved at the old deadline");
         assert_eq!(
-            shared.clock.to_instant(entry.deadline()),
+            shared.clock.to_instant(entry.filed()),
             t.deadline(),
             "filed again, once"
         );
@@ -99,7 +94,7 @@ mod tests {
         timer.advance(Duration::ZERO);
         assert!(shared.mailbox.is_empty());
         assert_eq!(
-            shared.entry(t.key()).deadline(),
+            shared.entry(t.key()).filed(),
             shared.clock.to_nanos(t.deadline())
         );
         timer.advance(MS * 10);

@@ -32,7 +32,6 @@ use crate::engine::intake::{Intake, Queued};
 use crate::engine::key::Key;
 use crate::engine::lane::{urgent_nanos, withdraw};
 use crate::engine::refusal::Refusal;
-use crate::engine::reset_table::ResetTable;
 use crate::engine::shutdown_hooks::{ShutdownHook, ShutdownHooks};
 use crate::engine::slots::{Slots, MAX_ENTRIES};
 #[cfg(test)]
@@ -113,8 +112,6 @@ pub(crate) struct Shared {
     /// wheel, and entries a reset moved earlier, to file again (see
     /// `reset.rs`): each with a reference.
     pub(crate) mailbox: SegQueue<Key>,
-    /// Where resets put new deadlines (see `reset_table.rs`).
-    pub(crate) resets: ResetTable,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
     /// Rounds of the worker's loop, for tests.
@@ -158,7 +155,6 @@ impl Shared {
             shutdown: AtomicBool::new(false),
             intake: Intake::new(id),
             mailbox: SegQueue::new(),
-            resets: ResetTable::default(),
             housekeeping_requested: AtomicBool::new(false),
             planned_wake: AtomicU64::new(BUSY),
             #[cfg(test)]
@@ -358,9 +354,9 @@ impl Shared {
         true
     }
 
-    /// `PENDING -> STOPPED` for `key`, adopting a reset deadline.
+    /// `PENDING -> STOPPED` for `key`.
     pub(crate) fn try_stop(&self, key: Key) -> bool {
-        self.entry(key).try_stop(|| self.reset_deadline(key))
+        self.entry(key).try_stop()
     }
 
     /// The cancel path, for a caller holding a reference to `key`; `mark`

@@ -2,40 +2,44 @@
 //!
 //! # Ground rules
 //!
-//! `state` is the only arbiter. Every transition is one compare-and-swap,
-//! so exactly one party wins each race:
+//! `state` is one word: the deadline in force (the high 61 bits) and the
+//! status (the low 3). Every transition is one compare-and-swap of it, so
+//! exactly one party wins each race, and a reset and a fire race on the
+//! same word (as tokio's `StateCell`):
 //!
 //! ```text
 //!             fire (one-shot)                 cancel (any thread)
 //!   EXPIRED <----------------- PENDING ----------------------------> CANCELLED
-//!                              |  ^  |                                 ^  ^
-//!              fire (periodic) |  |  | stop() collects it    cancel() |  |
-//!                              v  |  v                                |  |
-//!                         RUNNING |  STOPPED -------------------------+  |
-//!                           | |   |                                      |
-//!                           | +---+ the run ended: re-arm                |
-//!                           +--------------- cancel() during a run ------+
+//!                            | |  ^  |                                 ^  ^
+//!            fire (periodic) | |  |  | stop() collects it    cancel() |  |
+//!                            v |  |  v                                |  |
+//!                       RUNNING|  |  STOPPED -------------------------+  |
+//!                         | |  +--+ reset: a new deadline                |
+//!                         | +--------------- the run ended: re-arm       |
+//!                         +--------------- cancel() during a run --------+
 //! ```
 //!
 //! | from | to | by | pending count |
 //! |---|---|---|---|
-//! | `PENDING` | `EXPIRED` | fire, one-shot | -1 |
-//! | `PENDING` | `RUNNING` | fire, periodic | = |
-//! | `RUNNING` | `PENDING` | the run ended: re-arm | = |
+//! | `PENDING` (due) | `EXPIRED` | fire, one-shot | -1 |
+//! | `PENDING` (due) | `RUNNING` | fire, periodic | = |
+//! | `PENDING` | `PENDING`, another deadline | a reset of a one-shot entry | = |
+//! | `RUNNING` | `PENDING`, the next deadline | the run ended: re-arm | = |
 //! | `RUNNING` | `EXPIRED` + `PANICKED` | the run panicked: later runs suppressed | -1 |
 //! | `RUNNING` | `STOPPED` | the run ended after `stop()`, `stop()` took back its job or ended its run on an executor, or the executor dropped the job | -1 |
 //! | `PENDING`, `RUNNING` | `CANCELLED` | `cancel()`; a run in progress finishes | -1 |
 //! | `PENDING` | `STOPPED` | `stop()` collects it | -1 |
 //! | `STOPPED` | `CANCELLED` | `cancel()` after `stop()` | = |
 //! | `EXPIRED` | `STOPPED` | `stop()` took back a one-shot job not started, or the executor dropped it unrun | = |
-//! | `PENDING` | `LOCKED` -> `PENDING` + `RESET` | a reset of a one-shot entry (see `reset.rs`) | = |
-//! | `PENDING` + `RESET` | `LOCKED` -> `PENDING` | the driver adopts the reset deadline | = |
 //!
-//! - `LOCKED` is held for a few instructions by a reset, or by the driver
-//!   adopting or firing a reset entry. Cancel and `stop()` wait for it; the
-//!   driver never does (see `reset.rs`). It counts as pending. `RESET`, a
-//!   flag on `PENDING`, says the deadline in force is in the reset table,
-//!   so a fire's one swap from bare `PENDING` fails on a moved entry.
+//! - The deadline in `state` is the *true* one; `filed` is the one the
+//!   wheel filed the entry by, the driver's alone (tokio's "registered vs
+//!   true deadline"). A reset only writes `state`. The driver, finding an
+//!   entry at its filed tick, fires it only if the true deadline has come
+//!   (`fire_due`), and otherwise files it again by it: a reset to later
+//!   costs the driver nothing until the old deadline. A reset to earlier
+//!   also tells the driver (see `engine/reset.rs`). A status change keeps
+//!   the deadline, so `Timeout::deadline` reads it in every state.
 //! - `RUNNING` counts as pending: the pending count goes down once per
 //!   entry, by whoever moves it from `PENDING` or `RUNNING` to a final
 //!   state.
@@ -44,12 +48,11 @@
 //!   (cancelled during the run), it drops what is left. So the slot's lock
 //!   is contended only by a `Sleep` swapping its waker while the driver
 //!   fires, or a cancel racing the put-back.
-//! - `PANICKED` is a flag, not a state: set by a `fetch_or` on an entry
-//!   already `EXPIRED` or `CANCELLED`, or in the swap `RUNNING -> EXPIRED`.
-//!   No swap starts from a state carrying it; the `is_*` reads mask it off.
-//! - `in_wheel` is written only by the driver: true while the entry is in a
-//!   bucket. Others read it to decide whether a cancel must go to the
-//!   driver's mailbox.
+//! - `flags`: `PERIODIC` never changes while the slot is occupied;
+//!   `PANICKED` is set once, on an entry already out of `PENDING`;
+//!   `IN_WHEEL` is written only by the driver, true while the entry is in
+//!   a bucket, and read by a cancel to decide whether the driver must take
+//!   it out (the driver's mailbox).
 //! - `prev` and `next` are the wheel's list links (`wheel/list.rs`), the
 //!   driver's alone; `next` also links a vacant entry's free list
 //!   (`slots.rs`), and `prev` holds a queued entry's lane mark (`lane/`),
@@ -57,35 +60,43 @@
 //! - `refs` counts who may still name the entry (`slots.rs`). Only the
 //!   holder of the last reference vacates it, and only the thread that took
 //!   it from a free list fills it: both touch `task` without its lock.
-//! - `deadline` is where the wheel files the entry, so it changes only
-//!   where the wheel cannot be looking: a one-shot's when the driver adopts
-//!   a reset (under `LOCKED`, the entry in no bucket; a reset itself writes
-//!   the reset table); a periodic one's by its runner, after the run, while
-//!   `RUNNING` keeps it out of every queue and bucket.
-//! - `periodic` never changes after the entry is built.
 
 use crate::engine::clock::Nanos;
 use crate::engine::key::Key;
 use crate::engine::packed_task::{Kind, PackedTask};
-use crate::engine::sync::{spin, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
+use crate::engine::sync::{spin, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
 use crate::engine::task::Task;
 
-const PENDING: u8 = 0;
-const EXPIRED: u8 = 1;
-const CANCELLED: u8 = 2;
-const STOPPED: u8 = 3;
-const RUNNING: u8 = 4;
-/// Held for a moment by a reset or the driver (see `reset.rs`).
-const LOCKED: u8 = 5;
-/// Flag bit: a run of the task panicked.
-const PANICKED: u8 = 0x80;
-/// Flag bit on `PENDING`: the deadline in force is in the reset table.
-const RESET: u8 = 0x20;
-const FLAGS: u8 = PANICKED | RESET;
-/// `PENDING` with its deadline moved by a reset.
-const MOVED: u8 = PENDING | RESET;
+/// The status, in the low bits of `state`.
+const STATUS: u64 = 0b111;
+const PENDING: u64 = 0;
+const RUNNING: u64 = 1;
+const EXPIRED: u64 = 2;
+const CANCELLED: u64 = 3;
+const STOPPED: u64 = 4;
+/// The largest deadline `state` holds: about 73 years after the timer's
+/// start. Later ones are kept as this, and read back as never (`u64::MAX`).
+const NEVER: u64 = u64::MAX >> 3;
+
+/// `flags` bits (see the ground rules).
+const PERIODIC: u8 = 1;
+const IN_WHEEL: u8 = 2;
+const PANICKED: u8 = 4;
 /// Flag bit of `task_word`: `with_task` holds the task.
 const TASK_LOCKED: u8 = 0x80;
+
+/// `deadline` and `status` as one `state` word.
+fn pack(deadline: Nanos, status: u64) -> u64 {
+    deadline.min(NEVER) << 3 | status
+}
+
+/// The deadline in a `state` word.
+fn deadline_in(state: u64) -> Nanos {
+    match state >> 3 {
+        NEVER => u64::MAX,
+        deadline => deadline,
+    }
+}
 
 /// What a successful `cancel` found the entry in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,19 +111,29 @@ pub(crate) enum CancelOutcome {
     Stopped,
 }
 
+/// What the driver's look at an entry due by its filed deadline found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fire {
+    /// It fired: the caller owns its task.
+    Won,
+    /// It was cancelled or stopped meanwhile.
+    Lost,
+    /// A reset moved it past now: file it again.
+    Later,
+}
+
 pub(crate) struct Entry {
-    state: AtomicU8,
-    periodic: AtomicBool,
-    in_wheel: AtomicBool,
+    state: AtomicU64,
+    /// The deadline the wheel filed it by (the driver's).
+    filed: AtomicU64,
     refs: AtomicU32,
     /// Wheel and free-list links: a key + 1, 0 for none.
     prev: AtomicU32,
     next: AtomicU32,
+    flags: AtomicU8,
     /// The [`Kind`] of what `task` holds, with `TASK_LOCKED` set while
     /// `with_task` reads or writes it.
     task_word: AtomicU8,
-    /// Nanoseconds since the timer's start, saturated.
-    deadline: AtomicU64,
     task: UnsafeCell<PackedTask>,
 }
 
@@ -121,22 +142,21 @@ pub(crate) struct Entry {
 // thread can reach it: never by two threads at once. `Task` is `Send`.
 unsafe impl Sync for Entry {}
 
-// The task's tag shares the lock's byte: 40 bytes, not 48.
+// The task's tag shares the lock's byte: 48 bytes, not 56.
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Entry>() == 40);
+const _: () = assert!(std::mem::size_of::<Entry>() == 48);
 
 impl Entry {
     /// An unused slot of the arena.
     pub(crate) fn vacant() -> Entry {
         Entry {
-            state: AtomicU8::new(STOPPED),
-            periodic: AtomicBool::new(false),
-            in_wheel: AtomicBool::new(false),
-            task_word: AtomicU8::new(Kind::Empty as u8),
+            state: AtomicU64::new(STOPPED),
+            filed: AtomicU64::new(0),
             refs: AtomicU32::new(0),
             prev: AtomicU32::new(0),
             next: AtomicU32::new(0),
-            deadline: AtomicU64::new(0),
+            flags: AtomicU8::new(0),
+            task_word: AtomicU8::new(Kind::Empty as u8),
             task: UnsafeCell::new(PackedTask::EMPTY),
         }
     }
@@ -152,16 +172,16 @@ impl Entry {
     /// Fills a vacant slot with a pending entry named by `refs` holders.
     #[inline(always)]
     pub(crate) fn occupy(&self, deadline: Nanos, task: Task, refs: u32) {
-        self.periodic
-            .store(matches!(task, Task::Periodic(_)), Ordering::Relaxed);
-        self.in_wheel.store(false, Ordering::Relaxed);
+        let periodic = matches!(task, Task::Periodic(_));
+        self.flags
+            .store(if periodic { PERIODIC } else { 0 }, Ordering::Relaxed);
         self.prev.store(0, Ordering::Relaxed);
         self.next.store(0, Ordering::Relaxed);
-        self.deadline.store(deadline, Ordering::Relaxed);
+        self.filed.store(deadline, Ordering::Relaxed);
         let old = self.with_task_alone(|slot| slot.replace(task));
         debug_assert!(old.is_none(), "a vacant slot holds no task");
         self.refs.store(refs, Ordering::Relaxed);
-        self.state.store(PENDING, Ordering::Release);
+        self.state.store(pack(deadline, PENDING), Ordering::Release);
     }
 
     #[inline]
@@ -195,110 +215,152 @@ impl Entry {
         self.prev.store(key.map_or(0, Key::pack), Ordering::Relaxed);
     }
 
+    /// The deadline in force, in every state.
     #[inline(always)]
     pub(crate) fn deadline(&self) -> Nanos {
-        self.deadline.load(Ordering::Acquire)
+        deadline_in(self.state.load(Ordering::Acquire))
     }
 
-    /// A periodic entry's runner sets its next due time.
-    pub(crate) fn set_deadline(&self, deadline: Nanos) {
-        self.deadline.store(deadline, Ordering::Release);
+    /// The deadline the wheel filed it by (driver only).
+    #[inline(always)]
+    pub(crate) fn filed(&self) -> Nanos {
+        self.filed.load(Ordering::Relaxed)
+    }
+
+    /// The driver files it by the deadline in force.
+    pub(crate) fn file_by_deadline(&self) -> Nanos {
+        let deadline = self.deadline();
+        self.filed.store(deadline, Ordering::Relaxed);
+        deadline
+    }
+
+    fn status(&self) -> u64 {
+        self.state.load(Ordering::Acquire) & STATUS
+    }
+
+    fn has_flag(&self, flag: u8) -> bool {
+        self.flags.load(Ordering::SeqCst) & flag != 0
     }
 
     pub(crate) fn is_periodic(&self) -> bool {
-        self.periodic.load(Ordering::Relaxed)
-    }
-
-    fn state(&self) -> u8 {
-        self.state.load(Ordering::Acquire) & !FLAGS
+        self.has_flag(PERIODIC)
     }
 
     /// Waiting to fire, or (periodic) running and due to fire again.
     pub(crate) fn is_pending(&self) -> bool {
-        matches!(self.state(), PENDING | RUNNING | LOCKED)
+        matches!(self.status(), PENDING | RUNNING)
     }
 
     /// Waiting in the intake or the wheel: the one state that can fire.
     pub(crate) fn is_waiting(&self) -> bool {
-        matches!(self.state(), PENDING | LOCKED)
+        self.status() == PENDING
     }
 
     #[cfg(test)]
     pub(crate) fn is_running(&self) -> bool {
-        self.state() == RUNNING
+        self.status() == RUNNING
     }
 
     pub(crate) fn is_expired(&self) -> bool {
-        self.state() == EXPIRED
+        self.status() == EXPIRED
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {
-        self.state() == CANCELLED
+        self.status() == CANCELLED
     }
 
     pub(crate) fn is_stopped(&self) -> bool {
-        self.state() == STOPPED
+        self.status() == STOPPED
     }
 
     pub(crate) fn is_panicked(&self) -> bool {
-        self.state.load(Ordering::Acquire) & PANICKED != 0
+        self.has_flag(PANICKED)
     }
 
-    /// `PENDING -> EXPIRED`, or `RUNNING` if periodic; for tests (the
-    /// driver uses `fire_due`, which minds resets).
+    /// Sets the panic flag on an entry that already left `PENDING`.
+    pub(crate) fn mark_panicked(&self) {
+        self.flags.fetch_or(PANICKED, Ordering::AcqRel);
+    }
+
+    /// True while the entry sits in the wheel.
+    pub(crate) fn in_wheel(&self) -> bool {
+        self.has_flag(IN_WHEEL)
+    }
+
+    pub(crate) fn set_in_wheel(&self, in_wheel: bool) {
+        if in_wheel {
+            self.flags.fetch_or(IN_WHEEL, Ordering::SeqCst);
+        } else {
+            self.flags.fetch_and(!IN_WHEEL, Ordering::SeqCst);
+        }
+    }
+
+    /// One compare-and-swap of `state`: `change` maps the status seen to
+    /// the new word (`None`: no change). Returns the word replaced.
+    #[inline(always)]
+    fn update(&self, mut change: impl FnMut(u64, Nanos) -> Option<u64>) -> Option<u64> {
+        self.state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
+                change(state & STATUS, deadline_in(state))
+            })
+            .ok()
+    }
+
+    /// Moves `from` to `to`, keeping the deadline.
+    fn transition(&self, from: u64, to: u64) -> bool {
+        self.update(|status, deadline| (status == from).then(|| pack(deadline, to)))
+            .is_some()
+    }
+
+    /// The driver, at `now`, on an entry due by its filed deadline: fires
+    /// it (`PENDING -> EXPIRED`, or `RUNNING` if periodic) if its deadline
+    /// in force has come.
+    pub(crate) fn fire_due(&self, now: Nanos) -> Fire {
+        let to = if self.is_periodic() { RUNNING } else { EXPIRED };
+        let mut later = false;
+        let fired = self.update(|status, deadline| {
+            later = status == PENDING && deadline > now;
+            (status == PENDING && !later).then(|| pack(deadline, to))
+        });
+        match (fired, later) {
+            (Some(_), _) => Fire::Won,
+            (None, true) => Fire::Later,
+            (None, false) => Fire::Lost,
+        }
+    }
+
+    /// `PENDING -> EXPIRED`, or `RUNNING` if periodic, whatever the
+    /// deadline; for tests.
     #[cfg(test)]
     pub(crate) fn try_fire(&self) -> bool {
-        let to = if self.is_periodic() { RUNNING } else { EXPIRED };
-        self.transition(PENDING, to)
+        self.fire_due(u64::MAX) == Fire::Won
     }
 
-    /// `RUNNING -> PENDING`: a periodic run ended and the entry is re-armed.
-    /// False if it was cancelled during the run.
-    pub(crate) fn try_rearm(&self) -> bool {
-        self.transition(RUNNING, PENDING)
+    /// A reset: moves a pending one-shot entry's deadline to `to`. Returns
+    /// the deadline it replaced; `None`, changing nothing, if it is not
+    /// pending.
+    pub(crate) fn try_reset(&self, to: Nanos) -> Option<Nanos> {
+        let old = self.update(|status, _| (status == PENDING).then(|| pack(to, PENDING)))?;
+        Some(deadline_in(old))
+    }
+
+    /// `RUNNING -> PENDING` at `next`: a periodic run ended and the entry
+    /// is re-armed. False if it was cancelled or stopped during the run.
+    pub(crate) fn try_rearm(&self, next: Nanos) -> bool {
+        self.update(|status, _| (status == RUNNING).then(|| pack(next, PENDING)))
+            .is_some()
     }
 
     /// `RUNNING -> EXPIRED | PANICKED`: a periodic run panicked. False if
     /// it was cancelled during the run (the flag goes on `CANCELLED`).
     pub(crate) fn try_end_panicked(&self) -> bool {
-        if self.transition(RUNNING, EXPIRED | PANICKED) {
-            return true;
-        }
         self.mark_panicked();
-        false
+        self.transition(RUNNING, EXPIRED)
     }
 
-    /// Sets the panic flag on an entry that already left `PENDING`.
-    pub(crate) fn mark_panicked(&self) {
-        self.state.fetch_or(PANICKED, Ordering::AcqRel);
-    }
-
-    /// `PENDING -> STOPPED`, for `stop()`, on an entry in no bucket; a
-    /// reset deadline (`reset_deadline`) becomes its deadline.
-    pub(crate) fn try_stop(&self, reset_deadline: impl FnOnce() -> Nanos) -> bool {
-        let mut stopped = false;
-        let mut moved = false;
-        spin(|| {
-            let current = self.state.load(Ordering::Acquire);
-            match current {
-                PENDING => {
-                    stopped = self.transition(PENDING, STOPPED);
-                    stopped
-                }
-                MOVED => {
-                    moved = self.transition(MOVED, LOCKED);
-                    moved
-                }
-                LOCKED => false, // a reset, for a few instructions
-                _ => true,
-            }
-        });
-        if moved {
-            self.deadline.store(reset_deadline(), Ordering::Release);
-            self.state.store(STOPPED, Ordering::Release);
-            stopped = true;
-        }
-        stopped
+    /// `PENDING -> STOPPED`, for `stop()`.
+    pub(crate) fn try_stop(&self) -> bool {
+        self.transition(PENDING, STOPPED)
     }
 
     /// `RUNNING | EXPIRED -> STOPPED`: a run ended after `stop()`, or the
@@ -319,46 +381,20 @@ impl Entry {
     }
 
     /// `PENDING | RUNNING | STOPPED -> CANCELLED`; `None` if it had expired
-    /// or was cancelled. One swap when it is pending.
+    /// or was cancelled.
     #[inline(always)]
     pub(crate) fn try_cancel(&self) -> Option<CancelOutcome> {
-        let Err(mut current) =
-            self.state
-                .compare_exchange(PENDING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
-        else {
-            return Some(CancelOutcome::Waiting);
-        };
-        // Moved, running, stopped or over. A periodic entry may go between
-        // PENDING and RUNNING meanwhile: retry on what was seen.
-        loop {
-            let outcome = match current {
-                PENDING | MOVED => CancelOutcome::Waiting,
-                RUNNING => CancelOutcome::Running,
-                STOPPED => CancelOutcome::Stopped,
-                LOCKED => {
-                    // A reset, for a few instructions.
-                    spin(|| self.state.load(Ordering::Acquire) != LOCKED);
-                    current = self.state.load(Ordering::Acquire);
-                    continue;
-                }
-                _ => return None,
+        let mut outcome = None;
+        self.update(|status, deadline| {
+            outcome = match status {
+                PENDING => Some(CancelOutcome::Waiting),
+                RUNNING => Some(CancelOutcome::Running),
+                STOPPED => Some(CancelOutcome::Stopped),
+                _ => None,
             };
-            // A moved entry keeps the flag: its deadline stays readable.
-            let to = CANCELLED | (current & RESET);
-            match self
-                .state
-                .compare_exchange(current, to, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return Some(outcome),
-                Err(actual) => current = actual,
-            }
-        }
-    }
-
-    fn transition(&self, from: u8, to: u8) -> bool {
-        self.state
-            .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+            outcome.map(|_| pack(deadline, CANCELLED))
+        })?;
+        outcome
     }
 
     /// Takes the task; only the winner of a transition out of `PENDING` calls it.
@@ -441,19 +477,10 @@ impl Entry {
         Unpacked { entry: self, task }
     }
 
-    /// True while the entry sits in the wheel.
-    pub(crate) fn in_wheel(&self) -> bool {
-        self.in_wheel.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn set_in_wheel(&self, in_wheel: bool) {
-        self.in_wheel.store(in_wheel, Ordering::SeqCst);
-    }
-
     /// The state's name, for `Debug`.
     pub(crate) fn state_name(&self) -> &'static str {
-        match self.state() {
-            PENDING | LOCKED => "pending",
+        match self.status() {
+            PENDING => "pending",
             RUNNING => "running",
             EXPIRED => "expired",
             CANCELLED => "cancelled",
@@ -547,8 +574,5 @@ impl std::fmt::Debug for Entry {
     }
 }
 
-mod reset;
 #[cfg(test)]
 mod tests;
-
-pub(crate) use reset::Fire;

@@ -36,7 +36,7 @@ fn fire_and_cancel_exclude_each_other() {
 #[test]
 fn stopped_can_be_cancelled_once_without_recount() {
     let e = entry();
-    assert!(e.try_stop(|| 0));
+    assert!(e.try_stop());
     assert!(!e.try_fire());
     assert_eq!(e.try_cancel(), Some(CancelOutcome::Stopped));
     assert_eq!(e.try_cancel(), None);
@@ -50,11 +50,11 @@ fn a_periodic_entry_runs_and_rearms_until_cancelled() {
         assert!(e.try_fire());
         assert!(e.is_running() && e.is_pending() && !e.is_expired());
         assert!(!e.try_fire(), "never two runs at once");
-        assert!(!e.try_stop(|| 0), "stop() does not collect a running entry");
-        assert!(e.try_rearm());
+        assert!(!e.try_stop(), "stop() does not collect a running entry");
+        assert!(e.try_rearm(10));
         assert!(e.is_waiting());
     }
-    assert!(!e.try_rearm(), "only a running entry re-arms");
+    assert!(!e.try_rearm(10), "only a running entry re-arms");
 }
 
 #[test]
@@ -62,7 +62,7 @@ fn cancel_during_a_run_wins_once_and_blocks_the_rearm() {
     let e = running();
     assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
     assert_eq!(e.try_cancel(), None);
-    assert!(!e.try_rearm());
+    assert!(!e.try_rearm(10));
     assert!(e.is_cancelled() && !e.is_pending());
     assert!(!e.try_fire());
 }
@@ -73,7 +73,7 @@ fn a_panicking_run_ends_the_entry_and_flags_it() {
     assert!(e.try_end_panicked());
     assert!(e.is_expired() && e.is_panicked() && !e.is_pending());
     assert_eq!(e.try_cancel(), None, "nothing left to cancel");
-    assert!(!e.try_fire() && !e.try_rearm() && !e.try_stop(|| 0));
+    assert!(!e.try_fire() && !e.try_rearm(10) && !e.try_stop());
 
     // Cancelled during the run that then panicked: stays cancelled.
     let e = running();
@@ -113,9 +113,51 @@ fn a_fired_entry_can_end_stopped_once() {
 fn cancel_finds_a_periodic_entry_whatever_its_phase() {
     // A cancel that first guesses PENDING and finds RUNNING retries.
     let e = running();
-    assert!(e.try_rearm());
+    assert!(e.try_rearm(10));
     assert!(e.try_fire());
     assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
+}
+
+#[test]
+fn a_reset_moves_the_deadline_in_force_not_the_filed_one() {
+    let e = Entry::new(100, Task::Wake(None));
+    assert_eq!(e.try_reset(300), Some(100));
+    assert_eq!((e.deadline(), e.filed()), (300, 100));
+    assert_eq!(
+        e.fire_due(200),
+        Fire::Later,
+        "due by where it is filed only"
+    );
+    assert_eq!(e.file_by_deadline(), 300);
+    assert_eq!(e.fire_due(300), Fire::Won);
+    assert_eq!(e.try_reset(400), None, "spent");
+    assert_eq!(e.deadline(), 300, "kept once expired");
+}
+
+#[test]
+fn a_reset_and_a_fire_have_one_winner() {
+    let e = Entry::new(100, Task::Wake(None));
+    assert_eq!(e.fire_due(150), Fire::Won);
+    assert_eq!(e.try_reset(50), None, "the fire won");
+    let e = Entry::new(100, Task::Wake(None));
+    assert_eq!(e.try_reset(500), Some(100));
+    assert_eq!(e.fire_due(150), Fire::Later, "the reset won");
+    assert!(e.try_cancel().is_some());
+    assert_eq!(e.fire_due(u64::MAX), Fire::Lost);
+    assert_eq!(e.deadline(), 500, "a cancel keeps the deadline");
+}
+
+#[test]
+fn deadlines_past_the_state_word_read_as_never() {
+    let e = Entry::new(u64::MAX - 1, Task::Wake(None));
+    assert_eq!(e.deadline(), u64::MAX);
+    assert_eq!(e.fire_due(u64::MAX - 1), Fire::Later);
+    let e = Entry::new((u64::MAX >> 3) - 1, Task::Wake(None));
+    assert_eq!(
+        e.deadline(),
+        (u64::MAX >> 3) - 1,
+        "the largest kept as it is"
+    );
 }
 
 #[test]
@@ -134,9 +176,9 @@ fn links_round_trip() {
 
 #[test]
 fn an_entry_is_no_bigger_than_it_must_be() {
-    // state, flags, refs, links, deadline and the task slot.
+    // state, filed deadline, refs, links, flags and the task slot.
     assert!(
-        std::mem::size_of::<Entry>() <= 40,
+        std::mem::size_of::<Entry>() <= 48,
         "{}",
         std::mem::size_of::<Entry>()
     );

@@ -120,7 +120,7 @@ impl Wheel {
 
     /// The tick of an entry in the wheel (or about to enter it).
     fn tick_in_wheel(&self, entry: &Entry) -> u64 {
-        let tick = tick_of(entry.deadline(), self.tick_nanos);
+        let tick = tick_of(entry.filed(), self.tick_nanos);
         tick.max(self.current.saturating_add(1))
     }
 
@@ -150,7 +150,7 @@ impl Wheel {
         let round_start = round << self.shift;
         let list = self.overflow.get(&round)?;
         list.iter(slots)
-            .map(|key| tick_of(slots.get(key).deadline(), self.tick_nanos).max(round_start))
+            .map(|key| tick_of(slots.get(key).filed(), self.tick_nanos).max(round_start))
             .min()
     }
 
@@ -189,7 +189,7 @@ impl Wheel {
         let round_start = round << self.shift;
         while let Some(key) = list.pop_front(slots) {
             // A late arrival filed into this round is due at its first tick.
-            let tick = tick_of(slots.get(key).deadline(), self.tick_nanos).max(round_start);
+            let tick = tick_of(slots.get(key).filed(), self.tick_nanos).max(round_start);
             let bucket = (tick & self.mask) as usize;
             self.with_list(Place::Bucket(bucket), |list| list.push_back(slots, key));
         }
