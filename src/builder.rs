@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use crate::engine::clock::Source;
-use crate::engine::shared::Config;
-use crate::engine::task::Handoff;
+use crate::engine::driver::Config;
+use crate::engine::entry::task::Handoff;
 use crate::{Executor, HashedWheelTimer, TimerError};
 
 /// The largest `ticks_per_wheel` accepted: 2^20 buckets, 8 MiB of them.

@@ -235,7 +235,7 @@ pub use default_timer::{
     sleep, sleep_until, timeout, timeout_at, try_interval, try_interval_at, DefaultGuard,
 };
 pub use delay_queue::{DelayKey, DelayQueue, Expired};
-pub use engine::driver::DRAIN_CAP_PER_TICK;
+pub use engine::driver::turn::DRAIN_CAP_PER_TICK;
 /// A handle to a task scheduled on a [`HashedWheelTimer`],
 /// as returned by `new_timeout`. Netty's `Timeout`.
 ///
@@ -280,7 +280,7 @@ pub use engine::driver::DRAIN_CAP_PER_TICK;
 /// [`cancel`]: Timeout::cancel
 /// [`schedule_at_fixed_rate`]: crate::HashedWheelTimer::schedule_at_fixed_rate
 /// [`schedule_with_fixed_delay`]: crate::HashedWheelTimer::schedule_with_fixed_delay
-pub use engine::handle::Timeout;
+pub use engine::entry::handle::Timeout;
 pub use error::{Elapsed, TimerError};
 pub use executor::{Executor, Job, TokioExecutor};
 pub use interval::{Interval, MissedTickBehavior};

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::engine::task::Task;
+use crate::engine::entry::task::Task;
 use crate::timer_task::Closure;
 use crate::{HashedWheelTimer, Timeout, TimerError, TimerTask};
 

@@ -27,7 +27,7 @@ use std::any::Any;
 use std::time::Duration;
 
 use crate::engine::clock::{saturating_nanos, Nanos};
-use crate::engine::task::{Every, Periodic, Task};
+use crate::engine::entry::task::{Every, Periodic, Task};
 use crate::{HashedWheelTimer, Timeout, TimerError};
 
 /// The user's task as the engine runs it: with its handle erased (see

@@ -16,9 +16,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::engine::clock::{saturating_nanos, Nanos};
+use crate::engine::entry::key::Key;
+use crate::engine::entry::task::Task;
 use crate::engine::entry::Entry;
-use crate::engine::key::Key;
-use crate::engine::task::Task;
 use crate::{HashedWheelTimer, TimerError};
 
 /// A future that completes once its deadline has passed on its timer's
@@ -531,7 +531,7 @@ mod tests {
         let mut sleep = task::spawn(timer.sleep(MS * 1000));
         assert_pending!(sleep.poll());
         // Past the time the driver holds a far timeout in its lane.
-        timer.advance(crate::engine::lane::HOLD + MS);
+        timer.advance(crate::engine::intake::lane::HOLD + MS);
         assert_eq!(in_wheel(&timer), 1);
         drop(sleep);
         assert_eq!(timer.pending_timeouts(), 0, "uncounted at once");

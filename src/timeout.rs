@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::engine::handle::Timeout;
+use crate::engine::entry::handle::Timeout;
 
 impl Timeout {
     /// Cancels the timeout. Returns true only for the call that wins, and

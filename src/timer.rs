@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
 use crate::engine::clock::Source;
-use crate::engine::key::Key;
-use crate::engine::shared::{Config, Shared};
-use crate::engine::task::Task;
-use crate::engine::worker;
+use crate::engine::driver::worker;
+use crate::engine::driver::{Config, Shared};
+use crate::engine::entry::key::Key;
+use crate::engine::entry::task::Task;
 use crate::registry::Registration;
 use crate::{Timeout, TimerError};
 
@@ -100,7 +100,7 @@ impl HashedWheelTimer {
             }
         });
         if let Some(runtime) = runtime {
-            crate::engine::worker::spawn_on_tokio(&owner.shared, &runtime);
+            crate::engine::driver::worker::spawn_on_tokio(&owner.shared, &runtime);
         }
         HashedWheelTimer { owner }
     }
@@ -372,7 +372,7 @@ impl fmt::Debug for HashedWheelTimer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::worker::tests::eventually;
+    use crate::engine::driver::worker::tests::eventually;
 
     fn in_wheel(timer: &HashedWheelTimer) -> usize {
         timer.shared().lock_core().wheel.len()
@@ -381,7 +381,7 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
     /// Long enough for the driver to file a timeout that is not due soon,
     /// which it holds in the lane meanwhile (see `engine/lane/`).
-    const PAST_THE_HOLD: Duration = crate::engine::lane::HOLD.saturating_add(MS);
+    const PAST_THE_HOLD: Duration = crate::engine::intake::lane::HOLD.saturating_add(MS);
 
     /// The hold (see `engine/lane/`): a timeout due far off waits in its
     /// lane until it is `HOLD` old, so a cancel in the meantime never
@@ -397,7 +397,7 @@ mod tests {
         assert!(young.cancel(), "withdrawn from the lane");
         drop(young);
         assert_eq!(timer.shared().live(), 1, "its slot is back at once");
-        timer.advance(crate::engine::lane::HOLD - MS * 10);
+        timer.advance(crate::engine::intake::lane::HOLD - MS * 10);
         assert_eq!(in_wheel(&timer), 1, "filed once a hold old");
         assert!(far.cancel());
 
@@ -551,7 +551,7 @@ mod tests {
     #[test]
     fn a_full_ring_spills_into_its_lanes_overflow() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let n = (1 << crate::engine::lane::RING_BITS) + 10;
+        let n = (1 << crate::engine::intake::lane::RING_BITS) + 10;
         let ts: Vec<_> = (0..n)
             .map(|i| timer.new_timeout(|_| {}, MS * (1 + i as u32 % 7)).unwrap())
             .collect();
@@ -569,7 +569,7 @@ mod tests {
         assert!(eventually(|| in_wheel(&timer) == 1));
         // Later deadlines wake nobody, until the ring is three quarters
         // full; then the worker files the oldest, leaving half.
-        let ring = 1 << crate::engine::lane::RING_BITS;
+        let ring = 1 << crate::engine::intake::lane::RING_BITS;
         let ts: Vec<_> = (0..ring / 4 * 3 + 10)
             .map(|_| timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap())
             .collect();
@@ -585,7 +585,7 @@ mod tests {
     fn timeouts_cancelled_young_never_fill_the_ring() {
         // No worker drains this lane: its owner must make room itself.
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let ring = 1 << crate::engine::lane::RING_BITS;
+        let ring = 1 << crate::engine::intake::lane::RING_BITS;
         for _ in 0..3 * ring {
             let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
             assert!(t.cancel());

@@ -3,7 +3,7 @@
 
 use std::any::Any;
 
-use crate::engine::task::{Callback, Periodic, Task};
+use crate::engine::entry::task::{Callback, Periodic, Task};
 use crate::Timeout;
 
 /// A task to run once when its [`Timeout`] expires, Netty's `TimerTask`.
@@ -116,7 +116,7 @@ pub(crate) fn into_timer_task(task: Task) -> Option<Box<dyn TimerTask>> {
 
 /// A stopped delay-queue item's task: running it hands the item to the
 /// queue's stream, as its deadline would have.
-struct Delivered(crate::engine::task::Notice);
+struct Delivered(crate::engine::entry::task::Notice);
 
 impl TimerTask for Delivered {
     fn run(self: Box<Self>, _: &Timeout) {

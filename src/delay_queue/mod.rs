@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 pub use key::{DelayKey, Expired};
 
-use crate::engine::shutdown_hooks::ShutdownHook;
-use crate::engine::task::{panic_message, Listener, Notice, Task};
+use crate::engine::driver::ShutdownHook;
+use crate::engine::entry::task::{panic_message, Listener, Notice, Task};
 use crate::{current_timer, HashedWheelTimer, TimerError};
 use store::Store;
 use stream::{listener, Signal};

@@ -12,8 +12,8 @@ use futures::Stream;
 use crate::delay_queue::key::{DelayKey, Expired};
 use crate::delay_queue::waiters::Waiters;
 use crate::delay_queue::DelayQueue;
-use crate::engine::shutdown_hooks::ShutdownHook;
-use crate::engine::task::Listener;
+use crate::engine::driver::ShutdownHook;
+use crate::engine::entry::task::Listener;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the driver and the consumers of one queue share: the keys of items

@@ -1,6 +1,9 @@
-//! The engine: how the timer works. The entry arena and its state machine,
-//! the intake (lanes and the shared queue), the wheel, the clocks, the
-//! drivers (worker thread and manual `advance`) and dispatch of fired tasks.
+//! The engine: how the timer works, in the five parts a timeout passes
+//! through: the `clock`, the `entry` (its state machine, its task, the
+//! arena that holds it), the `intake` (how a new, reset or cancelled entry
+//! reaches the driver), the `wheel`, and the `driver` (one routine, `turn`,
+//! run by the worker thread, a tokio task or a manual `advance`, and the
+//! dispatch of what fires).
 //!
 //! Nothing here imports the public face (`src/*.rs` beside this folder):
 //! the face uses the engine, never the other way round. The engine speaks
@@ -8,25 +11,9 @@
 //! converts at the boundary. See ARCHITECTURE.md for the map.
 
 pub(crate) mod clock;
-pub(crate) mod counts;
-pub(crate) mod dispatch;
 pub(crate) mod driver;
 pub(crate) mod entry;
-pub(crate) mod handle;
 pub(crate) mod intake;
-pub(crate) mod key;
-pub(crate) mod lane;
-#[cfg(all(test, loom))]
-mod loom_models;
-pub(crate) mod manual;
 pub(crate) mod notice;
-pub(crate) mod packed_task;
-pub(crate) mod refusal;
-pub(crate) mod reset;
-pub(crate) mod shared;
-pub(crate) mod shutdown_hooks;
-pub(crate) mod slots;
 pub(crate) mod sync;
-pub(crate) mod task;
 pub(crate) mod wheel;
-pub(crate) mod worker;

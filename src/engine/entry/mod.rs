@@ -61,11 +61,17 @@
 //!   holder of the last reference vacates it, and only the thread that took
 //!   it from a free list fills it: both touch `task` without its lock.
 
+pub(crate) mod arena;
+pub(crate) mod handle;
+pub(crate) mod key;
+pub(crate) mod packed;
+pub(crate) mod task;
+
 use crate::engine::clock::Nanos;
-use crate::engine::key::Key;
-use crate::engine::packed_task::{Kind, PackedTask};
+use crate::engine::entry::key::Key;
+use crate::engine::entry::packed::{Kind, PackedTask};
+use crate::engine::entry::task::Task;
 use crate::engine::sync::{spin, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
-use crate::engine::task::Task;
 
 /// The status, in the low bits of `state`.
 const STATUS: u64 = 0b111;

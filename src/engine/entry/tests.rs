@@ -1,7 +1,7 @@
 //! Unit tests of the entry state machine and its task slot.
 
 use super::*;
-use crate::engine::task::{Every, Periodic};
+use crate::engine::entry::task::{Every, Periodic};
 
 fn entry() -> Entry {
     Entry::new(0, Task::callback(Box::new(|_: &crate::Timeout| {})))

@@ -6,8 +6,8 @@
 
 use std::num::NonZeroU64;
 
-use crate::engine::key::Key;
-use crate::engine::slots::Slots;
+use crate::engine::entry::arena::Slots;
+use crate::engine::entry::key::Key;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct List {
@@ -76,7 +76,7 @@ impl List {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::task::Task;
+    use crate::engine::entry::task::Task;
 
     fn collect(slots: &Slots, list: List) -> Vec<Key> {
         let mut out = vec![];

@@ -38,9 +38,9 @@ use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
 use crate::engine::clock::tick_of;
+use crate::engine::entry::arena::Slots;
+use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
-use crate::engine::key::Key;
-use crate::engine::slots::Slots;
 use bitmap::Bitmap;
 use list::List;
 
@@ -252,7 +252,7 @@ impl Wheel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::task::Task;
+    use crate::engine::entry::task::Task;
 
     /// Ticks of 1 ns, so a deadline is its own tick.
     fn wheel(ticks_per_wheel: usize) -> (Wheel, Slots) {

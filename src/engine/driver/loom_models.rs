@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use loom::thread;
 
-use crate::engine::shared::BUSY;
+use crate::engine::driver::worker::Round;
+use crate::engine::driver::BUSY;
 use crate::engine::sync::Ordering;
-use crate::engine::worker::Round;
 use crate::HashedWheelTimer;
 
 const MS: Duration = Duration::from_millis(1);
@@ -23,7 +23,7 @@ const MS: Duration = Duration::from_millis(1);
 /// Returns the time it would wake: `Err` to go round at once.
 fn worker_round(timer: &HashedWheelTimer) -> Result<Option<u64>, ()> {
     let mut due = Vec::new();
-    match crate::engine::worker::round(timer.shared(), &mut due) {
+    match crate::engine::driver::worker::round(timer.shared(), &mut due) {
         Round::Sleep(wake) => Ok(wake),
         Round::Again => Err(()),
         Round::Exit => unreachable!("not stopped"),

@@ -41,9 +41,9 @@ use futures::task::AtomicWaker;
 use tokio::sync::Notify;
 
 use crate::engine::clock::Nanos;
-use crate::engine::key::Key;
-use crate::engine::refusal::Refusal;
-use crate::engine::shared::{Shared, BUSY};
+use crate::engine::driver::refusal::Refusal;
+use crate::engine::driver::{Shared, BUSY};
+use crate::engine::entry::key::Key;
 use crate::engine::sync::Ordering;
 
 /// Starts the worker if this timer has none yet.
@@ -256,7 +256,7 @@ pub(crate) mod tests {
     /// 60 s away: an earlier timeout must still wake it.
     #[test]
     fn a_worker_sleeping_far_ahead_still_fires_an_earlier_timeout_in_time() {
-        use crate::engine::shared::{BUSY, IDLE};
+        use crate::engine::driver::{BUSY, IDLE};
         let timer = HashedWheelTimer::builder()
             .tick_duration(MS * 10)
             .build()
@@ -297,7 +297,7 @@ pub(crate) mod tests {
     /// due; deadlines within 4 ticks, so neither is held in its lane.
     #[test]
     fn a_reset_earlier_within_its_tick_keeps_the_worker_plan_within_a_tick() {
-        use crate::engine::shared::{BUSY, IDLE};
+        use crate::engine::driver::{BUSY, IDLE};
         use std::sync::atomic::Ordering::SeqCst;
         let tick = Duration::from_secs(10);
         let timer = HashedWheelTimer::builder()
@@ -346,7 +346,7 @@ pub(crate) mod tests {
         // A wake-up for the first, and then one per hold (64 ms), to look
         // at what it holds: a slower run is allowed more. Parking for good
         // whenever the wheel emptied cost one per few timeouts.
-        let holds = start.elapsed().as_millis() / crate::engine::lane::HOLD.as_millis();
+        let holds = start.elapsed().as_millis() / crate::engine::intake::lane::HOLD.as_millis();
         let rounds = timer
             .shared()
             .worker_rounds

@@ -18,6 +18,16 @@
 //! it at most once a tick, so a flood costs a wake-up or two a tick. A lane
 //! filling up asks once per drain (see `lane/`).
 
+pub(crate) mod counts;
+pub(crate) mod dispatch;
+#[cfg(all(test, loom))]
+mod loom_models;
+pub(crate) mod manual;
+pub(crate) mod refusal;
+pub(crate) mod stop;
+pub(crate) mod turn;
+pub(crate) mod worker;
+
 use std::any::Any;
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock, Weak};
@@ -25,21 +35,18 @@ use std::thread::{JoinHandle, Thread};
 
 use crossbeam_queue::SegQueue;
 
-use crate::engine::clock::{Clock, Nanos, Source};
-use crate::engine::counts::{Counts, Totals};
-use crate::engine::entry::{CancelOutcome, Entry};
-use crate::engine::intake::{Intake, Queued};
-use crate::engine::key::Key;
-use crate::engine::lane::{urgent_nanos, withdraw};
-use crate::engine::refusal::Refusal;
-use crate::engine::shutdown_hooks::{ShutdownHook, ShutdownHooks};
-use crate::engine::slots::{Slots, MAX_ENTRIES};
+use crate::engine::clock::{Clock, Source};
+use crate::engine::driver::counts::{Counts, Totals};
+use crate::engine::entry::arena::Slots;
+use crate::engine::entry::key::Key;
+use crate::engine::entry::task::Handoff;
+use crate::engine::entry::task::Jobs;
+use crate::engine::entry::Entry;
+use crate::engine::intake::lane::urgent_nanos;
+use crate::engine::intake::Intake;
 #[cfg(test)]
 use crate::engine::sync::AtomicUsize;
-use crate::engine::sync::{fence, AtomicBool, AtomicU64, LocalKey, Mutex, MutexGuard, Ordering};
-use crate::engine::task::Handoff;
-use crate::engine::task::Jobs;
-use crate::engine::task::Task;
+use crate::engine::sync::{AtomicBool, AtomicU64, LocalKey, Mutex, MutexGuard, Ordering};
 use crate::engine::wheel::Wheel;
 
 /// `planned_wake` while the worker is awake: no producer needs to unpark it.
@@ -100,7 +107,7 @@ pub(crate) struct Shared {
     pub(crate) id: u64,
     /// A timeout due within this long of its push is filed at once, not
     /// held (see `lane/`).
-    urgent_nanos: u64,
+    pub(crate) urgent_nanos: u64,
     pub(crate) config: Config,
     pub(crate) clock: Clock,
     pub(crate) slots: Slots,
@@ -271,177 +278,37 @@ impl Shared {
         self.slots.get(key)
     }
 
-    /// The producer path: counts, queues and, if needed, wakes the worker.
-    /// `now` is the reading `deadline` was made from, which says how long
-    /// the key may wait in its lane (see `lane/`). The entry gets two
-    /// references, the timer's and the caller's. Also returns the key's
-    /// lane mark (or 0), for `cancel_at`.
-    #[inline(always)]
-    pub(crate) fn schedule(
-        &self,
-        now: Nanos,
-        deadline: Nanos,
-        task: Task,
-    ) -> Result<(Key, u32), Refusal> {
-        if self.is_shutdown() {
-            return Err(Refusal::Shutdown);
-        }
-        // One look-up of this thread's lane for the whole schedule.
-        let lane = self.intake.lane_here();
-        self.counts.reserve(&task)?;
-        let free = lane.and_then(|lane| lane.pop_free(&self.slots));
-        let taken = free.or_else(|| {
-            let keep = |key, entry: &Entry| lane.is_some_and(|lane| lane.push_free(key, entry));
-            let key = self.slots.take_key(keep)?;
-            Some((key, self.entry(key)))
-        });
-        let Some((key, entry)) = taken else {
-            self.counts.unreserve();
-            return Err(Refusal::AtCapacity {
-                pending: self.pending(),
-                max: MAX_ENTRIES,
-            });
-        };
-        entry.occupy(deadline, task, 2);
-        let urgent = self.is_urgent(now, deadline);
-        let queued = self.intake.push_on(lane, key, entry, now, urgent);
-        let mark = queued.mark;
-        if !self.after_push(queued, entry) && self.try_stop(key) {
-            self.counts.unreserve();
-            // Dropped here, not left in the slot: the queue's reference may
-            // be the last, released by the driver under the core lock.
-            drop(entry.take_task());
-            self.release(key);
-            return Err(Refusal::Shutdown);
-        }
-        Ok((key, mark))
-    }
-
-    /// Queues a pending entry (new, or a periodic one re-armed) with the
-    /// timer's reference, and wakes the worker if it would fire it more
-    /// than a tick late. False if the timer shut down meanwhile: `stop()`
-    /// may have drained the queue before the push, so the caller takes
-    /// the entry back with `try_stop` (true: stopped, for the caller to
-    /// uncount; false: `stop()` returned it). The queue keeps the
-    /// timer's reference either way.
-    pub(crate) fn enqueue(&self, key: Key) -> bool {
-        let entry = self.entry(key);
-        let now = self.clock.now();
-        let urgent = self.is_urgent(now, entry.deadline());
-        self.after_push(self.intake.push(key, entry, now, urgent), entry)
-    }
-
-    /// True if a timeout due at `deadline`, made at `now`, is not held.
-    #[inline(always)]
-    fn is_urgent(&self, now: Nanos, deadline: Nanos) -> bool {
-        deadline < now.saturating_add(self.urgent_nanos)
-    }
-
-    /// The rest of `enqueue`, once the entry is queued.
-    #[inline(always)]
-    fn after_push(&self, queued: Queued, entry: &Entry) -> bool {
-        let deadline = entry.deadline();
-        fence(Ordering::SeqCst);
-        if self.is_shutdown() {
-            return false;
-        }
-        if queued.look {
-            self.request_housekeeping();
-        }
-        if queued.wake || deadline < self.planned_wake.load(Ordering::SeqCst) {
-            self.unpark_worker();
-        }
-        true
-    }
-
-    /// `PENDING -> STOPPED` for `key`.
-    pub(crate) fn try_stop(&self, key: Key) -> bool {
-        self.entry(key).try_stop()
-    }
-
-    /// The cancel path, for a caller holding a reference to `key`; `mark`
-    /// is the lane mark `schedule` returned (or 0), so the lane's cell is
-    /// reached without reading the entry. Returns the task if the caller
-    /// won, for its `cancelled` hook.
-    #[inline(always)]
-    pub(crate) fn cancel_at(&self, key: Key, mark: u32) -> Option<Task> {
-        let cell = self.intake.cell_at(mark);
-        let entry = self.entry(key);
-        let outcome = entry.try_cancel()?;
-        if outcome != CancelOutcome::Stopped {
-            self.counts.uncount_cancelled();
-        }
-        let withdrawn = cell.is_some_and(|cell| withdraw(cell, key))
-            || (entry.queue_mark() != mark && self.intake.withdraw(entry, key));
-        if withdrawn {
-            // The worker never saw it. The queue's reference is ours, and
-            // the caller holds one too: not the last.
-            entry.release_withdrawn_reference();
-        } else {
-            self.leave_removal_to_worker(key, entry);
-        }
-        let task = match outcome {
-            CancelOutcome::Waiting => entry.take_task_won(),
-            _ => entry.take_task(),
-        };
-        // Not `unwrap_or`: it would drop the unused default, a call per cancel.
-        Some(task.unwrap_or_else(|| Task::Wake(None)))
-    }
-
-    /// `cancel_at`, then `release`: for a `Sleep`, its entry's only holder.
-    /// Returns the task if this cancel won it, for the caller to drop.
-    pub(crate) fn cancel_and_release(&self, key: Key, mark: u32) -> Option<Task> {
-        let task = self.cancel_at(key, mark);
-        self.release(key);
-        task
-    }
-
-    /// A cancelled entry the worker took from the intake: the worker
-    /// takes it out of the wheel (through the mailbox) or finds it
-    /// cancelled as it files it.
-    fn leave_removal_to_worker(&self, key: Key, entry: &Entry) {
-        // Pairs with the worker's fence after it files an entry: either it
-        // sees CANCELLED and removes the entry at once, or we see it filed.
-        fence(Ordering::SeqCst);
-        if entry.in_wheel() {
-            self.slots.retain(key);
-            self.mailbox.push(key);
-            // Pairs with the worker clearing the flag before it reads the
-            // mailbox: it sees our push, or we see the flag clear.
-            fence(Ordering::SeqCst);
-        }
-        self.request_housekeeping();
-    }
-
-    /// Gives up one reference to `key`. The last vacates the slot.
-    #[inline(always)]
-    pub(crate) fn release(&self, key: Key) {
-        let entry = self.entry(key);
-        if entry.release() {
-            drop(entry.vacate()); // may run user code: before the lane
-            self.keep_free(key, entry);
-        }
-    }
-
-    /// Keeps a vacated slot on this thread's lane, or frees it to the arena.
-    #[inline(always)]
-    fn keep_free(&self, key: Key, entry: &Entry) {
-        if !self.intake.push_free(key, entry) {
-            self.slots.push_free(key);
-        }
-    }
-
     /// Entries handed out and not yet freed; for tests.
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
         self.slots.live() - self.intake.free_in_lanes()
     }
+}
 
-    fn request_housekeeping(&self) {
-        if !self.housekeeping_requested.load(Ordering::Relaxed)
-            && !self.housekeeping_requested.swap(true, Ordering::SeqCst)
-        {
-            self.unpark_worker();
-        }
+/// Told once, after `stop()` has stopped every entry.
+pub(crate) trait ShutdownHook: Send + Sync {
+    fn shut_down(&self);
+}
+
+/// The hooks of one timer, held weakly: a hook's owner may go first.
+#[derive(Default)]
+pub(crate) struct ShutdownHooks(Mutex<Vec<Weak<dyn ShutdownHook>>>);
+
+impl ShutdownHooks {
+    /// Adds `hook`. Hooks whose owners have gone are dropped here, so the
+    /// list stays as long as the live hooks.
+    pub(crate) fn add(&self, hook: &Arc<dyn ShutdownHook>) {
+        let mut hooks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        hooks.retain(|h| h.strong_count() > 0);
+        hooks.push(Arc::downgrade(hook));
+    }
+
+    /// Calls every live hook, outside the lock.
+    pub(crate) fn run(&self) {
+        let hooks: Vec<_> = {
+            let hooks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            hooks.iter().filter_map(Weak::upgrade).collect()
+        };
+        hooks.iter().for_each(|h| h.shut_down());
     }
 }

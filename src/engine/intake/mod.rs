@@ -27,15 +27,18 @@
 //! It is cleared whenever this thread lets go of that lane, and has no
 //! destructor, so it stays readable while other thread-locals are destroyed.
 
+pub(crate) mod lane;
+mod producer;
+
 use std::cell::{Cell, RefCell};
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_queue::SegQueue;
 
 use crate::engine::clock::Nanos;
+use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
-use crate::engine::key::Key;
-use crate::engine::lane::{unmark, withdraw, Lane};
+use crate::engine::intake::lane::{unmark, withdraw, Lane};
 use crate::engine::sync::{AtomicBool, AtomicU32, AtomicUsize, Mutex, Ordering};
 
 /// Lanes per timer: at most this many threads queue without contention.
@@ -388,7 +391,7 @@ mod tests {
         let shared = timer.shared();
         let looks = (0..3 * super::SHARED_LOOK_EVERY)
             .filter(|_| {
-                let task = crate::engine::task::Task::Wake(None);
+                let task = crate::engine::entry::task::Task::Wake(None);
                 let key = shared.slots.insert(1_000, task, 1).unwrap();
                 // As a thread with no lane queues it.
                 shared.intake.push_shared(key, shared.entry(key)).look

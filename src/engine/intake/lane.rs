@@ -56,9 +56,9 @@ use crossbeam_utils::CachePadded;
 use std::time::Duration;
 
 use crate::engine::clock::Nanos;
+use crate::engine::entry::arena::Slots;
+use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
-use crate::engine::key::Key;
-use crate::engine::slots::Slots;
 use crate::engine::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Cells per ring: enough for a tick's worth of schedules at full speed.
@@ -508,4 +508,5 @@ impl Lane {
 }
 
 #[cfg(test)]
+#[path = "lane_tests.rs"]
 mod tests;

@@ -11,16 +11,14 @@
 //! to turn next; a driver that sleeps publishes that first (`plan_sleep`).
 
 use std::sync::Arc;
-use std::task::Waker;
 
 use crate::engine::clock::Nanos;
-use crate::engine::counts::Ended;
-use crate::engine::entry::{Entry, Fire};
+use crate::engine::driver::counts::Ended;
+use crate::engine::driver::{Core, Shared, IDLE};
+use crate::engine::entry::key::Key;
+use crate::engine::entry::Fire;
 use crate::engine::intake::{earliest, Drain};
-use crate::engine::key::Key;
-use crate::engine::shared::{Core, Shared, IDLE};
 use crate::engine::sync::{fence, Ordering};
-use crate::engine::task::Task;
 
 /// The most new timeouts the driver files per turn, as in Netty, so a flood
 /// cannot stall expiry. The rest wait for the next turn: late, never early.
@@ -279,111 +277,5 @@ impl Shared {
         }
         keys.into_iter()
             .for_each(|key| self.file(&mut core, key, None));
-    }
-
-    /// Due entries that will not fire, as the timer shut down: stopped,
-    /// uncounted, and kept for `stop()` to return.
-    #[cold]
-    fn set_aside(&self, keys: impl Iterator<Item = Key>) {
-        let mut released = Vec::new();
-        {
-            let mut core = self.lock_core();
-            for key in keys {
-                if self.try_stop(key) {
-                    core.unfired.push(key);
-                    self.counts.uncount(1, Ended::Stopped);
-                } else {
-                    released.push(key); // cancelled meanwhile
-                }
-            }
-        }
-        released.into_iter().for_each(|key| self.slots.release(key));
-    }
-
-    /// Stops the timer and returns every entry that never ran, stopped,
-    /// each with a reference for the caller. With `wait`, first waits until
-    /// no thread drives the wheel, so nothing fires after this returns.
-    /// State changes and uncounts happen under the core lock, so a second
-    /// `stop()` finds them done; wakers and releases (user code) after it.
-    pub(crate) fn shut_down(&self, wait: bool) -> Vec<Key> {
-        self.begin_shutdown();
-        if wait {
-            self.wait_for_driver();
-        }
-        fence(Ordering::SeqCst);
-        let mut all = Vec::new();
-        let mut released = Vec::new();
-        {
-            let mut core = self.lock_core();
-            // Jobs first: a periodic run that ends on an executor from now
-            // on sees the shutdown, and one that ended is in the intake.
-            let mut uncounted = self.reclaim_jobs(&mut all);
-            let mut drained = Vec::new();
-            core.wheel.drain_all(&self.slots, &mut drained);
-            drained.append(&mut core.ready);
-            self.intake.close();
-            self.intake.drain_all(|key| drained.push(key));
-            while let Some(key) = self.mailbox.pop() {
-                self.slots.release_locked(key);
-            }
-            for key in drained {
-                if self.try_stop(key) {
-                    uncounted += 1;
-                    all.push(key);
-                } else {
-                    released.push(key);
-                }
-            }
-            all.append(&mut core.unfired);
-            self.counts.uncount(uncounted, Ended::Stopped);
-        }
-        released.into_iter().for_each(|key| self.slots.release(key));
-        // Futures are woken, not returned: they see the shutdown and end.
-        all.retain(|&key| {
-            let future = wake_if_future(self.entry(key));
-            if future {
-                self.slots.release(key);
-            }
-            !future
-        });
-        all.sort_by_key(|&key| self.entry(key).deadline());
-        self.shutdown_hooks.run();
-        all
-    }
-
-    /// Waits until the worker has exited and no `advance` runs. A second
-    /// caller waits too: the first holds the worker's lock until it joined.
-    fn wait_for_driver(&self) {
-        {
-            let mut worker = self.worker.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(handle) = worker.take() {
-                // The worker may not have published its `Thread` when
-                // `begin_shutdown` tried to unpark it: unpark it here too.
-                handle.thread().unpark();
-                let _ = handle.join();
-            }
-        }
-        if !self.is_driving_here() {
-            drop(self.driver.lock().unwrap_or_else(|p| p.into_inner()));
-        }
-    }
-}
-
-/// On `stop()`: wakes a stopped future's entry, to be polled and end; true
-/// if it was one.
-fn wake_if_future(entry: &Entry) -> bool {
-    let waker = entry.with_task(|slot| match slot.take() {
-        Some(Task::Wake(waker)) => Ok(waker),
-        other => {
-            *slot = other;
-            Err(())
-        }
-    });
-    match waker {
-        Ok(waker) => {
-            waker.into_iter().for_each(Waker::wake);
-            true
-        }
-        Err(()) => false,
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::clock::{saturating_nanos, Nanos};
-use crate::engine::shared::Shared;
+use crate::engine::driver::Shared;
 use crate::engine::sync::{AtomicU64, Ordering};
 
 impl Shared {

@@ -7,9 +7,9 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use crate::engine::driver::Shared;
+use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
-use crate::engine::key::Key;
-use crate::engine::shared::Shared;
 
 // The engine's reference to an entry. Its public docs are on the face's
 // re-export (`lib.rs`), its public methods in `timeout.rs`.

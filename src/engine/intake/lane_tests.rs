@@ -2,7 +2,7 @@
 //! which keys a drain holds.
 
 use super::*;
-use crate::engine::task::Task;
+use crate::engine::entry::task::Task;
 use std::ops::Range;
 
 const R: u32 = RING as u32;

@@ -33,11 +33,12 @@ use crossbeam_queue::SegQueue;
 
 #[cfg(test)]
 use crate::engine::clock::Nanos;
+use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
-use crate::engine::key::Key;
-use crate::engine::sync::{AtomicU64, Ordering};
+
 #[cfg(test)]
-use crate::engine::task::Task;
+use crate::engine::entry::task::Task;
+use crate::engine::sync::{AtomicU64, Ordering};
 
 /// Entries per chunk (a few under loom, which tracks every atomic).
 const CHUNK_BITS: u32 = if cfg!(loom) { 2 } else { 10 };

@@ -14,12 +14,12 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::engine::counts::Ended;
+use crate::engine::driver::counts::Ended;
+use crate::engine::driver::Shared;
+use crate::engine::entry::handle::Timeout;
+use crate::engine::entry::key::Key;
+use crate::engine::entry::task::{panic_message, Handoff, JobState, Jobs, Periodic, Task, UserBox};
 use crate::engine::entry::Entry;
-use crate::engine::handle::Timeout;
-use crate::engine::key::Key;
-use crate::engine::shared::Shared;
-use crate::engine::task::{panic_message, Handoff, JobState, Jobs, Periodic, Task, UserBox};
 
 /// A fired task handed to the executor. The task itself waits in its
 /// entry until the job starts, so that `stop()` can take it back with

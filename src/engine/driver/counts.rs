@@ -10,10 +10,10 @@
 //! after its schedule added it (the handle or queued key that ends it
 //! exists only after `reserve`), and one atomic's changes have one order.
 
-use crate::engine::refusal::Refusal;
-use crate::engine::slots::MAX_ENTRIES;
+use crate::engine::driver::refusal::Refusal;
+use crate::engine::entry::arena::MAX_ENTRIES;
+use crate::engine::entry::task::Task;
 use crate::engine::sync::{AtomicU64, AtomicUsize, Ordering};
-use crate::engine::task::Task;
 
 /// How a timeout left the pending count, other than by a cancel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

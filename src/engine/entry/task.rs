@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use crate::engine::clock::Nanos;
-use crate::engine::key::Key;
+use crate::engine::entry::key::Key;
 
 /// A one-shot task as an entry stores it. It gets its timeout's handle as
 /// `&dyn Any`, so it need not name the handle type, which holds the timer

@@ -5,7 +5,7 @@
 use std::mem::ManuallyDrop;
 use std::task::Waker;
 
-use crate::engine::task::{Callback, Notice, Periodic, Task, UserBox};
+use crate::engine::entry::task::{Callback, Notice, Periodic, Task, UserBox};
 
 /// Which field of a [`PackedTask`] holds a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +111,7 @@ impl PackedTask {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::task::Every;
+    use crate::engine::entry::task::Every;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::task::Wake;
@@ -132,7 +132,7 @@ mod tests {
         let heard = Arc::new(AtomicUsize::new(0));
         let heard_by = {
             let heard = heard.clone();
-            crate::engine::task::Listener::new(move |token| {
+            crate::engine::entry::task::Listener::new(move |token| {
                 heard.fetch_add(token as usize, Ordering::SeqCst);
             })
         };

@@ -1,4 +1,4 @@
-//! The name of an entry in its timer's arena (see `slots.rs`): an index,
+//! The name of an entry in its timer's arena (see `arena.rs`): an index,
 //! with the packing the arena's and the wheel's links use.
 
 use std::num::NonZeroU32;

@@ -1,0 +1,324 @@
+//! The producer side: `schedule`, `cancel`, `reset` and `release`, from
+//! any thread, without a lock.
+//!
+//! # Waking the worker
+//!
+//! The worker publishes in `planned_wake` the earliest deadline it would
+//! fire within a tick if it slept as planned (`IDLE` when parked for good,
+//! `BUSY` while awake). A producer pushes, then reads `planned_wake`, and
+//! unparks only if its deadline is earlier; the worker stores it, then
+//! looks at the queues again before it parks. A `SeqCst` fence on each side
+//! (store; fence; load) means one of them sees the other: no wake-up is
+//! lost, and a later deadline costs no unpark.
+//!
+//! `housekeeping_requested` works the same way for what has no deadline: a
+//! key in the mailbox (a cancel that came after the worker took the
+//! entry), every `SHARED_LOOK_EVERY`-th key on the shared queue. The first
+//! ask after the worker cleared the flag unparks it, and the worker clears
+//! it at most once a tick, so a flood costs a wake-up or two a tick. A lane
+//! filling up asks once per drain (see `lane.rs`).
+//!
+//! # Reset
+//!
+//! The timer's side of a reset: moving a pending one-shot timeout's
+//! deadline in place (see `entry/` for the entry's side). A reset writes
+//! the new deadline into the entry's state word; the wheel keeps it where
+//! it was filed (tokio's "registered vs true deadline"). Then:
+//!
+//! - **Later** (a reset on every message): the driver does nothing until
+//!   the filed deadline, then files the entry again by the new one. A
+//!   thousand resets cost it one filing.
+//! - **Earlier**: the entry may be filed, or held in its lane, too late.
+//!   The reset puts the key in the driver's mailbox (with a reference) and
+//!   wakes the driver if it would sleep past the new deadline; the driver
+//!   takes the entry out of its bucket or lane and files it again.
+
+use crate::engine::clock::Nanos;
+use crate::engine::driver::refusal::Refusal;
+use crate::engine::driver::Shared;
+use crate::engine::entry::arena::MAX_ENTRIES;
+use crate::engine::entry::key::Key;
+use crate::engine::entry::task::Task;
+use crate::engine::entry::{CancelOutcome, Entry};
+use crate::engine::intake::lane::withdraw;
+use crate::engine::intake::Queued;
+use crate::engine::sync::{fence, Ordering};
+
+impl Shared {
+    /// The producer path: counts, queues and, if needed, wakes the worker.
+    /// `now` is the reading `deadline` was made from, which says how long
+    /// the key may wait in its lane (see `lane/`). The entry gets two
+    /// references, the timer's and the caller's. Also returns the key's
+    /// lane mark (or 0), for `cancel_at`.
+    #[inline(always)]
+    pub(crate) fn schedule(
+        &self,
+        now: Nanos,
+        deadline: Nanos,
+        task: Task,
+    ) -> Result<(Key, u32), Refusal> {
+        if self.is_shutdown() {
+            return Err(Refusal::Shutdown);
+        }
+        // One look-up of this thread's lane for the whole schedule.
+        let lane = self.intake.lane_here();
+        self.counts.reserve(&task)?;
+        let free = lane.and_then(|lane| lane.pop_free(&self.slots));
+        let taken = free.or_else(|| {
+            let keep = |key, entry: &Entry| lane.is_some_and(|lane| lane.push_free(key, entry));
+            let key = self.slots.take_key(keep)?;
+            Some((key, self.entry(key)))
+        });
+        let Some((key, entry)) = taken else {
+            self.counts.unreserve();
+            return Err(Refusal::AtCapacity {
+                pending: self.pending(),
+                max: MAX_ENTRIES,
+            });
+        };
+        entry.occupy(deadline, task, 2);
+        let urgent = self.is_urgent(now, deadline);
+        let queued = self.intake.push_on(lane, key, entry, now, urgent);
+        let mark = queued.mark;
+        if !self.after_push(queued, entry) && self.try_stop(key) {
+            self.counts.unreserve();
+            // Dropped here, not left in the slot: the queue's reference may
+            // be the last, released by the driver under the core lock.
+            drop(entry.take_task());
+            self.release(key);
+            return Err(Refusal::Shutdown);
+        }
+        Ok((key, mark))
+    }
+
+    /// Queues a pending entry (new, or a periodic one re-armed) with the
+    /// timer's reference, and wakes the worker if it would fire it more
+    /// than a tick late. False if the timer shut down meanwhile: `stop()`
+    /// may have drained the queue before the push, so the caller takes
+    /// the entry back with `try_stop` (true: stopped, for the caller to
+    /// uncount; false: `stop()` returned it). The queue keeps the
+    /// timer's reference either way.
+    pub(crate) fn enqueue(&self, key: Key) -> bool {
+        let entry = self.entry(key);
+        let now = self.clock.now();
+        let urgent = self.is_urgent(now, entry.deadline());
+        self.after_push(self.intake.push(key, entry, now, urgent), entry)
+    }
+
+    /// True if a timeout due at `deadline`, made at `now`, is not held.
+    #[inline(always)]
+    fn is_urgent(&self, now: Nanos, deadline: Nanos) -> bool {
+        deadline < now.saturating_add(self.urgent_nanos)
+    }
+
+    /// The rest of `enqueue`, once the entry is queued.
+    #[inline(always)]
+    fn after_push(&self, queued: Queued, entry: &Entry) -> bool {
+        let deadline = entry.deadline();
+        fence(Ordering::SeqCst);
+        if self.is_shutdown() {
+            return false;
+        }
+        if queued.look {
+            self.request_housekeeping();
+        }
+        if queued.wake || deadline < self.planned_wake.load(Ordering::SeqCst) {
+            self.unpark_worker();
+        }
+        true
+    }
+
+    /// `PENDING -> STOPPED` for `key`.
+    pub(crate) fn try_stop(&self, key: Key) -> bool {
+        self.entry(key).try_stop()
+    }
+
+    /// The cancel path, for a caller holding a reference to `key`; `mark`
+    /// is the lane mark `schedule` returned (or 0), so the lane's cell is
+    /// reached without reading the entry. Returns the task if the caller
+    /// won, for its `cancelled` hook.
+    #[inline(always)]
+    pub(crate) fn cancel_at(&self, key: Key, mark: u32) -> Option<Task> {
+        let cell = self.intake.cell_at(mark);
+        let entry = self.entry(key);
+        let outcome = entry.try_cancel()?;
+        if outcome != CancelOutcome::Stopped {
+            self.counts.uncount_cancelled();
+        }
+        let withdrawn = cell.is_some_and(|cell| withdraw(cell, key))
+            || (entry.queue_mark() != mark && self.intake.withdraw(entry, key));
+        if withdrawn {
+            // The worker never saw it. The queue's reference is ours, and
+            // the caller holds one too: not the last.
+            entry.release_withdrawn_reference();
+        } else {
+            self.leave_removal_to_worker(key, entry);
+        }
+        let task = match outcome {
+            CancelOutcome::Waiting => entry.take_task_won(),
+            _ => entry.take_task(),
+        };
+        // Not `unwrap_or`: it would drop the unused default, a call per cancel.
+        Some(task.unwrap_or_else(|| Task::Wake(None)))
+    }
+
+    /// `cancel_at`, then `release`: for a `Sleep`, its entry's only holder.
+    /// Returns the task if this cancel won it, for the caller to drop.
+    pub(crate) fn cancel_and_release(&self, key: Key, mark: u32) -> Option<Task> {
+        let task = self.cancel_at(key, mark);
+        self.release(key);
+        task
+    }
+
+    /// A cancelled entry the worker took from the intake: the worker
+    /// takes it out of the wheel (through the mailbox) or finds it
+    /// cancelled as it files it.
+    fn leave_removal_to_worker(&self, key: Key, entry: &Entry) {
+        // Pairs with the worker's fence after it files an entry: either it
+        // sees CANCELLED and removes the entry at once, or we see it filed.
+        fence(Ordering::SeqCst);
+        if entry.in_wheel() {
+            self.slots.retain(key);
+            self.mailbox.push(key);
+            // Pairs with the worker clearing the flag before it reads the
+            // mailbox: it sees our push, or we see the flag clear.
+            fence(Ordering::SeqCst);
+        }
+        self.request_housekeeping();
+    }
+
+    /// Gives up one reference to `key`. The last vacates the slot.
+    #[inline(always)]
+    pub(crate) fn release(&self, key: Key) {
+        let entry = self.entry(key);
+        if entry.release() {
+            drop(entry.vacate()); // may run user code: before the lane
+            self.keep_free(key, entry);
+        }
+    }
+
+    /// Keeps a vacated slot on this thread's lane, or frees it to the arena.
+    #[inline(always)]
+    fn keep_free(&self, key: Key, entry: &Entry) {
+        if !self.intake.push_free(key, entry) {
+            self.slots.push_free(key);
+        }
+    }
+
+    /// Moves the deadline of `key`, a pending one-shot timeout the caller
+    /// holds, to `to`. False, changing nothing, if it is periodic, no
+    /// longer pending, or the timer is shutting down.
+    pub(crate) fn reset(&self, key: Key, to: Nanos) -> bool {
+        let entry = self.entry(key);
+        if entry.is_periodic() || self.is_shutdown() {
+            return false;
+        }
+        let Some(old) = entry.try_reset(to) else {
+            return false;
+        };
+        // The entry is filed no later than the tick of its old deadline.
+        // Ticks (a division each) only for the rarer reset to earlier.
+        if to < old && self.clock.tick_of(to) < self.clock.tick_of(old) {
+            self.slots.retain(key); // the mailbox's
+            self.mailbox.push(key);
+            // Pairs with the worker's store of `planned_wake`; fence; read
+            // of the mailbox (see `plan_sleep`): it sees our key, or we see
+            // when it plans to wake.
+            fence(Ordering::SeqCst);
+            if to < self.planned_wake.load(Ordering::SeqCst) {
+                self.unpark_worker();
+            }
+        }
+        true
+    }
+
+    /// The deadline in force for `key`.
+    pub(crate) fn deadline_of(&self, key: Key) -> Nanos {
+        self.entry(key).deadline()
+    }
+
+    fn request_housekeeping(&self) {
+        if !self.housekeeping_requested.load(Ordering::Relaxed)
+            && !self.housekeeping_requested.swap(true, Ordering::SeqCst)
+        {
+            self.unpark_worker();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::HashedWheelTimer;
+    use std::time::Duration;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_later_reset_gives_the_driver_nothing_to_do_until_the_old_deadline() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let t = timer.new_timeout(|_| {}, MS * 100).unwrap();
+        timer.advance(MS * 70); // filed
+        let entry = shared.entry(t.key());
+        let filed = entry.filed();
+        assert!(entry.in_wheel());
+        for n in 1..=1_000u32 {
+            assert!(t.reset(MS * 100 + MS * n / 100));
+        }
+        assert!(shared.mailbox.is_empty(), "nothing queued for the driver");
+        assert_eq!(entry.filed(), filed, "still where the wheel filed it");
+        timer.advance(MS * 29);
+        assert_eq!(entry.filed(), filed, "untouched before the old deadline");
+        timer.advance(MS);
+        assert!(t.is_pending(), "found moved at the old deadline");
+        assert_eq!(
+            shared.clock.to_instant(entry.filed()),
+            t.deadline(),
+            "filed again, once"
+        );
+        assert!(entry.in_wheel());
+    }
+
+    #[test]
+    fn an_earlier_reset_is_queued_once_and_its_reference_comes_back() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let t = timer.new_timeout(|_| {}, MS * 500).unwrap();
+        timer.advance(MS * 70);
+        assert!(t.reset(MS * 10));
+        assert_eq!(shared.mailbox.len(), 1);
+        timer.advance(Duration::ZERO);
+        assert!(shared.mailbox.is_empty());
+        assert_eq!(
+            shared.entry(t.key()).filed(),
+            shared.clock.to_nanos(t.deadline())
+        );
+        timer.advance(MS * 10);
+        assert!(t.is_expired());
+        drop(t);
+        assert_eq!(shared.live(), 0, "every reference came back");
+    }
+
+    /// Invariant 6 for reset timeouts: the wheel finds a filed entry by the
+    /// deadline it was filed by, so a cancel after a reset (later or
+    /// earlier) still takes it out within a tick, and its slot comes back.
+    #[test]
+    fn a_reset_then_cancelled_timeout_leaves_the_wheel_within_a_tick() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let later = timer.new_timeout(|_| {}, MS * 100).unwrap();
+        let earlier = timer.new_timeout(|_| {}, MS * 400).unwrap();
+        timer.advance(MS * 70); // both filed
+        assert!(later.reset(MS * 300));
+        assert!(earlier.reset(MS * 5));
+        timer.advance(Duration::ZERO); // the earlier one filed again
+        assert_eq!(shared.lock_core().wheel.len(), 2);
+        assert!(later.cancel() && earlier.cancel());
+        timer.advance(MS);
+        assert_eq!(shared.lock_core().wheel.len(), 0, "both out within a tick");
+        drop((later, earlier));
+        assert_eq!(shared.live(), 0, "both slots came back");
+        timer.advance(MS * 500); // nothing left to fire or to find
+        assert_eq!(timer.stats().fired, 0);
+    }
+}
