@@ -466,9 +466,10 @@ fn a_periodic_run_on_an_executor_against_stop() {
     });
 }
 
-/// A producer fills its ring (4 cells under loom), overflows by two, frees
-/// a cell with a cancel and schedules once more, while the driving thread
-/// drains its lane: equal deadlines still fire in submission order.
+/// A producer fills its ring (4 cells under loom), so files its own lane
+/// under the driver's lock, frees a cell with a cancel and schedules once
+/// more, while the driving thread drains the lane: equal deadlines still
+/// fire in submission order, and none is lost.
 #[test]
 fn a_full_ring_keeps_submission_order_against_drain() {
     // Seven timeouts and their fires take more than loom's default 1,000

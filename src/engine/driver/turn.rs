@@ -17,6 +17,7 @@ use crate::engine::driver::counts::Ended;
 use crate::engine::driver::{Core, Shared, IDLE};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Fire;
+use crate::engine::intake::lane::Lane;
 use crate::engine::intake::{earliest, Drain};
 use crate::engine::sync::{fence, Ordering};
 
@@ -78,6 +79,23 @@ impl Shared {
         self.intake.drain(DRAIN_CAP_PER_TICK, now, all, |key| {
             self.file(core, key, ready_by)
         })
+    }
+
+    /// A producer's `lane` is full of live keys: files every one, as a turn
+    /// would, on the producer's thread. Returns the earliest deadline
+    /// filed (`u64::MAX` for none); `None` if the timer shut down.
+    pub(crate) fn file_lane(&self, lane: &Lane) -> Option<Nanos> {
+        let mut core = self.lock_core();
+        if self.is_shutdown() {
+            return None;
+        }
+        let ready_by = Some(self.clock.time_of(self.clock.ticks_at(self.clock.now())));
+        let mut earliest = u64::MAX;
+        lane.drain(0, true, usize::MAX, &mut |key| {
+            earliest = earliest.min(self.entry(key).deadline());
+            self.file(&mut core, key, ready_by);
+        });
+        Some(earliest)
     }
 
     /// When to look at the lanes again for the keys a drain held: the end

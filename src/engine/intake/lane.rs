@@ -1,38 +1,27 @@
-//! A lane: one producer thread's private way into its timer's worker.
+//! A lane: one producer thread's private way into its timer's driver.
 //!
 //! One shared MPSC queue and free list would cost a busy producer a cache
-//! miss per timeout, on lines the worker or another producer just wrote. A
+//! miss per timeout, on lines the driver or another producer just wrote. A
 //! lane keeps that traffic on the producer's core: a ring of key cells that
-//! only its owner thread writes and the worker reads a batch at a time, a
-//! stack of free slots only the owner touches, and an overflow queue for
-//! keys that find the ring full.
+//! only its owner thread writes and the driver reads a batch at a time, and
+//! a stack of free slots only the owner touches.
 //!
 //! A cancel that reaches a timeout still in a ring *withdraws* it, swapping
-//! the cell's key for 0: the worker never touches the entry, and the owner
+//! the cell's key for 0: the driver never touches the entry, and the owner
 //! reuses the slot at once, warm in its cache. Each side claims a cell by
 //! one compare-and-swap, so a key is withdrawn or taken, never both. Before
-//! a ring fills, its owner moves the head past withdrawn cells itself: a
-//! producer whose timeouts are all cancelled young never needs the worker.
-//!
-//! # First in, first out
-//!
-//! The worker takes a lane's keys in push order. A key that finds the ring
-//! full spills to the overflow, and so does every later key until the
-//! worker has taken all the overflow held: the owner never fills both at
-//! once. The owner counts keys spilled (`spilled`), the worker keys taken
-//! back (`overflow_taken`); while they differ, the owner spills. It checks
-//! only when the ring seems full, as it does all the while the overflow
-//! holds keys (`tail` stays put), so a push that does not spill pays
-//! nothing more. The worker reads `spilled` before `tail`, drains the ring
-//! up to that tail, then takes at most that many overflow keys: each was
-//! pushed before any key at or past the tail (see `drain`).
+//! a ring fills, its owner moves the head past withdrawn cells itself
+//! (`reclaim`): a producer whose timeouts are all cancelled young never
+//! needs the driver. An owner whose ring is full of live keys files them
+//! itself, under the driver's lock (`Shared::file_own_lane`), as Go's
+//! scheduler runs timers on the thread at hand, and pushes again.
 //!
 //! # Holding
 //!
 //! RPC code cancels most timeouts within a few milliseconds. A cancel that
 //! finds its timeout in the ring costs one swap on the producer's core;
-//! after the worker filed it, a queue to the worker, an unlink from a
-//! bucket and a slot freed on another core. So the worker leaves a key in
+//! after the driver filed it, a queue to the driver, an unlink from a
+//! bucket and a slot freed on another core. So the driver leaves a key in
 //! its ring until it is `HOLD` old, unless it is *urgent* (due within
 //! `urgent_nanos` of its push). Each cell's *stamp* is the producer's clock
 //! reading when it made the timeout, coarsened to 32 bits (`stamp_of`),
@@ -40,17 +29,16 @@
 //!
 //! A drain takes keys from the ring's head up to the first it must hold
 //! (see `drain`). Every later key is younger (one owner pushes in time
-//! order), so a lane is filed in order, held or not, and that key's stamp +
-//! `HOLD` is when the worker must look again (`Drained::look_by`).
+//! order), so a lane is filed in push order, held or not, and that key's
+//! stamp + `HOLD` is when the driver must look again (`Drained::look_by`).
 //!
 //! # Owner-only fields
 //!
-//! Only the lane's owner (see `intake.rs`) writes `tail`, `head_seen`,
-//! `spilled`, `free` and `free_len`: plain loads and stores, no
+//! Only the lane's owner (see `intake/mod.rs`) writes `tail`, `head_seen`,
+//! `urgent`, `free` and `free_len`: plain loads and stores, no
 //! read-modify-writes. Ownership passes between threads only through
 //! `owned` (release on hand-back, acquire on adoption).
 
-use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 
 use std::time::Duration;
@@ -61,14 +49,12 @@ use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
 use crate::engine::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-/// Cells per ring: enough for a tick's worth of schedules at full speed.
+/// Cells per ring: a `HOLD` of schedules at 250,000 a second.
 pub(crate) const RING_BITS: u32 = if cfg!(loom) { 2 } else { 14 };
 const RING: u64 = 1 << RING_BITS;
-/// Cells in use at which the owner asks the worker to drain.
-const ASK_AT: u64 = RING / 4 * 3;
-/// Cells an asked-for drain leaves: it files the oldest, however young.
-const KEEP_WHEN_ASKED: u64 = RING / 2;
-/// How old a key that is not urgent is when the worker files it.
+/// Cells in use at which the owner moves the head past withdrawn ones.
+const RECLAIM_AT: u64 = RING / 2;
+/// How old a key that is not urgent is when the driver files it.
 pub(crate) const HOLD: Duration = Duration::from_millis(64);
 const HOLD_NANOS: i64 = HOLD.as_nanos() as i64;
 /// Stamps count nanoseconds in units of 2^20 (1.05 ms): they wrap after
@@ -84,7 +70,7 @@ pub(crate) fn stamp_of(now: Nanos) -> u32 {
 
 /// Nanoseconds from `now` until a key stamped `stamp` is `HOLD` old, or 0.
 /// The stamps' difference is signed (a producer may read the clock after
-/// the worker), and right while the worker looks within 2^31 stamps (26
+/// the driver), and right while the driver looks within 2^31 stamps (26
 /// days) of a push, as `look_by` ensures unless the clock jumps further
 /// between looks (a manual clock's `advance` called from a task it fires).
 fn wait(stamp: u32, now: Nanos) -> u64 {
@@ -94,8 +80,8 @@ fn wait(stamp: u32, now: Nanos) -> u64 {
 }
 
 /// A key due within this many nanoseconds of its push, for ticks of
-/// `tick_nanos`, is urgent: the worker files it at its next look. Any other
-/// is due `HOLD` and two ticks or more after its stamp; the worker files it
+/// `tick_nanos`, is urgent: the driver files it at its next look. Any other
+/// is due `HOLD` and two ticks or more after its stamp; the driver files it
 /// by the end of the tick in which it is `HOLD` old (it wakes at `look_by`,
 /// rounded up to a tick), a tick or more before its deadline's tick.
 pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
@@ -113,16 +99,9 @@ pub(crate) struct Lane {
     /// Each cell's stamp (`stamp_of`).
     stamps: Box<[AtomicU32]>,
     producer: CachePadded<ProducerSide>,
-    /// The oldest cell that may hold a key; only moves forward: the worker
+    /// The oldest cell that may hold a key; only moves forward: the driver
     /// moves it as it drains, the owner past empty cells (`reclaim`).
     head: CachePadded<AtomicU64>,
-    /// Spilled keys (see "First in, first out"); their queue mark is 0.
-    overflow: SegQueue<Key>,
-    /// Overflow keys taken: written by the worker only.
-    overflow_taken: AtomicU64,
-    /// Set by the owner at `ASK_AT` or a spill, cleared by the worker once
-    /// it has drained the lane: one wake-up per drain.
-    drain_asked: AtomicBool,
     owned: AtomicBool,
     /// Set when the timer shuts down: owners let go of the lane when they
     /// next look.
@@ -132,10 +111,8 @@ pub(crate) struct Lane {
 struct ProducerSide {
     /// The next cell the owner writes.
     tail: AtomicU64,
-    /// The worker's `head` as last read, to test for a full ring cheaply.
+    /// The driver's `head` as last read, to test for a full ring cheaply.
     head_seen: AtomicU64,
-    /// Keys pushed to the overflow, ever.
-    spilled: AtomicU64,
     /// Just past the last urgent key: the driver files up to it each look.
     urgent: AtomicU64,
     /// Top of the owner's free stack, a packed key.
@@ -152,22 +129,11 @@ pub(crate) struct Drained {
     pub(crate) skipped: bool,
     /// Keys this drain was to take were left behind: drain again now.
     pub(crate) more: bool,
-    /// The time by which the worker must drain again, for the key it held.
+    /// The time by which the driver must drain again, for the key it held.
     pub(crate) look_by: Option<Nanos>,
 }
 
-/// The owner's fields as the worker read them (see `Lane::view`).
-struct View {
-    spilled: u64,
-    urgent: u64,
-    tail: u64,
-    /// The owner asked for a drain: the ring is filling up.
-    asked: bool,
-    /// The owner is pushing to the overflow: drain the ring to the tail.
-    spilling: bool,
-}
-
-/// Any thread: takes `key` back out of a lane's `cell` if the worker has
+/// Any thread: takes `key` back out of a lane's `cell` if the driver has
 /// not. True if it did: the caller then holds the queue's reference.
 #[inline(always)]
 pub(crate) fn withdraw(cell: &AtomicU32, key: Key) -> bool {
@@ -196,15 +162,11 @@ impl Lane {
             producer: CachePadded::new(ProducerSide {
                 tail: AtomicU64::new(0),
                 head_seen: AtomicU64::new(0),
-                spilled: AtomicU64::new(0),
                 urgent: AtomicU64::new(0),
                 free: AtomicU32::new(0),
                 free_len: AtomicU32::new(0),
             }),
             head: CachePadded::new(AtomicU64::new(0)),
-            overflow: SegQueue::new(),
-            overflow_taken: AtomicU64::new(0),
-            drain_asked: AtomicBool::new(false),
             owned: AtomicBool::new(true),
             closed: AtomicBool::new(false),
         }
@@ -234,21 +196,12 @@ impl Lane {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Owner only: queues `key`, made at `now`, in the next cell, or in the
-    /// overflow if the ring is full or spilling. `urgent`: the driver files
-    /// it at its next look. True to wake the worker to drain the lane.
-    #[cfg(test)]
-    pub(crate) fn push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> bool {
-        match self.try_push(key, entry, now, urgent) {
-            Some((wake, _)) => wake,
-            None => self.spill(key, entry),
-        }
-    }
-
-    /// `push`, but `None` for a key that must spill: the caller passes it to
-    /// `spill`, off the hot path. Also returns the key's place (`cell_mark`),
-    /// which the entry keeps too; a handle that keeps it can reach the cell
-    /// on a cancel without reading the entry first.
+    /// Owner only: queues `key`, made at `now`, in the next cell, and
+    /// returns its place (`cell_mark`), which the entry keeps too: a handle
+    /// that keeps it reaches the cell on a cancel without reading the entry.
+    /// `urgent`: the driver files it at its next look. `None` if the ring
+    /// is full: the owner files the lane (`Shared::file_own_lane`) and
+    /// pushes again.
     #[inline(always)]
     pub(crate) fn try_push(
         &self,
@@ -256,20 +209,20 @@ impl Lane {
         entry: &Entry,
         now: Nanos,
         urgent: bool,
-    ) -> Option<(bool, u32)> {
+    ) -> Option<u32> {
         let p = &self.producer;
         let tail = p.tail.load(Ordering::Relaxed);
-        let mut head = p.head_seen.load(Ordering::Relaxed);
-        // Taken while spilling too: `tail` stays put, the ring looks full.
-        if tail - head >= RING {
-            head = self.make_room(tail)?;
+        if tail - p.head_seen.load(Ordering::Relaxed) >= RECLAIM_AT
+            && tail - self.reclaim(tail) >= RING
+        {
+            return None;
         }
         let cell = tail & (RING - 1);
         let mark = cell_mark(self.index, cell);
-        // Before the key is visible: the worker reuses this field.
+        // Before the key is visible: the driver reuses this field.
         entry.set_queue_mark(mark);
-        // Stamp first: the worker that reads the key finds it. Release: a
-        // worker reading this stamp sees `head` past the cell's last key, if
+        // Stamp first: the driver that reads the key finds it. Release: a
+        // driver reading this stamp sees `head` past the cell's last key, if
         // the owner moved it on to write here again (see `drain`).
         self.stamps[cell as usize].store(stamp_of(now), Ordering::Release);
         self.cells[cell as usize].store(key.pack(), Ordering::Release);
@@ -278,45 +231,7 @@ impl Lane {
             // After `tail`: a driver reading this, then `tail`, finds it.
             p.urgent.store(tail + 1, Ordering::Release);
         }
-        let wake = tail + 1 - head >= ASK_AT && self.ask_for_drain(tail + 1);
-        Some((wake, mark))
-    }
-
-    /// Owner only, the ring full at its last look: `head` after `reclaim`,
-    /// if the ring has room and every spilled key was taken; else `None`.
-    #[cold]
-    fn make_room(&self, tail: u64) -> Option<u64> {
-        let spilled = self.producer.spilled.load(Ordering::Relaxed);
-        if spilled != self.overflow_taken.load(Ordering::Acquire) {
-            return None;
-        }
-        let head = self.reclaim(tail);
-        (tail - head < RING).then_some(head)
-    }
-
-    /// Owner only: spills a key `try_push` refused. A cancel cannot withdraw
-    /// it from the overflow: the worker frees it. True to wake the worker.
-    #[cold]
-    pub(crate) fn spill(&self, key: Key, entry: &Entry) -> bool {
-        let spilled = &self.producer.spilled;
-        entry.set_queue_mark(0);
-        self.overflow.push(key);
-        // Release: the worker that reads the count finds the key.
-        spilled.store(spilled.load(Ordering::Relaxed) + 1, Ordering::Release);
-        self.ask()
-    }
-
-    /// Owner only, the ring `ASK_AT` full at its last look: true to wake the
-    /// worker to drain it, once per drain.
-    #[cold]
-    fn ask_for_drain(&self, tail: u64) -> bool {
-        let head = self.reclaim(tail);
-        tail - head >= ASK_AT && self.ask()
-    }
-
-    /// True the first time since the worker last drained the lane.
-    fn ask(&self) -> bool {
-        !self.drain_asked.load(Ordering::Relaxed) && !self.drain_asked.swap(true, Ordering::AcqRel)
+        Some(mark)
     }
 
     /// Owner only: moves `head` past the oldest empty cells, withdrawn or
@@ -331,7 +246,7 @@ impl Lane {
             head += 1;
         }
         if head > start {
-            // The worker may have moved it on meanwhile: never back.
+            // The driver may have moved it on meanwhile: never back.
             head = head.max(self.head.fetch_max(head, Ordering::AcqRel));
         }
         self.producer.head_seen.store(head, Ordering::Relaxed);
@@ -350,32 +265,13 @@ impl Lane {
         self.cells.get(cell)
     }
 
-    /// Worker only: the owner's fields, read in the order `drain` needs.
-    fn view(&self) -> View {
-        // `spilled` before `tail` (see "First in, first out"), or it could
-        // count keys spilled after the owner filled the ring past that tail.
-        // `urgent` before `tail` too: the tail read is at least as far.
-        let spilled = self.producer.spilled.load(Ordering::Acquire);
-        let urgent = self.producer.urgent.load(Ordering::Acquire);
-        let tail = self.producer.tail.load(Ordering::Acquire);
-        View {
-            spilled,
-            urgent,
-            tail,
-            asked: self.drain_asked.load(Ordering::Acquire),
-            spilling: spilled != self.overflow_taken.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Worker only: passes to `out` up to `limit` keys, oldest first: every
-    /// key with `all`, else those due at `now`: `HOLD` old, before the last
-    /// urgent key, or among the oldest of a ring asked to drain (all but
-    /// `KEEP_WHEN_ASKED` cells) or spilling (every cell). Then, if that
-    /// reached the tail it read, the overflow's.
+    /// Driver only: passes to `out` up to `limit` keys, oldest first: every
+    /// key with `all`, else those due at `now`: `HOLD` old, or before the
+    /// last urgent key.
     ///
     /// The owner may move `head` on meanwhile (`reclaim`), past cells this
     /// drain has yet to read, even rewriting one after wrapping round. That
-    /// key is taken early, which is harmless: one swap, by the worker or a
+    /// key is taken early, which is harmless: one swap, by the driver or a
     /// withdrawal, claims each key.
     pub(crate) fn drain(
         &self,
@@ -384,21 +280,16 @@ impl Lane {
         limit: usize,
         out: &mut impl FnMut(Key),
     ) -> Drained {
-        let view = self.view();
-        let keep = if all || view.spilling {
-            0
-        } else if view.asked {
-            KEEP_WHEN_ASKED
-        } else {
-            u64::MAX
-        };
+        // `urgent` before `tail`: the tail read is at least as far.
+        let urgent = self.producer.urgent.load(Ordering::Acquire);
+        let tail = self.producer.tail.load(Ordering::Acquire);
         // Cells before `due` are filed whatever their age.
-        let due = view.urgent.max(view.tail.saturating_sub(keep));
+        let due = if all { tail } else { urgent };
         let start = self.head.load(Ordering::Acquire);
         let mut head = start;
         let mut taken = 0;
         let mut look_by = None;
-        while head < view.tail && taken < limit {
+        while head < tail && taken < limit {
             let at = (head & (RING - 1)) as usize;
             let cell = &self.cells[at];
             // Skip a withdrawn cell without a read-modify-write.
@@ -429,47 +320,18 @@ impl Lane {
         // read may be a younger key's, written after wrapping round. Older
         // keys after it may be due: look again now.
         let moved = look_by.is_some() && head > held_at;
-        let reached = head >= view.tail;
-        let before = self.overflow_taken.load(Ordering::Relaxed);
-        let mut took = before;
-        // An older key waits in the ring: the overflow waits too.
-        while reached && took < view.spilled && taken < limit {
-            let Some(key) = self.overflow.pop() else {
-                break; // not seen yet: the next drain takes it
-            };
-            out(key);
-            took += 1;
-            taken += 1;
-        }
-        if took != before {
-            self.overflow_taken.store(took, Ordering::Release);
-        }
-        let more = moved || (look_by.is_none() && !reached) || (reached && took < view.spilled);
-        if !more {
-            self.drain_asked.store(false, Ordering::Release);
-        }
         Drained {
             taken,
             skipped,
-            more,
+            more: moved || (look_by.is_none() && head < tail),
             look_by,
         }
     }
 
-    /// True if the lane holds no key the worker has not looked at.
-    #[cfg(test)]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.producer.spilled.load(Ordering::Acquire) == self.overflow_taken.load(Ordering::Acquire)
-            && self.producer.tail.load(Ordering::Acquire) == self.head.load(Ordering::Acquire)
-    }
-
-    /// Cells not yet drained, withdrawn ones included, and overflow keys.
+    /// Cells not yet drained, withdrawn ones included.
     pub(crate) fn len(&self) -> usize {
         let tail = self.producer.tail.load(Ordering::Acquire);
-        let ring = tail.saturating_sub(self.head.load(Ordering::Acquire));
-        let spilled = self.producer.spilled.load(Ordering::Acquire);
-        // Read apart, `overflow_taken` may be ahead of `spilled`.
-        (ring + spilled).saturating_sub(self.overflow_taken.load(Ordering::Acquire)) as usize
+        tail.saturating_sub(self.head.load(Ordering::Acquire)) as usize
     }
 
     /// Owner only: a free slot from the owner's stack.

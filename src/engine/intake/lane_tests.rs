@@ -1,4 +1,4 @@
-//! The lane's unit tests: ring, overflow, withdraw, reclaim, order, and
+//! The lane's unit tests: ring, withdraw, reclaim, a full ring, order, and
 //! which keys a drain holds.
 
 use super::*;
@@ -35,18 +35,12 @@ impl Fixture {
 
     /// Pushes key `n`, made at `now`.
     fn push_at(&self, n: u32, now: Nanos, urgent: bool) {
+        assert!(self.try_push_at(n, now, urgent), "the ring is full");
+    }
+
+    fn try_push_at(&self, n: u32, now: Nanos, urgent: bool) -> bool {
         let entry = self.slots.get(self.marked);
-        self.lane.push(key(n), entry, now, urgent);
-    }
-
-    /// Where the last key pushed went: true for the overflow.
-    fn spilled_last(&self) -> bool {
-        self.slots.get(self.marked).queue_mark() == 0
-    }
-
-    fn in_overflow(&self) -> u64 {
-        let spilled = self.lane.producer.spilled.load(Ordering::Relaxed);
-        spilled - self.lane.overflow_taken.load(Ordering::Relaxed)
+        self.lane.try_push(key(n), entry, now, urgent).is_some()
     }
 
     /// Takes up to `limit` keys, holding none.
@@ -70,65 +64,27 @@ impl Fixture {
 }
 
 #[test]
-fn keys_spill_until_the_worker_took_every_spilled_one() {
+fn a_full_ring_refuses_a_key_until_a_cell_frees() {
     let f = Fixture::new();
     f.push(0..R);
-    assert!(!f.spilled_last(), "the ring holds {R}");
-    f.push(R..R + 1);
-    assert!(f.spilled_last(), "the ring is full");
-    // A cell frees, but the overflow still holds a key: spill.
+    assert!(!f.try_push_at(R, 0, false), "the ring holds {R}");
+    // A withdrawn cell at the head is reclaimed by the owner.
     assert!(f.lane.withdraw(0, key(0)));
-    f.push(R + 1..R + 2);
-    assert!(f.spilled_last(), "behind the key in the overflow");
-    assert_eq!((f.lane.len(), f.in_overflow()), (R as usize + 2, 2));
+    f.push(R..R + 1);
+    assert!(!f.try_push_at(R + 1, 0, false));
     let (out, more) = f.drain(usize::MAX);
-    assert_eq!(out, (1..R + 2).collect::<Vec<_>>());
-    assert!(!more && f.lane.is_empty());
-    // All taken: back to the ring.
-    f.push(R + 2..R + 3);
-    assert!(!f.spilled_last());
-    assert_eq!((f.lane.len(), f.in_overflow()), (1, 0));
-    assert_eq!(f.drain(usize::MAX).0, vec![R + 2]);
+    assert_eq!(out, (1..R + 1).collect::<Vec<_>>(), "in push order");
+    assert!(!more && f.lane.len() == 0);
+    f.push(R + 1..R + 2);
+    assert_eq!(f.drain(usize::MAX).0, vec![R + 1]);
 }
 
 #[test]
-fn a_drain_cut_short_in_the_ring_leaves_the_overflow() {
+fn a_drain_cut_short_says_more() {
     let f = Fixture::new();
-    f.push(0..R + 5);
-    assert_eq!(f.in_overflow(), 5);
-    let (out, more) = f.drain(R as usize - 1);
-    assert_eq!(out, (0..R - 1).collect::<Vec<_>>());
-    assert!(more);
-    assert_eq!(f.in_overflow(), 5, "a ring key is older");
-    // The rest of the ring first, then the overflow, oldest first.
-    assert_eq!(f.drain(3), (vec![R - 1, R, R + 1], true));
-    assert_eq!(f.in_overflow(), 3);
-    f.push(R + 5..R + 6);
-    assert!(f.spilled_last(), "the overflow still holds keys");
-    assert_eq!(f.drain(usize::MAX), ((R + 2..R + 6).collect(), false));
-    assert!(f.lane.is_empty());
-}
-
-/// The owner fills the ring past the tail a drain read, and spills,
-/// while that drain runs: the drain must not take the spilled key
-/// before the ring keys pushed ahead of it.
-#[test]
-fn a_drain_takes_only_keys_spilled_before_its_tail() {
-    let f = Fixture::new();
-    f.push(0..2);
-    let mut out = Vec::new();
-    let mut first = true;
-    f.lane.drain(0, true, usize::MAX, &mut |k: Key| {
-        out.push(k.index() as u32);
-        if std::mem::take(&mut first) {
-            // Cell 0 is free now: R - 1 keys fill the ring, one spills.
-            f.push(2..R + 2);
-            assert!(f.spilled_last());
-        }
-    });
-    assert_eq!(out, vec![0, 1], "the spilled key waits");
-    assert_eq!(f.drain(usize::MAX).0, (2..R + 2).collect::<Vec<_>>());
-    assert!(f.lane.is_empty());
+    f.push(0..10);
+    assert_eq!(f.drain(7), ((0..7).collect(), true));
+    assert_eq!(f.drain(7), ((7..10).collect(), false));
 }
 
 /// One stamp: `n` of them from the clock's start.
@@ -146,7 +102,7 @@ fn a_young_key_stays_and_an_old_one_is_taken() {
     assert_eq!(f.drain_at(HOLD_NS - 1), (vec![], Some(HOLD_NS)));
     assert_eq!(f.drain_at(HOLD_NS), (vec![0], Some(stamps(10) + HOLD_NS)));
     assert_eq!(f.drain_at(stamps(10) + HOLD_NS), (vec![1], None));
-    assert!(f.lane.is_empty());
+    assert_eq!(f.lane.len(), 0);
 }
 
 #[test]
@@ -198,20 +154,6 @@ fn a_drain_stops_at_the_first_key_it_holds() {
     f.push_at(1, 0, false);
     assert_eq!(f.drain_at(HOLD_NS), (vec![], Some(stamps(10) + HOLD_NS)));
     assert_eq!(f.drain_at(stamps(10) + HOLD_NS), (vec![0, 1], None));
-}
-
-#[test]
-fn a_ring_asked_to_drain_keeps_only_its_youngest_half() {
-    let f = Fixture::new();
-    let asked = (ASK_AT - 1) as u32;
-    f.push(0..asked);
-    assert!(f.lane.push(key(asked), f.slots.get(f.marked), 0, false));
-    let (out, _) = f.drain_at(0);
-    assert_eq!(
-        out,
-        (0..asked + 1 - KEEP_WHEN_ASKED as u32).collect::<Vec<_>>()
-    );
-    assert_eq!(f.lane.len(), KEEP_WHEN_ASKED as usize);
 }
 
 /// Stamps wrap after 2^32; the age is their difference, signed.

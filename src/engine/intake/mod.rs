@@ -1,15 +1,16 @@
-//! The intake: how new and re-armed entries reach the worker.
+//! The intake: how new, reset and cancelled entries reach the driver (the
+//! producer paths are in `producer.rs`).
 //!
-//! Each producer thread queues on its own lane (see `lane/` for why), whose
-//! full ring spills to the lane's overflow. A thread with no lane (the 257th
-//! concurrent producer, or one scheduling from a thread-local destructor
-//! after letting go of its lanes) uses the shared MPSC queue. The worker
-//! drains each lane's due keys, then the shared queue.
+//! Each producer thread queues on its own lane (see `lane.rs` for why). A
+//! thread with no lane (the 257th concurrent producer, or one scheduling
+//! from a thread-local destructor after letting go of its lanes) uses the
+//! shared MPSC queue, as does a periodic task re-armed. The driver drains
+//! each lane's due keys, then the shared queue.
 //!
 //! # Order
 //!
 //! Equal deadlines submitted by one thread fire in submission order, a full
-//! ring included (see `lane/`). Two exceptions: a thread that moves between
+//! ring included (see `lane.rs`). Two exceptions: a thread that moves between
 //! the shared queue and a lane (it had none and later adopts one, or it
 //! schedules from a thread-local destructor after letting go) has its keys
 //! on the two paths unordered; and a drain stalled while the owner wrapped
@@ -47,7 +48,7 @@ const MAX_LANES: usize = 256;
 /// Every this many keys on the shared queue ask the worker to look, even
 /// with no deadline before its planned wake-up: nothing else bounds the
 /// backlog it would find (and file, `DRAIN_CAP_PER_TICK` a tick) when it
-/// wakes. A spilling lane asks once per drain.
+/// wakes.
 const SHARED_LOOK_EVERY: usize = 1024;
 
 /// What a drain of the intake did.
@@ -67,13 +68,11 @@ pub(crate) fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-/// What `Intake::push` did.
+/// What `Intake::push_on` did.
 pub(crate) struct Queued {
     /// Where the key waits in a lane (`lane::cell_mark`), or 0.
     pub(crate) mark: u32,
-    /// The lane is filling up: wake the worker to drain it.
-    pub(crate) wake: bool,
-    /// The shared queue grew by `SHARED_LOOK_EVERY`: ask the worker to look.
+    /// The shared queue grew by `SHARED_LOOK_EVERY`: ask the driver to look.
     pub(crate) look: bool,
 }
 
@@ -127,13 +126,10 @@ impl Intake {
         self.adopt_lane().then(|| self.own_lane()).flatten()
     }
 
-    /// Queues `key`, its entry filled, made at `now` on this thread;
-    /// `urgent` if the driver must not hold it (see `lane/`).
-    pub(crate) fn push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> Queued {
-        self.push_on(self.lane_here(), key, entry, now, urgent)
-    }
-
-    /// `push`, for a caller that looked up this thread's `lane_here`.
+    /// Queues `key`, its entry filled, made at `now` on this thread, on
+    /// its `lane` (`lane_here`), or the shared queue if it has none;
+    /// `urgent` if the driver must not hold it (see `lane.rs`). `None` if
+    /// the lane's ring is full.
     #[inline]
     pub(crate) fn push_on(
         &self,
@@ -142,37 +138,21 @@ impl Intake {
         entry: &Entry,
         now: Nanos,
         urgent: bool,
-    ) -> Queued {
-        match lane.and_then(|lane| lane.try_push(key, entry, now, urgent)) {
-            Some((wake, mark)) => Queued {
-                mark,
-                wake,
-                look: false,
-            },
-            None => self.push_elsewhere(lane, key, entry),
-        }
-    }
-
-    /// For a key `try_push` refused: this thread's `lane`'s overflow, or the
-    /// shared queue if it has none.
-    #[cold]
-    fn push_elsewhere(&self, lane: Option<&Lane>, key: Key, entry: &Entry) -> Queued {
+    ) -> Option<Queued> {
         match lane {
-            Some(lane) => Queued {
-                wake: lane.spill(key, entry),
-                mark: entry.queue_mark(),
-                look: false,
-            },
-            None => self.push_shared(key, entry),
+            Some(lane) => {
+                let mark = lane.try_push(key, entry, now, urgent)?;
+                Some(Queued { mark, look: false })
+            }
+            None => Some(self.push_shared(key, entry)),
         }
     }
 
-    fn push_shared(&self, key: Key, entry: &Entry) -> Queued {
+    pub(crate) fn push_shared(&self, key: Key, entry: &Entry) -> Queued {
         entry.set_queue_mark(0);
         self.shared.push(key);
         Queued {
             mark: 0,
-            wake: false,
             look: self.shared.len() % SHARED_LOOK_EVERY == 0,
         }
     }
@@ -266,12 +246,6 @@ impl Intake {
     /// Cells and queue places not yet drained, withdrawn cells included.
     pub(crate) fn len(&self) -> usize {
         self.shared.len() + self.lanes().map(|lane| lane.len()).sum::<usize>()
-    }
-
-    /// Keys on the shared queue, for tests.
-    #[cfg(test)]
-    pub(crate) fn shared_len(&self) -> usize {
-        self.shared.len()
     }
 
     /// On shutdown: owners let go of the lanes when they next adopt one.

@@ -40,7 +40,7 @@ use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::engine::entry::{CancelOutcome, Entry};
-use crate::engine::intake::lane::withdraw;
+use crate::engine::intake::lane::{withdraw, Lane};
 use crate::engine::intake::Queued;
 use crate::engine::sync::{fence, Ordering};
 
@@ -79,6 +79,17 @@ impl Shared {
         entry.occupy(deadline, task, 2);
         let urgent = self.is_urgent(now, deadline);
         let queued = self.intake.push_on(lane, key, entry, now, urgent);
+        let Some(queued) =
+            queued.or_else(|| self.push_after_filing(lane?, key, entry, now, urgent))
+        else {
+            // Its ring full, and the timer shut down: it was never queued.
+            self.counts.unreserve();
+            entry.try_stop();
+            drop(entry.take_task());
+            self.release(key);
+            self.release(key);
+            return Err(Refusal::Shutdown);
+        };
         let mark = queued.mark;
         if !self.after_push(queued, entry) && self.try_stop(key) {
             self.counts.unreserve();
@@ -91,18 +102,37 @@ impl Shared {
         Ok((key, mark))
     }
 
-    /// Queues a pending entry (new, or a periodic one re-armed) with the
-    /// timer's reference, and wakes the worker if it would fire it more
-    /// than a tick late. False if the timer shut down meanwhile: `stop()`
+    /// This thread's `lane` is full of live keys: files them (`file_lane`)
+    /// and pushes again.
+    #[cold]
+    fn push_after_filing(
+        &self,
+        lane: &Lane,
+        key: Key,
+        entry: &Entry,
+        now: Nanos,
+        urgent: bool,
+    ) -> Option<Queued> {
+        let earliest = self.file_lane(lane)?;
+        // Pairs with the driver's store of `planned_wake`; fence; look (see
+        // `plan_sleep`), which takes the lock `file_lane` held.
+        fence(Ordering::SeqCst);
+        if earliest < self.planned_wake.load(Ordering::SeqCst) {
+            self.unpark_worker();
+        }
+        let mark = lane.try_push(key, entry, now, urgent)?;
+        Some(Queued { mark, look: false })
+    }
+
+    /// Queues a periodic entry re-armed, with the timer's reference, and
+    /// wakes the driver if it would fire it more than a tick late. False if the timer shut down meanwhile: `stop()`
     /// may have drained the queue before the push, so the caller takes
     /// the entry back with `try_stop` (true: stopped, for the caller to
     /// uncount; false: `stop()` returned it). The queue keeps the
     /// timer's reference either way.
     pub(crate) fn enqueue(&self, key: Key) -> bool {
         let entry = self.entry(key);
-        let now = self.clock.now();
-        let urgent = self.is_urgent(now, entry.deadline());
-        self.after_push(self.intake.push(key, entry, now, urgent), entry)
+        self.after_push(self.intake.push_shared(key, entry), entry)
     }
 
     /// True if a timeout due at `deadline`, made at `now`, is not held.
@@ -122,7 +152,7 @@ impl Shared {
         if queued.look {
             self.request_housekeeping();
         }
-        if queued.wake || deadline < self.planned_wake.load(Ordering::SeqCst) {
+        if deadline < self.planned_wake.load(Ordering::SeqCst) {
             self.unpark_worker();
         }
         true
