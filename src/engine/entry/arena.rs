@@ -51,7 +51,7 @@ const TABLE: usize = 1 << TABLE_BITS;
 /// still named by a handle. 2^28, about 15 GB of entries.
 pub(crate) const MAX_ENTRIES: usize = CHUNK * TABLE * TABLE;
 
-/// Entries per line: 8 × 48 bytes fill six cache lines exactly (loom's
+/// Entries per line: 8 × 56 bytes fill seven cache lines exactly (loom's
 /// chunks hold only 4).
 const LINE: usize = if cfg!(loom) { 4 } else { 8 };
 

@@ -64,12 +64,10 @@
 pub(crate) mod arena;
 pub(crate) mod handle;
 pub(crate) mod key;
-pub(crate) mod packed;
 pub(crate) mod task;
 
 use crate::engine::clock::Nanos;
 use crate::engine::entry::key::Key;
-use crate::engine::entry::packed::{Kind, PackedTask};
 use crate::engine::entry::task::Task;
 use crate::engine::sync::{spin, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
 
@@ -88,8 +86,9 @@ const NEVER: u64 = u64::MAX >> 3;
 const PERIODIC: u8 = 1;
 const IN_WHEEL: u8 = 2;
 const PANICKED: u8 = 4;
-/// Flag bit of `task_word`: `with_task` holds the task.
-const TASK_LOCKED: u8 = 0x80;
+/// `task_word` bits: `with_task` holds the slot; the slot holds a task.
+const TASK_LOCKED: u8 = 1;
+const HAS_TASK: u8 = 2;
 
 /// `deadline` and `status` as one `state` word.
 fn pack(deadline: Nanos, status: u64) -> u64 {
@@ -137,10 +136,10 @@ pub(crate) struct Entry {
     prev: AtomicU32,
     next: AtomicU32,
     flags: AtomicU8,
-    /// The [`Kind`] of what `task` holds, with `TASK_LOCKED` set while
-    /// `with_task` reads or writes it.
+    /// `TASK_LOCKED` while `with_task` reads or writes `task`, and
+    /// `HAS_TASK` while it holds one.
     task_word: AtomicU8,
-    task: UnsafeCell<PackedTask>,
+    task: UnsafeCell<Option<Task>>,
 }
 
 // SAFETY: `task`, the one field not `Sync` by itself, is touched only by
@@ -148,9 +147,8 @@ pub(crate) struct Entry {
 // thread can reach it: never by two threads at once. `Task` is `Send`.
 unsafe impl Sync for Entry {}
 
-// The task's tag shares the lock's byte: 48 bytes, not 56.
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Entry>() == 48);
+const _: () = assert!(std::mem::size_of::<Entry>() == 56);
 
 impl Entry {
     /// An unused slot of the arena.
@@ -162,8 +160,8 @@ impl Entry {
             prev: AtomicU32::new(0),
             next: AtomicU32::new(0),
             flags: AtomicU8::new(0),
-            task_word: AtomicU8::new(Kind::Empty as u8),
-            task: UnsafeCell::new(PackedTask::EMPTY),
+            task_word: AtomicU8::new(0),
+            task: UnsafeCell::new(None),
         }
     }
 
@@ -427,16 +425,14 @@ impl Entry {
         drop(old); // outside the lock: dropping a task runs user code
     }
 
-    /// Runs `f` on the task slot under its lock, a bit of the byte that
-    /// keeps the task's kind (a `Mutex` would take 16 bytes). Almost never
-    /// contended, and `f` only moves values, so waiters spin. `f` must not
-    /// run user code: no drop, no waker call.
+    /// Runs `f` on the task slot under its lock, a bit of `task_word` (a
+    /// `Mutex` would take 8 bytes more). Almost never contended, and `f`
+    /// only moves values, so waiters spin. `f` must not run user code: no
+    /// drop, no waker call.
     #[inline(always)]
     pub(crate) fn with_task<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
-        let mut kind = Kind::Empty;
         spin(|| {
             let word = self.task_word.load(Ordering::Relaxed);
-            kind = Kind::from_bits(word);
             word & TASK_LOCKED == 0
                 && self
                     .task_word
@@ -448,10 +444,11 @@ impl Entry {
                     )
                     .is_ok()
         });
-        // SAFETY: this thread set `TASK_LOCKED`, and `Unpacked` clears it only
-        // after putting the task back, so nobody else touches the slot
-        // meanwhile; `kind` is what the last holder stored.
-        unsafe { self.unpacked(kind) }.with(f)
+        // SAFETY: this thread set `TASK_LOCKED`, which `Unlock` clears only
+        // as it returns (or unwinds), so nobody else touches the slot
+        // meanwhile.
+        self.task
+            .with_mut(|slot| f(&mut Unlock(self, unsafe { &mut *slot })))
     }
 
     /// `with_task` without the lock (a read-modify-write saved), for the one
@@ -459,28 +456,14 @@ impl Entry {
     /// reference, or the cancel that won it (`take_task_won`).
     #[inline(always)]
     fn with_task_alone<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
-        let word = self.task_word.load(Ordering::Relaxed);
-        debug_assert!(word & TASK_LOCKED == 0, "nobody else holds it");
+        debug_assert!(self.task_word.load(Ordering::Relaxed) & TASK_LOCKED == 0);
         // SAFETY: only the filler, the holder of the last reference or the
         // winning cancel calls this, and nothing else touches `task` until
         // it returns. The acquire that made this thread the one (free-list
         // pop, last `release`, winning swap) orders it after every earlier
         // access.
-        unsafe { self.unpacked(Kind::from_bits(word)) }.with(f)
-    }
-
-    /// Moves the task out of its slot until the returned guard drops.
-    ///
-    /// # Safety
-    ///
-    /// The caller has the slot to itself until the guard drops, and `kind`
-    /// is the kind stored with what the slot holds.
-    #[inline(always)]
-    unsafe fn unpacked(&self, kind: Kind) -> Unpacked<'_> {
-        // SAFETY: the caller's contract: the slot is ours, and `kind` is
-        // what the last `put` into it returned.
-        let task = self.task.with_mut(|slot| unsafe { (*slot).take(kind) });
-        Unpacked { entry: self, task }
+        self.task
+            .with_mut(|slot| f(&mut Unlock(self, unsafe { &mut *slot })))
     }
 
     /// The state's name, for `Debug`.
@@ -502,7 +485,7 @@ impl Entry {
     /// Empties a slot whose last reference is gone; returns any task left.
     #[inline(always)]
     pub(crate) fn vacate(&self) -> Option<Task> {
-        if Kind::from_bits(self.task_word.load(Ordering::Relaxed)) == Kind::Empty {
+        if self.task_word.load(Ordering::Relaxed) & HAS_TASK == 0 {
             return None; // the common case: fired or cancelled, task taken
         }
         self.with_task_alone(Option::take)
@@ -534,38 +517,29 @@ impl Entry {
     }
 }
 
-impl Drop for Entry {
-    /// Drops a task still in the slot: the union would not.
-    fn drop(&mut self) {
-        drop(self.vacate());
+/// The task slot, borrowed; its drop, even unwinding, records whether it
+/// holds a task and clears `TASK_LOCKED`.
+struct Unlock<'a>(&'a Entry, &'a mut Option<Task>);
+
+impl std::ops::Deref for Unlock<'_> {
+    type Target = Option<Task>;
+
+    fn deref(&self) -> &Option<Task> {
+        self.1
     }
 }
 
-/// A task moved out of its slot; its drop, even unwinding, puts it back
-/// and stores its kind, which clears `TASK_LOCKED`.
-struct Unpacked<'a> {
-    entry: &'a Entry,
-    task: Option<Task>,
-}
-
-impl Unpacked<'_> {
-    #[inline(always)]
-    fn with<R>(mut self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
-        f(&mut self.task)
+impl std::ops::DerefMut for Unlock<'_> {
+    fn deref_mut(&mut self) -> &mut Option<Task> {
+        self.1
     }
 }
 
-impl Drop for Unpacked<'_> {
+impl Drop for Unlock<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        let task = self.task.take();
-        // SAFETY: `unpacked`'s caller has the slot to itself until now, and
-        // `take` left it empty.
-        let kind = self
-            .entry
-            .task
-            .with_mut(|slot| unsafe { (*slot).put(task) });
-        self.entry.task_word.store(kind as u8, Ordering::Release);
+        let word = if self.1.is_some() { HAS_TASK } else { 0 };
+        self.0.task_word.store(word, Ordering::Release);
     }
 }
 
