@@ -107,16 +107,10 @@ pub struct Sleep {
     /// in place, or swaps it for an earlier one), or spent. Holds one of
     /// its references.
     entry: Option<Key>,
-    /// Where `entry` was queued in a lane, or 0: its drop reaches the
-    /// lane's cell without waiting for the entry (see `Shared::cancel_at`). Its
-    /// top bit is `MOVED`.
-    mark: u32,
+    /// Our timer stopped before the deadline, and the wait went on on its
+    /// `after_stop` timer (see "When the timer stops").
+    moved: bool,
 }
-
-/// The bit of `Sleep::mark` that says the timer stopped and the wait went on
-/// on the timer's `after_stop` timer. Lane marks are below 2^23 (256 lanes of 2^14
-/// cells).
-const MOVED: u32 = 1 << 31;
 
 impl HashedWheelTimer {
     /// A future that completes `duration` from now, on this timer.
@@ -162,7 +156,7 @@ impl Sleep {
             deadline,
             deadline_nanos,
             entry: None,
-            mark: 0,
+            moved: false,
         }
     }
 
@@ -183,17 +177,7 @@ impl Sleep {
     /// True once our timer stopped before the deadline and the wait went
     /// on on its `after_stop` timer (see "When the timer stops").
     fn is_moved(&self) -> bool {
-        self.mark & MOVED != 0
-    }
-
-    /// Where the entry waits in its lane (see `Shared::cancel_at`).
-    fn lane_mark(&self) -> u32 {
-        self.mark & !MOVED
-    }
-
-    fn set_lane_mark(&mut self, mark: u32) {
-        debug_assert_eq!(mark & MOVED, 0, "a lane mark fits in 31 bits");
-        self.mark = mark | (self.mark & MOVED);
+        self.moved
     }
 
     /// Replaces the entry, giving up our reference to the old one.
@@ -212,7 +196,7 @@ impl Sleep {
         self.set_entry(None);
         let clock = &self.timer.shared().clock;
         let left = self.deadline_nanos.saturating_sub(clock.now());
-        self.mark = MOVED;
+        self.moved = true;
         let home = &self.home().shared().clock;
         self.deadline_nanos = home.deadline_after(Duration::from_nanos(left));
         static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -300,7 +284,7 @@ impl Sleep {
         }
         // Due already: no tick to wait for. A cancel lost to the driver or
         // to `stop()` means the task was woken already.
-        let cancelled = shared.cancel_and_release(key, self.lane_mark());
+        let cancelled = shared.cancel_and_release(key);
         self.entry = None;
         if let Some(Task::Wake(Some(waker))) = cancelled {
             waker.wake();
@@ -338,9 +322,8 @@ impl Sleep {
             .home()
             .schedule_waker(now, self.deadline_nanos, cx.waker().clone())
         {
-            Ok((key, mark)) => {
+            Ok(key) => {
                 self.set_entry(Some(key));
-                self.set_lane_mark(mark);
                 Poll::Pending
             }
             Err(TimerError::Shutdown) if !self.is_moved() => {
@@ -404,11 +387,7 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let Some(key) = self.entry.take() {
-            drop(
-                self.home()
-                    .shared()
-                    .cancel_and_release(key, self.lane_mark()),
-            );
+            drop(self.home().shared().cancel_and_release(key));
         }
     }
 }

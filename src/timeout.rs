@@ -22,7 +22,7 @@ impl Timeout {
     /// this thread.
     #[inline]
     pub fn cancel(&self) -> bool {
-        match self.shared().cancel_at(self.key(), self.mark()) {
+        match self.shared().cancel(self.key()) {
             Some(task) => {
                 task.on_cancel(self);
                 true

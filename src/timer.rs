@@ -141,19 +141,18 @@ impl HashedWheelTimer {
     ) -> Result<Timeout, TimerError> {
         let shared = self.shared();
         self.ensure_worker()?;
-        let (key, mark) = shared.schedule(now, deadline, task)?;
-        Ok(Timeout::queued_at(key, mark, shared))
+        let key = shared.schedule(now, deadline, task)?;
+        Ok(Timeout::from_parts(key, shared))
     }
 
     /// Schedules a future's waker, the payload of `Sleep`, at `deadline`
-    /// as read `now` (see `Shared::schedule`). Returns the key and where
-    /// it was queued (see `Shared::cancel_at`).
+    /// as read `now` (see `Shared::schedule`).
     pub(crate) fn schedule_waker(
         &self,
         now: u64,
         deadline: u64,
         waker: Waker,
-    ) -> Result<(Key, u32), TimerError> {
+    ) -> Result<Key, TimerError> {
         self.ensure_worker()?;
         Ok(self
             .shared()

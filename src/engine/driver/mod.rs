@@ -1,22 +1,7 @@
-//! State shared by every handle of one timer, and the producer side:
-//! `schedule` and `cancel`, from any thread, without a lock.
-//!
-//! # Waking the worker
-//!
-//! The worker publishes in `planned_wake` the earliest deadline it would
-//! fire within a tick if it slept as planned (`IDLE` when parked for good,
-//! `BUSY` while awake). A producer pushes, then reads `planned_wake`, and
-//! unparks only if its deadline is earlier; the worker stores it, then
-//! looks at the queues again before it parks. A `SeqCst` fence on each side
-//! (store; fence; load) means one of them sees the other: no wake-up is
-//! lost, and a later deadline costs no unpark.
-//!
-//! `housekeeping_requested` works the same way for what has no deadline: a
-//! key in the mailbox (a cancel that came after the worker took the
-//! entry), every `SHARED_LOOK_EVERY`-th key on the shared queue. The first
-//! ask after the worker cleared the flag unparks it, and the worker clears
-//! it at most once a tick, so a flood costs a wake-up or two a tick. A lane
-//! filling up asks once per drain (see `lane/`).
+//! The driver: `Shared`, one per timer, which every handle holds and whose
+//! wheel one driver at a time turns (`turn.rs`): the worker thread or a
+//! tokio task (`worker.rs`), or a manual clock's `advance` (`manual.rs`).
+//! Fired tasks run through `dispatch.rs`; `stop.rs` ends it all.
 
 pub(crate) mod counts;
 pub(crate) mod dispatch;
@@ -105,8 +90,7 @@ pub(crate) struct Core {
 
 pub(crate) struct Shared {
     pub(crate) id: u64,
-    /// A timeout due within this long of its push is filed at once, not
-    /// held (see `lane/`).
+    /// A timeout due within this long of its push is not held (`lane.rs`).
     pub(crate) urgent_nanos: u64,
     pub(crate) config: Config,
     pub(crate) clock: Clock,
@@ -116,8 +100,8 @@ pub(crate) struct Shared {
     /// New and re-armed entries, each with the timer's reference.
     pub(crate) intake: Intake,
     /// Entries cancelled after the driver took them, to take out of the
-    /// wheel, and entries a reset moved earlier, to file again (see
-    /// `reset.rs`): each with a reference.
+    /// wheel, and entries a reset moved earlier, to file again: each with a
+    /// reference (see `intake/producer.rs`).
     pub(crate) mailbox: SegQueue<Key>,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
@@ -138,7 +122,7 @@ pub(crate) struct Shared {
     driver_notify: OnceLock<Arc<tokio::sync::Notify>>,
     /// The face's handle, weakly, for `Timeout::timer()`, kept unnamed.
     owner: OnceLock<Weak<dyn Any + Send + Sync>>,
-    /// Told when the timer shuts down (see `shutdown_hooks.rs`).
+    /// Told when the timer shuts down.
     pub(crate) shutdown_hooks: ShutdownHooks,
 }
 

@@ -20,36 +20,20 @@ pub struct Timeout {
     shared: Arc<Shared>,
     /// Holds one of the entry's references.
     key: Key,
-    /// Where the key was queued in a lane, or 0: a cancel reaches the
-    /// lane's cell without waiting for the entry (see `Shared::cancel_at`).
-    /// Stale once the worker took it, which a cancel finds out.
-    mark: u32,
 }
 
 impl Timeout {
     /// A handle that takes over one reference to `key` from the caller.
     #[inline(always)]
     pub(crate) fn from_parts(key: Key, shared: &Arc<Shared>) -> Timeout {
-        Timeout::queued_at(key, 0, shared)
-    }
-
-    /// `from_parts`, for a key just queued at `mark`.
-    #[inline(always)]
-    pub(crate) fn queued_at(key: Key, mark: u32, shared: &Arc<Shared>) -> Timeout {
         Timeout {
             shared: shared.clone(),
             key,
-            mark,
         }
     }
 
     pub(crate) fn key(&self) -> Key {
         self.key
-    }
-
-    /// Where the key was queued, or 0 (see the field).
-    pub(crate) fn mark(&self) -> u32 {
-        self.mark
     }
 
     pub(crate) fn entry(&self) -> &Entry {
@@ -67,7 +51,6 @@ impl Clone for Timeout {
         Timeout {
             shared: self.shared.clone(),
             key: self.key,
-            mark: self.mark,
         }
     }
 }

@@ -196,26 +196,18 @@ impl Lane {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Owner only: queues `key`, made at `now`, in the next cell, and
-    /// returns its place (`cell_mark`), which the entry keeps too: a handle
-    /// that keeps it reaches the cell on a cancel without reading the entry.
-    /// `urgent`: the driver files it at its next look. `None` if the ring
-    /// is full: the owner files the lane (`Shared::file_own_lane`) and
-    /// pushes again.
+    /// Owner only: queues `key`, made at `now`, in the next cell, whose
+    /// place (`cell_mark`) the entry keeps for a cancel. `urgent`: the
+    /// driver files it at its next look. False if the ring is full: the
+    /// owner files the lane (`Shared::file_lane`) and pushes again.
     #[inline(always)]
-    pub(crate) fn try_push(
-        &self,
-        key: Key,
-        entry: &Entry,
-        now: Nanos,
-        urgent: bool,
-    ) -> Option<u32> {
+    pub(crate) fn try_push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> bool {
         let p = &self.producer;
         let tail = p.tail.load(Ordering::Relaxed);
         if tail - p.head_seen.load(Ordering::Relaxed) >= RECLAIM_AT
             && tail - self.reclaim(tail) >= RING
         {
-            return None;
+            return false;
         }
         let cell = tail & (RING - 1);
         let mark = cell_mark(self.index, cell);
@@ -231,7 +223,7 @@ impl Lane {
             // After `tail`: a driver reading this, then `tail`, finds it.
             p.urgent.store(tail + 1, Ordering::Release);
         }
-        Some(mark)
+        true
     }
 
     /// Owner only: moves `head` past the oldest empty cells, withdrawn or

@@ -40,7 +40,7 @@ impl Fixture {
 
     fn try_push_at(&self, n: u32, now: Nanos, urgent: bool) -> bool {
         let entry = self.slots.get(self.marked);
-        self.lane.try_push(key(n), entry, now, urgent).is_some()
+        self.lane.try_push(key(n), entry, now, urgent)
     }
 
     /// Takes up to `limit` keys, holding none.

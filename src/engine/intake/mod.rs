@@ -68,14 +68,6 @@ pub(crate) fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-/// What `Intake::push_on` did.
-pub(crate) struct Queued {
-    /// Where the key waits in a lane (`lane::cell_mark`), or 0.
-    pub(crate) mark: u32,
-    /// The shared queue grew by `SHARED_LOOK_EVERY`: ask the driver to look.
-    pub(crate) look: bool,
-}
-
 pub(crate) struct Intake {
     timer_id: u64,
     lanes: Box<[OnceLock<Arc<Lane>>]>,
@@ -129,7 +121,8 @@ impl Intake {
     /// Queues `key`, its entry filled, made at `now` on this thread, on
     /// its `lane` (`lane_here`), or the shared queue if it has none;
     /// `urgent` if the driver must not hold it (see `lane.rs`). `None` if
-    /// the lane's ring is full.
+    /// the lane's ring is full; else whether to ask the driver to look
+    /// (`push_shared`).
     #[inline]
     pub(crate) fn push_on(
         &self,
@@ -138,23 +131,19 @@ impl Intake {
         entry: &Entry,
         now: Nanos,
         urgent: bool,
-    ) -> Option<Queued> {
+    ) -> Option<bool> {
         match lane {
-            Some(lane) => {
-                let mark = lane.try_push(key, entry, now, urgent)?;
-                Some(Queued { mark, look: false })
-            }
+            Some(lane) => lane.try_push(key, entry, now, urgent).then_some(false),
             None => Some(self.push_shared(key, entry)),
         }
     }
 
-    pub(crate) fn push_shared(&self, key: Key, entry: &Entry) -> Queued {
+    /// Queues `key` on the shared queue. True every `SHARED_LOOK_EVERY`
+    /// keys: ask the driver to look.
+    pub(crate) fn push_shared(&self, key: Key, entry: &Entry) -> bool {
         entry.set_queue_mark(0);
         self.shared.push(key);
-        Queued {
-            mark: 0,
-            look: self.shared.len() % SHARED_LOOK_EVERY == 0,
-        }
+        self.shared.len() % SHARED_LOOK_EVERY == 0
     }
 
     /// Gives this lane-less thread a lane (see `lane_here`); false if not.
@@ -368,7 +357,7 @@ mod tests {
                 let task = crate::engine::entry::task::Task::Wake(None);
                 let key = shared.slots.insert(1_000, task, 1).unwrap();
                 // As a thread with no lane queues it.
-                shared.intake.push_shared(key, shared.entry(key)).look
+                shared.intake.push_shared(key, shared.entry(key))
             })
             .count();
         assert_eq!(looks, 3, "once per SHARED_LOOK_EVERY keys");

@@ -40,23 +40,16 @@ use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::engine::entry::{CancelOutcome, Entry};
-use crate::engine::intake::lane::{withdraw, Lane};
-use crate::engine::intake::Queued;
+use crate::engine::intake::lane::Lane;
 use crate::engine::sync::{fence, Ordering};
 
 impl Shared {
-    /// The producer path: counts, queues and, if needed, wakes the worker.
+    /// The producer path: counts, queues and, if needed, wakes the driver.
     /// `now` is the reading `deadline` was made from, which says how long
-    /// the key may wait in its lane (see `lane/`). The entry gets two
-    /// references, the timer's and the caller's. Also returns the key's
-    /// lane mark (or 0), for `cancel_at`.
+    /// the key may wait in its lane (see `lane.rs`). The entry gets two
+    /// references, the timer's and the caller's.
     #[inline(always)]
-    pub(crate) fn schedule(
-        &self,
-        now: Nanos,
-        deadline: Nanos,
-        task: Task,
-    ) -> Result<(Key, u32), Refusal> {
+    pub(crate) fn schedule(&self, now: Nanos, deadline: Nanos, task: Task) -> Result<Key, Refusal> {
         if self.is_shutdown() {
             return Err(Refusal::Shutdown);
         }
@@ -79,8 +72,7 @@ impl Shared {
         entry.occupy(deadline, task, 2);
         let urgent = self.is_urgent(now, deadline);
         let queued = self.intake.push_on(lane, key, entry, now, urgent);
-        let Some(queued) =
-            queued.or_else(|| self.push_after_filing(lane?, key, entry, now, urgent))
+        let Some(look) = queued.or_else(|| self.push_after_filing(lane?, key, entry, now, urgent))
         else {
             // Its ring full, and the timer shut down: it was never queued.
             self.counts.unreserve();
@@ -90,8 +82,7 @@ impl Shared {
             self.release(key);
             return Err(Refusal::Shutdown);
         };
-        let mark = queued.mark;
-        if !self.after_push(queued, entry) && self.try_stop(key) {
+        if !self.after_push(look, entry) && self.try_stop(key) {
             self.counts.unreserve();
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
@@ -99,7 +90,7 @@ impl Shared {
             self.release(key);
             return Err(Refusal::Shutdown);
         }
-        Ok((key, mark))
+        Ok(key)
     }
 
     /// This thread's `lane` is full of live keys: files them (`file_lane`)
@@ -112,7 +103,7 @@ impl Shared {
         entry: &Entry,
         now: Nanos,
         urgent: bool,
-    ) -> Option<Queued> {
+    ) -> Option<bool> {
         let earliest = self.file_lane(lane)?;
         // Pairs with the driver's store of `planned_wake`; fence; look (see
         // `plan_sleep`), which takes the lock `file_lane` held.
@@ -120,8 +111,7 @@ impl Shared {
         if earliest < self.planned_wake.load(Ordering::SeqCst) {
             self.unpark_worker();
         }
-        let mark = lane.try_push(key, entry, now, urgent)?;
-        Some(Queued { mark, look: false })
+        lane.try_push(key, entry, now, urgent).then_some(false)
     }
 
     /// Queues a periodic entry re-armed, with the timer's reference, and
@@ -141,15 +131,16 @@ impl Shared {
         deadline < now.saturating_add(self.urgent_nanos)
     }
 
-    /// The rest of `enqueue`, once the entry is queued.
+    /// The rest of `schedule` and `enqueue`, once the entry is queued:
+    /// `look` asks the driver to look at the shared queue.
     #[inline(always)]
-    fn after_push(&self, queued: Queued, entry: &Entry) -> bool {
+    fn after_push(&self, look: bool, entry: &Entry) -> bool {
         let deadline = entry.deadline();
         fence(Ordering::SeqCst);
         if self.is_shutdown() {
             return false;
         }
-        if queued.look {
+        if look {
             self.request_housekeeping();
         }
         if deadline < self.planned_wake.load(Ordering::SeqCst) {
@@ -163,21 +154,16 @@ impl Shared {
         self.entry(key).try_stop()
     }
 
-    /// The cancel path, for a caller holding a reference to `key`; `mark`
-    /// is the lane mark `schedule` returned (or 0), so the lane's cell is
-    /// reached without reading the entry. Returns the task if the caller
-    /// won, for its `cancelled` hook.
+    /// The cancel path, for a caller holding a reference to `key`. Returns
+    /// the task if the caller won, for its `cancelled` hook.
     #[inline(always)]
-    pub(crate) fn cancel_at(&self, key: Key, mark: u32) -> Option<Task> {
-        let cell = self.intake.cell_at(mark);
+    pub(crate) fn cancel(&self, key: Key) -> Option<Task> {
         let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
         if outcome != CancelOutcome::Stopped {
             self.counts.uncount_cancelled();
         }
-        let withdrawn = cell.is_some_and(|cell| withdraw(cell, key))
-            || (entry.queue_mark() != mark && self.intake.withdraw(entry, key));
-        if withdrawn {
+        if self.intake.withdraw(entry, key) {
             // The worker never saw it. The queue's reference is ours, and
             // the caller holds one too: not the last.
             entry.release_withdrawn_reference();
@@ -192,10 +178,10 @@ impl Shared {
         Some(task.unwrap_or_else(|| Task::Wake(None)))
     }
 
-    /// `cancel_at`, then `release`: for a `Sleep`, its entry's only holder.
+    /// `cancel`, then `release`: for a `Sleep`, its entry's only holder.
     /// Returns the task if this cancel won it, for the caller to drop.
-    pub(crate) fn cancel_and_release(&self, key: Key, mark: u32) -> Option<Task> {
-        let task = self.cancel_at(key, mark);
+    pub(crate) fn cancel_and_release(&self, key: Key) -> Option<Task> {
+        let task = self.cancel(key);
         self.release(key);
         task
     }
