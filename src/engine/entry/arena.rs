@@ -18,13 +18,12 @@
 //! like a `Vec`'s capacity, it is kept until the timer is dropped: a freed
 //! slot is reused, not returned.
 //!
-//! A chunk is made of cache-line-aligned *lines* of `LINE` entries, and
-//! fresh keys are handed out a line at a time: the taker keeps the spares
-//! on its lane, so two threads' hot entries never share a cache line.
+//! Each entry has a cache line of its own (`Entry` is 64-byte aligned),
+//! so two threads' hot entries never share one.
 //!
 //! # The free list
 //!
-//! A freed slot goes to its thread's lane if it has room (see `lane/`), and
+//! A freed slot goes to its thread's lane if it has room (see `lane.rs`), and
 //! otherwise to the shared free list, a crossbeam `SegQueue`.
 
 use std::sync::OnceLock;
@@ -48,26 +47,11 @@ const TABLE_BITS: u32 = 9;
 const TABLE: usize = 1 << TABLE_BITS;
 
 /// How many entries one timer can hold at once: live timeouts, and those
-/// still named by a handle. 2^28, about 15 GB of entries.
+/// still named by a handle. 2^28, 16 GiB of entries.
 pub(crate) const MAX_ENTRIES: usize = CHUNK * TABLE * TABLE;
 
-/// Entries per line: 8 × 56 bytes fill seven cache lines exactly (loom's
-/// chunks hold only 4).
-const LINE: usize = if cfg!(loom) { 4 } else { 8 };
-
-/// A chunk's entries, starting on a cache line. A line is `LINE` entries
-/// from a multiple of `LINE`: it fills whole cache lines, so it shares
-/// none with another line. (A flat array, not an array of lines, so that
-/// finding an entry is one multiplication: lines cost 15 instructions per
-/// schedule+cancel.) `repr(C)`: the array starts the struct.
-#[repr(C, align(64))]
-struct Entries([Entry; CHUNK]);
-
-#[cfg(not(loom))]
-const _: () = assert!((LINE * std::mem::size_of::<Entry>()) % 64 == 0);
-
 // Fixed-size arrays: masked indices need no bounds checks.
-type Chunk = Box<Entries>;
+type Chunk = Box<[Entry; CHUNK]>;
 type Table = Box<[OnceLock<Chunk>; TABLE]>;
 
 pub(crate) struct Slots {
@@ -97,32 +81,33 @@ impl Slots {
         let chunk = table[(i >> CHUNK_BITS) & (TABLE - 1)]
             .get()
             .expect("a held key's chunk exists");
-        &chunk.0[i & (CHUNK - 1)]
+        &chunk[i & (CHUNK - 1)]
     }
 
     /// A new pending entry holding `refs` references; `None` at `MAX_ENTRIES`.
     #[cfg(test)]
     pub(crate) fn insert(&self, deadline: Nanos, task: Task, refs: u32) -> Option<Key> {
-        let key = self.take_key(|_, _| false)?;
+        let key = self.take_key()?;
         self.get(key).occupy(deadline, task, refs);
         Some(key)
     }
 
-    /// A vacant slot for the caller to fill: a freed one, or the first of a
-    /// fresh line, whose other slots go to `keep` (or, if it declines them,
-    /// to the free list). `None` when `MAX_ENTRIES` are taken.
-    pub(crate) fn take_key(&self, mut keep: impl FnMut(Key, &Entry) -> bool) -> Option<Key> {
+    /// A vacant slot for the caller to fill: a freed one, or one never
+    /// handed out, its chunk allocated. `None` when `MAX_ENTRIES` are taken.
+    pub(crate) fn take_key(&self) -> Option<Key> {
         if let Some(key) = self.free.pop() {
             return Some(key);
         }
-        let first = self.fresh_line()?;
-        for spare in (first.index() as u32 + 1..first.index() as u32 + LINE as u32).map(Key::at) {
-            let entry = self.get(spare);
-            if !keep(spare, entry) {
-                self.push_free(spare);
-            }
-        }
-        Some(first)
+        let i = self
+            .fresh
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_ENTRIES as u64).then_some(n + 1)
+            })
+            .ok()? as usize;
+        let table = self.directory[(i >> (CHUNK_BITS + TABLE_BITS)) & (TABLE - 1)]
+            .get_or_init(|| boxed_array(OnceLock::new));
+        table[(i >> CHUNK_BITS) & (TABLE - 1)].get_or_init(|| boxed_array(Entry::vacant));
+        Some(Key::at(i as u32))
     }
 
     /// One more reference to `key`, for a caller that holds one already.
@@ -163,20 +148,6 @@ impl Slots {
         self.fresh.load(Ordering::Acquire) as usize - self.free.len()
     }
 
-    /// The first key of a line never handed out, its chunk allocated.
-    fn fresh_line(&self) -> Option<Key> {
-        let i = self
-            .fresh
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < MAX_ENTRIES as u64).then_some(n + LINE as u64)
-            })
-            .ok()? as usize;
-        let table = self.directory[(i >> (CHUNK_BITS + TABLE_BITS)) & (TABLE - 1)]
-            .get_or_init(|| boxed_array(OnceLock::new));
-        table[(i >> CHUNK_BITS) & (TABLE - 1)].get_or_init(new_chunk);
-        Some(Key::at(i as u32))
-    }
-
     /// Puts the vacated `key` on the shared free list.
     pub(crate) fn push_free(&self, key: Key) {
         self.free.push(key);
@@ -195,28 +166,6 @@ impl Drop for Slots {
             boxed_array(OnceLock::new),
         ));
     }
-}
-
-/// A chunk of vacant entries, built in place on the heap: built on the
-/// stack, its 40 KiB overflowed small thread stacks in debug builds, and
-/// std's safe way (`Box::new_uninit`) needs Rust 1.82.
-fn new_chunk() -> Chunk {
-    let layout = std::alloc::Layout::new::<Entries>();
-    // SAFETY: `Entries` is not zero-sized.
-    let raw = unsafe { std::alloc::alloc(layout) }.cast::<Entries>();
-    if raw.is_null() {
-        std::alloc::handle_alloc_error(layout);
-    }
-    let first = raw.cast::<Entry>();
-    for i in 0..CHUNK {
-        // SAFETY: `Entries` is `repr(C)` around `[Entry; CHUNK]`, so entry
-        // `i` is at `first + i`, inside the allocation; each is written
-        // once, before anything reads it.
-        unsafe { first.add(i).write(Entry::vacant()) };
-    }
-    // SAFETY: allocated by the global allocator with `Entries`' layout,
-    // and every entry of it is now initialised.
-    unsafe { Box::from_raw(raw) }
 }
 
 /// `[make(); N]` on the heap, without building it on the stack first.
@@ -239,41 +188,34 @@ mod tests {
     #[test]
     fn a_released_slot_is_reused_before_a_fresh_one() {
         let slots = Slots::new();
-        let line: Vec<Key> = (0..LINE)
+        let keys: Vec<Key> = (0..4)
             .map(|i| slots.insert(i as u64, task(), 2).unwrap())
             .collect();
-        assert_eq!(slots.live(), LINE, "one line, all in use");
-        let a = line[1];
+        assert_eq!(slots.live(), 4);
+        let a = keys[1];
         slots.release(a);
-        assert_eq!(slots.live(), LINE, "a still has a reference");
+        assert_eq!(slots.live(), 4, "a still has a reference");
         slots.release(a);
-        assert_eq!(slots.live(), LINE - 1);
+        assert_eq!(slots.live(), 3);
         let c = slots.insert(9, task(), 1).unwrap();
         assert_eq!(c, a, "the freed slot comes back");
         assert_eq!(slots.get(c).deadline(), 9);
-        line.iter().for_each(|&k| slots.release(k));
-        line.iter()
+        keys.iter().for_each(|&k| slots.release(k));
+        keys.iter()
             .filter(|&&k| k != a)
             .for_each(|&k| slots.release(k));
         assert_eq!(slots.live(), 0);
     }
 
     #[test]
-    fn fresh_lines_start_on_a_cache_line_and_spares_go_to_the_taker() {
+    fn every_entry_has_a_cache_line_of_its_own() {
         let slots = Slots::new();
-        let mut kept = Vec::new();
-        let first = slots.take_key(|key, _| {
-            kept.push(key);
-            true
-        });
-        let first = first.unwrap();
-        assert_eq!(kept.len(), LINE - 1, "the rest of the line");
-        let second = slots.take_key(|_, _| true).unwrap();
-        assert_eq!(second.index(), first.index() + LINE, "a new line");
-        for key in [first, second] {
+        for _ in 0..3 {
+            let key = slots.take_key().unwrap();
             let at = slots.get(key) as *const Entry as usize;
-            assert_eq!(at % 64, 0, "line {key:?} starts a cache line");
+            assert_eq!(at % 64, 0, "{key:?} starts a cache line");
         }
+        assert_eq!(std::mem::size_of::<Entry>(), 64);
     }
 
     #[test]

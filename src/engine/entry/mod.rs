@@ -127,6 +127,8 @@ pub(crate) enum Fire {
     Later,
 }
 
+/// On a cache line of its own (see `arena.rs`).
+#[repr(align(64))]
 pub(crate) struct Entry {
     state: AtomicU64,
     /// The deadline the wheel filed it by (the driver's).
@@ -148,7 +150,7 @@ pub(crate) struct Entry {
 unsafe impl Sync for Entry {}
 
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Entry>() == 56);
+const _: () = assert!(std::mem::size_of::<Entry>() == 64);
 
 impl Entry {
     /// An unused slot of the arena.

@@ -175,16 +175,6 @@ fn links_round_trip() {
 }
 
 #[test]
-fn an_entry_is_no_bigger_than_it_must_be() {
-    // state, filed deadline, refs, links, flags and the task slot.
-    assert!(
-        std::mem::size_of::<Entry>() <= 56,
-        "{}",
-        std::mem::size_of::<Entry>()
-    );
-}
-
-#[test]
 fn an_entry_dropped_with_its_task_drops_the_task() {
     let alive = std::sync::Arc::new(());
     let held = alive.clone();

@@ -58,8 +58,7 @@ impl Shared {
         self.counts.reserve(&task)?;
         let free = lane.and_then(|lane| lane.pop_free(&self.slots));
         let taken = free.or_else(|| {
-            let keep = |key, entry: &Entry| lane.is_some_and(|lane| lane.push_free(key, entry));
-            let key = self.slots.take_key(keep)?;
+            let key = self.slots.take_key()?;
             Some((key, self.entry(key)))
         });
         let Some((key, entry)) = taken else {
