@@ -133,14 +133,6 @@ pub(crate) struct Drained {
     pub(crate) look_by: Option<Nanos>,
 }
 
-/// Any thread: takes `key` back out of a lane's `cell` if the driver has
-/// not. True if it did: the caller then holds the queue's reference.
-#[inline(always)]
-pub(crate) fn withdraw(cell: &AtomicU32, key: Key) -> bool {
-    cell.compare_exchange(key.pack(), 0, Ordering::AcqRel, Ordering::Relaxed)
-        .is_ok()
-}
-
 /// Where a queued entry sits, for a withdrawal: lane index + 1 and cell.
 pub(crate) fn cell_mark(lane: u32, cell: u64) -> u32 {
     (lane + 1) << RING_BITS | cell as u32
@@ -245,16 +237,14 @@ impl Lane {
         head
     }
 
-    /// `withdraw` (the function) on the cell at `cell`, for tests.
-    #[cfg(test)]
-    pub(crate) fn withdraw(&self, cell: usize, key: Key) -> bool {
-        self.cells.get(cell).is_some_and(|c| withdraw(c, key))
-    }
-
-    /// The cell at `cell`, for `withdraw` (the function).
+    /// Any thread: takes `key` back out of `cell` if the driver has not.
+    /// True if it did: the caller then holds the queue's reference.
     #[inline(always)]
-    pub(crate) fn cell(&self, cell: usize) -> Option<&AtomicU32> {
-        self.cells.get(cell)
+    pub(crate) fn withdraw(&self, cell: usize, key: Key) -> bool {
+        self.cells.get(cell).is_some_and(|cell| {
+            cell.compare_exchange(key.pack(), 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })
     }
 
     /// Driver only: passes to `out` up to `limit` keys, oldest first: every

@@ -1,32 +1,25 @@
-//! The intake: how new, reset and cancelled entries reach the driver (the
-//! producer paths are in `producer.rs`).
+//! The intake: how new, reset and cancelled entries reach the driver.
+//! `producer.rs` holds the producer paths; `lane.rs` each thread's queue.
 //!
-//! Each producer thread queues on its own lane (see `lane.rs` for why). A
-//! thread with no lane (the 257th concurrent producer, or one scheduling
-//! from a thread-local destructor after letting go of its lanes) uses the
-//! shared MPSC queue, as does a periodic task re-armed. The driver drains
-//! each lane's due keys, then the shared queue.
+//! A thread with no lane (past 256 producers, or scheduling from a
+//! thread-local destructor after letting go of its lanes) and a re-armed
+//! periodic task use the shared MPSC queue. The driver drains each lane's
+//! due keys, then the shared queue.
 //!
 //! # Order
 //!
-//! Equal deadlines submitted by one thread fire in submission order, a full
-//! ring included (see `lane.rs`). Two exceptions: a thread that moves between
-//! the shared queue and a lane (it had none and later adopts one, or it
-//! schedules from a thread-local destructor after letting go) has its keys
-//! on the two paths unordered; and a drain stalled while the owner wrapped
-//! the ring round past withdrawn cells may take a key early (see
-//! `Lane::drain`).
+//! One thread's equal deadlines fire in submission order, a full ring
+//! included, except across a move between the shared queue and a lane, or
+//! when a drain stalled while the owner wrapped the ring round past
+//! withdrawn cells (see `Lane::drain`).
 //!
 //! # Which lanes this thread owns
 //!
 //! A thread adopts a lane on its first schedule and lets go of it when it
-//! exits, so a pool's threads reuse lanes rather than pile them up; a lane
-//! of a timer that shut down is dropped at this thread's next adoption.
-//!
-//! `LAST` caches the last look-up's timer id and lane index: a plain `Cell`,
-//! so the common case (one timer per thread) costs no borrow and no search.
-//! It is cleared whenever this thread lets go of that lane, and has no
-//! destructor, so it stays readable while other thread-locals are destroyed.
+//! exits, so a pool's threads reuse lanes; a lane of a timer that shut down
+//! is dropped at this thread's next adoption. `LAST` caches the last
+//! look-up (timer id, lane index) in a plain `Cell` with no destructor, so
+//! one timer per thread costs no borrow, even while thread-locals die.
 
 pub(crate) mod lane;
 mod producer;
@@ -39,16 +32,14 @@ use crossbeam_queue::SegQueue;
 use crate::engine::clock::Nanos;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
-use crate::engine::intake::lane::{unmark, withdraw, Lane};
-use crate::engine::sync::{AtomicBool, AtomicU32, AtomicUsize, Mutex, Ordering};
+use crate::engine::intake::lane::{unmark, Lane};
+use crate::engine::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
 
 /// Lanes per timer: at most this many threads queue without contention.
 const MAX_LANES: usize = 256;
 
-/// Every this many keys on the shared queue ask the worker to look, even
-/// with no deadline before its planned wake-up: nothing else bounds the
-/// backlog it would find (and file, `DRAIN_CAP_PER_TICK` a tick) when it
-/// wakes.
+/// Every this many keys on the shared queue ask the driver to look, which
+/// bounds the backlog it would find there.
 const SHARED_LOOK_EVERY: usize = 1024;
 
 /// What a drain of the intake did.
@@ -105,9 +96,8 @@ impl Intake {
     }
 
     /// This thread's lane, adopting one (an exited thread's, or a new one)
-    /// if it has none, before a schedule takes its slot, so that a fresh
-    /// line's spare slots stay with this thread. `None` past 256 threads, or
-    /// in a thread-local destructor after the thread let go of its lanes.
+    /// if it has none. `None` past 256 threads, or in a thread-local
+    /// destructor after the thread let go of its lanes.
     #[inline]
     pub(crate) fn lane_here(&self) -> Option<&Lane> {
         self.own_lane().or_else(|| self.adopt_lane_here())
@@ -168,20 +158,16 @@ impl Intake {
         })
     }
 
-    /// `lane::withdraw` at the place `entry` records for `key`. The mark may
-    /// be stale (the worker reuses the field once it took the key), but a
-    /// cell holding this key is always its place.
+    /// `Lane::withdraw` at the place `entry` records for `key`. The mark
+    /// may be stale (the driver reuses the field once it took the key), but
+    /// a cell holding this key is always its place.
     #[inline(always)]
     pub(crate) fn withdraw(&self, entry: &Entry, key: Key) -> bool {
-        self.cell_at(entry.queue_mark())
-            .is_some_and(|cell| withdraw(cell, key))
-    }
-
-    /// The lane cell at `mark`, if `mark` names one.
-    #[inline(always)]
-    pub(crate) fn cell_at(&self, mark: u32) -> Option<&AtomicU32> {
-        let (lane, cell) = unmark(mark)?;
-        self.lanes.get(lane)?.get()?.cell(cell)
+        let Some((lane, cell)) = unmark(entry.queue_mark()) else {
+            return false;
+        };
+        let lane = self.lanes.get(lane).and_then(OnceLock::get);
+        lane.is_some_and(|lane| lane.withdraw(cell, key))
     }
 
     /// Passes every queued key to `out`, the lanes' first, holding none
@@ -196,7 +182,7 @@ impl Intake {
     }
 
     /// Driver only: passes up to `limit` keys to `out`: each lane's due at
-    /// `now` (every key with `all`; see `lane/`), then the shared queue's.
+    /// `now` (every key with `all`), then the shared queue's.
     pub(crate) fn drain(
         &self,
         limit: usize,
@@ -226,7 +212,7 @@ impl Intake {
         result
     }
 
-    /// Worker only: true if a drain since the last call found cells
+    /// Driver only: true if a drain since the last call found cells
     /// withdrawn by cancels, the sign of producers cancelling young.
     pub(crate) fn take_saw_withdrawn(&self) -> bool {
         self.saw_withdrawn.swap(false, Ordering::Relaxed)

@@ -1,37 +1,29 @@
 //! The producer side: `schedule`, `cancel`, `reset` and `release`, from
 //! any thread, without a lock.
 //!
-//! # Waking the worker
+//! # Waking the driver
 //!
-//! The worker publishes in `planned_wake` the earliest deadline it would
-//! fire within a tick if it slept as planned (`IDLE` when parked for good,
-//! `BUSY` while awake). A producer pushes, then reads `planned_wake`, and
-//! unparks only if its deadline is earlier; the worker stores it, then
-//! looks at the queues again before it parks. A `SeqCst` fence on each side
-//! (store; fence; load) means one of them sees the other: no wake-up is
-//! lost, and a later deadline costs no unpark.
+//! A driver about to sleep publishes in `planned_wake` the earliest
+//! deadline it would still fire in time (`IDLE`: parked for good, `BUSY`:
+//! awake), then looks at the queues once more. A producer pushes, then
+//! reads `planned_wake`, and unparks it only for an earlier deadline. A
+//! `SeqCst` fence on each side (store; fence; load) means one sees the
+//! other: no wake-up is lost, and a later deadline costs none.
 //!
-//! `housekeeping_requested` works the same way for what has no deadline: a
-//! key in the mailbox (a cancel that came after the worker took the
-//! entry), every `SHARED_LOOK_EVERY`-th key on the shared queue. The first
-//! ask after the worker cleared the flag unparks it, and the worker clears
-//! it at most once a tick, so a flood costs a wake-up or two a tick. A lane
-//! filling up asks once per drain (see `lane.rs`).
+//! `housekeeping_requested` does the same for what has no deadline (a
+//! cancel that must reach the driver's mailbox, the shared queue's
+//! backlog): the first ask after the driver cleared the flag unparks it,
+//! and the driver clears it at most once a tick.
 //!
 //! # Reset
 //!
-//! The timer's side of a reset: moving a pending one-shot timeout's
-//! deadline in place (see `entry/` for the entry's side). A reset writes
-//! the new deadline into the entry's state word; the wheel keeps it where
-//! it was filed (tokio's "registered vs true deadline"). Then:
-//!
-//! - **Later** (a reset on every message): the driver does nothing until
-//!   the filed deadline, then files the entry again by the new one. A
-//!   thousand resets cost it one filing.
-//! - **Earlier**: the entry may be filed, or held in its lane, too late.
-//!   The reset puts the key in the driver's mailbox (with a reference) and
-//!   wakes the driver if it would sleep past the new deadline; the driver
-//!   takes the entry out of its bucket or lane and files it again.
+//! A reset swaps the deadline in the entry's state word; the wheel keeps
+//! the entry where it was filed (tokio's "registered vs true deadline").
+//! **Later** (a reset on every message): the driver does nothing until the
+//! filed deadline, then files the entry again: a thousand resets cost one
+//! filing. **Earlier**: the key goes to the driver's mailbox, waking the
+//! driver if it would sleep past the new deadline, and the driver moves
+//! the entry out of its bucket or lane.
 
 use crate::engine::clock::Nanos;
 use crate::engine::driver::refusal::Refusal;
@@ -163,11 +155,11 @@ impl Shared {
             self.counts.uncount_cancelled();
         }
         if self.intake.withdraw(entry, key) {
-            // The worker never saw it. The queue's reference is ours, and
+            // The driver never saw it. The queue's reference is ours, and
             // the caller holds one too: not the last.
             entry.release_withdrawn_reference();
         } else {
-            self.leave_removal_to_worker(key, entry);
+            self.leave_removal_to_driver(key, entry);
         }
         let task = match outcome {
             CancelOutcome::Waiting => entry.take_task_won(),
@@ -185,21 +177,27 @@ impl Shared {
         task
     }
 
-    /// A cancelled entry the worker took from the intake: the worker
-    /// takes it out of the wheel (through the mailbox) or finds it
-    /// cancelled as it files it.
-    fn leave_removal_to_worker(&self, key: Key, entry: &Entry) {
-        // Pairs with the worker's fence after it files an entry: either it
+    /// A cancelled entry the driver took from the intake: the driver takes
+    /// it out of the wheel (through the mailbox) or finds it cancelled as
+    /// it files it.
+    fn leave_removal_to_driver(&self, key: Key, entry: &Entry) {
+        // Pairs with the driver's fence after it files an entry: either it
         // sees CANCELLED and removes the entry at once, or we see it filed.
         fence(Ordering::SeqCst);
         if entry.in_wheel() {
-            self.slots.retain(key);
-            self.mailbox.push(key);
-            // Pairs with the worker clearing the flag before it reads the
-            // mailbox: it sees our push, or we see the flag clear.
-            fence(Ordering::SeqCst);
+            self.mail(key);
         }
         self.request_housekeeping();
+    }
+
+    /// Puts `key` in the driver's mailbox, with a reference. The fence
+    /// pairs with the driver's store of `planned_wake` or clearing of
+    /// `housekeeping_requested`, then read of the mailbox: it sees our key,
+    /// or we see its plan or the flag.
+    fn mail(&self, key: Key) {
+        self.slots.retain(key);
+        self.mailbox.push(key);
+        fence(Ordering::SeqCst);
     }
 
     /// Gives up one reference to `key`. The last vacates the slot.
@@ -234,12 +232,7 @@ impl Shared {
         // The entry is filed no later than the tick of its old deadline.
         // Ticks (a division each) only for the rarer reset to earlier.
         if to < old && self.clock.tick_of(to) < self.clock.tick_of(old) {
-            self.slots.retain(key); // the mailbox's
-            self.mailbox.push(key);
-            // Pairs with the worker's store of `planned_wake`; fence; read
-            // of the mailbox (see `plan_sleep`): it sees our key, or we see
-            // when it plans to wake.
-            fence(Ordering::SeqCst);
+            self.mail(key);
             if to < self.planned_wake.load(Ordering::SeqCst) {
                 self.unpark_worker();
             }
