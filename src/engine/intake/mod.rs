@@ -440,33 +440,6 @@ mod tests {
     }
 
     #[test]
-    fn two_threads_timeouts_never_share_a_cache_line() {
-        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let barrier = std::sync::Barrier::new(2);
-        let entries: Vec<usize> = std::thread::scope(|s| {
-            let spawned: Vec<_> = (0..2)
-                .map(|_| {
-                    s.spawn(|| {
-                        let t = timer.new_timeout(|_| {}, Duration::from_secs(1)).unwrap();
-                        barrier.wait(); // both alive at once
-                        t.entry() as *const crate::engine::entry::Entry as usize
-                    })
-                })
-                .collect();
-            spawned.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        let lines: Vec<usize> = entries.iter().map(|at| at / 64).collect();
-        let size = std::mem::size_of::<crate::engine::entry::Entry>();
-        let last_lines: Vec<usize> = entries.iter().map(|at| (at + size - 1) / 64).collect();
-        for (a, b) in [(0, 1), (1, 0)] {
-            assert!(
-                lines[a] != lines[b] && lines[a] != last_lines[b],
-                "entries at {entries:?} share a cache line"
-            );
-        }
-    }
-
-    #[test]
     #[cfg_attr(miri, ignore = "260 threads: too slow under Miri")]
     fn producers_past_the_last_lane_use_the_shared_queue() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
