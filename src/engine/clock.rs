@@ -1,14 +1,11 @@
 //! The timer's own time: nanoseconds since its start, and tick arithmetic.
 //!
-//! A timer reads one of three clocks (`Time`): the real one
-//! (`Instant::now()`); a manual counter that only
-//! [`HashedWheelTimer::advance`](crate::HashedWheelTimer::advance) moves, so
-//! tests are exact; or a tokio runtime's clock, so that a paused runtime's
-//! time (`start_paused`, `tokio::time::advance`, auto-advance) is the
-//! timer's time. `Clock::now` is the one reading of it: deadlines,
-//! `remaining()` and firing all take it (invariant 8). Every deadline is
-//! stored as `u64` nanoseconds since start, saturating at `u64::MAX` (about
-//! 584 years): a huge delay never overflows and never fires.
+//! A timer reads one of three clocks (`Time`): the real one; a manual counter
+//! that only [`HashedWheelTimer::advance`](crate::HashedWheelTimer::advance)
+//! moves, so tests are exact; or a tokio runtime's, so a paused runtime's
+//! time is the timer's. `Clock::now` is the one reading: deadlines,
+//! `remaining()` and firing all take it (invariant 8). Deadlines saturate
+//! at `u64::MAX` (about 584 years): a huge delay never overflows or fires.
 
 use std::time::{Duration, Instant};
 
@@ -17,27 +14,22 @@ use crate::engine::sync::{AtomicU64, Ordering};
 /// Nanoseconds since the timer's start; `u64::MAX` means never.
 pub(crate) type Nanos = u64;
 
-/// `d` in nanoseconds, saturated.
 pub(crate) fn saturating_nanos(d: Duration) -> Nanos {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 pub(crate) struct Clock {
-    /// The timer's start as a real `Instant`: what the instants users see
-    /// (`to_instant`, `to_nanos`) count from, on every clock.
+    /// What `to_instant` and `to_nanos` count from, on every clock.
     start: Instant,
     time: Time,
     tick_nanos: u64,
-    /// The last tick the clock can reach: the one before a saturated
-    /// deadline's, so that a saturated deadline never fires.
+    /// The last tick the clock reaches: the one before a saturated deadline's.
     last_tick: u64,
 }
 
-/// Which clock a timer reads, as its builder asks for it.
 pub(crate) enum Source {
     Real,
     Manual,
-    /// The clock of the runtime this handle belongs to.
     Tokio(tokio::runtime::Handle),
 }
 
@@ -45,15 +37,12 @@ pub(crate) enum Source {
 enum Time {
     /// `Instant::now()`, since `Clock::start`.
     Real,
-    /// A clock that only `advance` moves.
     Manual {
-        /// What `now()` reads: the time of the tick being fired, during
-        /// `advance`.
+        /// What `now()` reads; during `advance`, the tick being fired.
         now: AtomicU64,
         /// Where the running `advance` will leave `now`.
         target: AtomicU64,
     },
-    /// A tokio runtime's clock, read on that runtime from any thread.
     Tokio {
         handle: tokio::runtime::Handle,
         start: tokio::time::Instant,
@@ -95,16 +84,14 @@ impl Clock {
         }
     }
 
-    /// The time now, on this timer's clock: the only reading there is.
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
         match &self.time {
             Time::Real => saturating_nanos(self.start.elapsed()),
             Time::Manual { now, .. } => now.load(Ordering::Acquire),
             Time::Tokio { handle, start } => {
-                // Entered whatever the thread: tokio reads the clock of the
-                // runtime current here, which in a task of another runtime
-                // is that one's, and outside any is the real clock.
+                // Enter it whatever the thread: tokio reads the current
+                // runtime's clock, maybe another runtime's or the real one.
                 let _entered = handle.enter();
                 saturating_nanos(tokio::time::Instant::now().saturating_duration_since(*start))
             }
@@ -136,7 +123,6 @@ impl Clock {
         matches!(self.time, Time::Tokio { .. })
     }
 
-    /// The runtime whose clock this is; `None` on another clock.
     pub(crate) fn tokio_runtime(&self) -> Option<&tokio::runtime::Handle> {
         match &self.time {
             Time::Tokio { handle, .. } => Some(handle),
@@ -144,8 +130,7 @@ impl Clock {
         }
     }
 
-    /// `at`, a time on this clock, as the tokio runtime's `Instant`, for a
-    /// tokio clock's driver to sleep until; `None` on another clock.
+    /// `at` as a tokio `Instant`, for the driver's sleep; `None` on other clocks.
     pub(crate) fn tokio_instant(&self, at: Nanos) -> Option<tokio::time::Instant> {
         let Time::Tokio { start, .. } = &self.time else {
             return None;
@@ -164,7 +149,6 @@ impl Clock {
         }
     }
 
-    /// The target of a manual clock's `advance`; `None` on another clock.
     pub(crate) fn manual_target(&self) -> Option<&AtomicU64> {
         match &self.time {
             Time::Manual { target, .. } => Some(target),
@@ -176,8 +160,7 @@ impl Clock {
         saturating_add(self.start, Duration::from_nanos(nanos))
     }
 
-    /// `instant` on this clock, saturated: 0 for an instant before the
-    /// timer's start, `u64::MAX` past what `u64` nanoseconds hold.
+    /// `instant` on this clock, saturated at 0 and `u64::MAX`.
     pub(crate) fn to_nanos(&self, instant: Instant) -> Nanos {
         saturating_nanos(instant.saturating_duration_since(self.start))
     }
@@ -187,8 +170,7 @@ impl Clock {
         tick_of(deadline, self.tick_nanos)
     }
 
-    /// The last tick that has fully ended at `now`, but never the tick of
-    /// a saturated deadline (`u64::MAX`): that one means never.
+    /// The last tick ended at `now`, capped at `last_tick`.
     pub(crate) fn ticks_at(&self, now: Nanos) -> u64 {
         (now / self.tick_nanos).min(self.last_tick)
     }
@@ -199,7 +181,6 @@ impl Clock {
     }
 }
 
-/// `Clock::tick_of`, for ticks of `tick_nanos`.
 pub(crate) fn tick_of(deadline: Nanos, tick_nanos: u64) -> u64 {
     deadline.div_ceil(tick_nanos)
 }
@@ -208,8 +189,7 @@ pub(crate) fn tick_of(deadline: Nanos, tick_nanos: u64) -> u64 {
 /// tokio does, beyond any real deadline yet safe to add to an `Instant`.
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
-/// `at + by`, clamped to `FAR_FUTURE` after `at` where that overflows
-/// `Instant`: deadline arithmetic never panics.
+/// `at + by`, or `at + FAR_FUTURE` where that overflows: it never panics.
 pub(crate) fn saturating_add(at: Instant, by: Duration) -> Instant {
     at.checked_add(by)
         .or_else(|| at.checked_add(FAR_FUTURE))

@@ -1,10 +1,8 @@
-//! Messages a user must see: through `tracing` (target
-//! `hashed_wheel_timer`) where a subscriber takes them, else on standard
-//! error, so that a program without a subscriber is told too.
+//! Messages a user must see: through `tracing` (target `hashed_wheel_timer`)
+//! where a subscriber takes them, else on standard error.
 
 use std::fmt;
 
-/// Warns of `what` (see the module docs).
 #[cold]
 pub(crate) fn warn(what: fmt::Arguments<'_>) {
     if tracing::enabled!(target: "hashed_wheel_timer", tracing::Level::WARN) {
@@ -14,7 +12,6 @@ pub(crate) fn warn(what: fmt::Arguments<'_>) {
     }
 }
 
-/// `warn`, as an error.
 #[cold]
 pub(crate) fn error(what: fmt::Arguments<'_>) {
     if tracing::enabled!(target: "hashed_wheel_timer", tracing::Level::ERROR) {

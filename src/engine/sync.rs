@@ -1,9 +1,7 @@
-//! Synchronisation primitives: std's, or loom's under `cfg(loom)`, so the
-//! models in `tests/loom.rs` explore every interleaving of the crate's own
-//! atomics and locks. Process-wide statics (timer ids, the live-timer
-//! count) stay std's: loom's types cannot live in statics. The intake
-//! queues and the mailbox are crossbeam's under both; loom sees each push
-//! and pop as one step.
+//! Synchronisation primitives: std's, or loom's under `cfg(loom)` for the
+//! models in `tests/loom.rs`. Statics (timer ids, the live-timer count)
+//! stay std's: loom's types cannot be statics. Crossbeam queues stay
+//! crossbeam's; loom sees each push and pop as one step.
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
@@ -26,8 +24,7 @@ pub(crate) use loom::thread::LocalKey;
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
-/// `std`'s `UnsafeCell` with loom's closure API, so that loom can check
-/// every access to it.
+/// `std`'s `UnsafeCell` with loom's closure API, which loom checks.
 #[cfg(not(loom))]
 #[derive(Debug)]
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);

@@ -1,30 +1,17 @@
-//! The timer's entries, in an arena: no allocation per timeout, no
-//! allocator header, and the wheel's links live in the entry itself.
-//!
-//! # Keys and references
+//! The timer's entries, in an arena: no allocation per timeout, and the
+//! wheel's links live in the entry itself.
 //!
 //! An entry is named by its [`Key`], an index. Its `refs` count says who
 //! still names it: the timer (from `schedule` until the worker is done with
-//! it), each `Timeout` handle and `Sleep`, and a key in the driver's
-//! mailbox. The last `release` takes what is left of the task and frees the
-//! slot for the next `schedule`. A key is never used after its holder
-//! released it, so a reused slot is never mistaken for its previous entry.
+//! it), each `Timeout` and `Sleep`, and a key in the driver's mailbox. A key
+//! is never used after its holder released it, so a reused slot is never
+//! mistaken for its previous entry.
 //!
-//! # Layout
-//!
-//! Chunks of `CHUNK` entries, found through a two-level directory of lazily
-//! allocated tables. A chunk is allocated when its first key is handed out,
-//! so a timer's memory follows its peak of live entries, not its capacity;
-//! like a `Vec`'s capacity, it is kept until the timer is dropped: a freed
-//! slot is reused, not returned.
-//!
-//! Each entry has a cache line of its own (`Entry` is 64-byte aligned),
-//! so two threads' hot entries never share one.
-//!
-//! # The free list
-//!
-//! A freed slot goes to its thread's lane if it has room (see `lane.rs`), and
-//! otherwise to the shared free list, a crossbeam `SegQueue`.
+//! Entries sit in chunks of `CHUNK` under a two-level directory, each chunk
+//! allocated with its first key and kept until the timer drops. Each entry
+//! has a cache line of its own, so two threads' hot entries never share one.
+//! A freed slot goes to its thread's lane if it has room (`intake/lane.rs`),
+//! else to the shared free list.
 
 use std::sync::OnceLock;
 
@@ -46,8 +33,7 @@ const CHUNK: usize = 1 << CHUNK_BITS;
 const TABLE_BITS: u32 = 9;
 const TABLE: usize = 1 << TABLE_BITS;
 
-/// How many entries one timer can hold at once: live timeouts, and those
-/// still named by a handle. 2^28, 16 GiB of entries.
+/// Entries a timer holds at once, live or still named: 2^28 (16 GiB).
 pub(crate) const MAX_ENTRIES: usize = CHUNK * TABLE * TABLE;
 
 // Fixed-size arrays: masked indices need no bounds checks.
@@ -56,7 +42,6 @@ type Table = Box<[OnceLock<Chunk>; TABLE]>;
 
 pub(crate) struct Slots {
     directory: Box<[OnceLock<Table>; TABLE]>,
-    /// Vacant slots freed by threads whose lane had no room.
     free: SegQueue<Key>,
     /// Keys below this have been handed out at least once.
     fresh: AtomicU64,
@@ -92,8 +77,8 @@ impl Slots {
         Some(key)
     }
 
-    /// A vacant slot for the caller to fill: a freed one, or one never
-    /// handed out, its chunk allocated. `None` when `MAX_ENTRIES` are taken.
+    /// A vacant slot to fill: a freed one, or a fresh one, its chunk
+    /// allocated. `None` when `MAX_ENTRIES` are taken.
     pub(crate) fn take_key(&self) -> Option<Key> {
         if let Some(key) = self.free.pop() {
             return Some(key);
@@ -116,8 +101,7 @@ impl Slots {
         self.get(key).retain();
     }
 
-    /// Gives up one reference. The last one frees the slot, dropping the
-    /// task if nobody took it.
+    /// Gives up one reference; the last frees the slot and drops any task left.
     #[inline]
     pub(crate) fn release(&self, key: Key) {
         let entry = self.get(key);
@@ -127,10 +111,9 @@ impl Slots {
         }
     }
 
-    /// `release` under the core lock, where no user code may run: the
-    /// entry's task must be gone already (taken by whoever ended it). Tests
-    /// and loom models check it; elsewhere a task left behind is still
-    /// dropped, its panic caught.
+    /// `release` under the core lock, where no user code may run: the task
+    /// must be gone already. Tests and loom assert it; elsewhere a task left
+    /// behind is still dropped, its panic caught.
     pub(crate) fn release_locked(&self, key: Key) {
         let entry = self.get(key);
         if entry.release() {
@@ -142,22 +125,18 @@ impl Slots {
         }
     }
 
-    /// Entries handed out and not yet freed; for tests and debugging.
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
         self.fresh.load(Ordering::Acquire) as usize - self.free.len()
     }
 
-    /// Puts the vacated `key` on the shared free list.
     pub(crate) fn push_free(&self, key: Key) {
         self.free.push(key);
     }
 }
 
-/// Under loom, the arena is leaked, not dropped. The timer's last `Arc`
-/// drops it after every other thread's last touch of an entry, but loom
-/// cannot see std's `Arc`, so it would see that drop racing every entry's
-/// last user.
+/// Under loom, leaked: loom cannot see std's `Arc`, so it would see the
+/// last `Arc`'s drop of the arena racing every entry's last user.
 #[cfg(loom)]
 impl Drop for Slots {
     fn drop(&mut self) {

@@ -1,8 +1,5 @@
-//! The handle to one entry, which users know as `Timeout`: a reference to
-//! the entry, and to its timer's `Shared`, which it keeps alive.
-//! Its public methods are the face's, in `timeout.rs`; here is what makes
-//! it a handle: the reference it holds, cloning and dropping it, and its
-//! identity.
+//! `Timeout`, the handle to one entry: its reference, clone, drop and
+//! identity. Its public methods are the face's, in `timeout.rs`.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -11,8 +8,7 @@ use crate::engine::driver::Shared;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
 
-// The engine's reference to an entry. Its public docs are on the face's
-// re-export (`lib.rs`), its public methods in `timeout.rs`.
+// Its public docs are on the face's re-export (`lib.rs`).
 #[allow(missing_docs)]
 pub struct Timeout {
     /// Keeps the timer's memory alive (not its driver: that goes with the
@@ -63,9 +59,7 @@ impl Drop for Timeout {
 }
 
 impl PartialEq for Timeout {
-    /// Two handles are equal if they refer to the same timeout. (A handle
-    /// keeps its entry's slot from being reused, so equal keys of one timer
-    /// are the same timeout.)
+    /// Same key and timer: a handle keeps its slot from reuse.
     fn eq(&self, other: &Timeout) -> bool {
         self.key == other.key && Arc::ptr_eq(self.shared(), other.shared())
     }

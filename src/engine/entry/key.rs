@@ -1,10 +1,8 @@
-//! The name of an entry in its timer's arena (see `arena.rs`): an index,
-//! with the packing the arena's and the wheel's links use.
+//! The name of an entry in its timer's arena: an index, packed for links.
 
 use std::num::NonZeroU32;
 
-/// An entry's index + 1, so an `Option<Key>` takes 4 bytes (a `Sleep`
-/// holds one).
+/// An entry's index + 1: an `Option<Key>` takes 4 bytes (a `Sleep` holds one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Key(NonZeroU32);
 

@@ -2,10 +2,9 @@
 //!
 //! # Ground rules
 //!
-//! `state` is one word: the deadline in force (the high 61 bits) and the
-//! status (the low 3). Every transition is one compare-and-swap of it, so
-//! exactly one party wins each race, and a reset and a fire race on the
-//! same word (as tokio's `StateCell`):
+//! `state` is one word: the deadline in force (high 61 bits) and the status
+//! (low 3). Every transition is one compare-and-swap of it, so exactly one
+//! party wins each race, a reset against a fire included (tokio's `StateCell`):
 //!
 //! ```text
 //!             fire (one-shot)                 cancel (any thread)
@@ -32,32 +31,27 @@
 //! | `STOPPED` | `CANCELLED` | `cancel()` after `stop()` | = |
 //! | `EXPIRED` | `STOPPED` | `stop()` took back a one-shot job not started, or the executor dropped it unrun | = |
 //!
-//! - The deadline in `state` is the *true* one; `filed` is the one the
-//!   wheel filed the entry by, the driver's alone (tokio's "registered vs
-//!   true deadline"). A reset only writes `state`. The driver, finding an
-//!   entry at its filed tick, fires it only if the true deadline has come
-//!   (`fire_due`), and otherwise files it again by it: a reset to later
-//!   costs the driver nothing until the old deadline. A reset to earlier
-//!   also tells the driver (see `engine/reset.rs`). A status change keeps
-//!   the deadline, so `Timeout::deadline` reads it in every state.
+//! - `state` holds the *true* deadline, `filed` (the driver's alone) the one
+//!   the wheel filed the entry by: tokio's "registered vs true deadline". A
+//!   reset writes only `state`; at the filed tick the driver fires the entry
+//!   if the true deadline has come (`fire_due`), else files it again. A reset
+//!   to earlier also tells the driver (`intake/producer.rs`). A status change
+//!   keeps the deadline: `Timeout::deadline` reads it in every state.
 //! - `RUNNING` counts as pending: the pending count goes down once per
-//!   entry, by whoever moves it from `PENDING` or `RUNNING` to a final
-//!   state.
+//!   entry, by whoever moves it from `PENDING` or `RUNNING` to a final state.
 //! - Whoever wins the swap out of `PENDING` owns `task`. A periodic runner
-//!   puts the task back *before* `RUNNING -> PENDING`; if that swap fails
-//!   (cancelled during the run), it drops what is left. So the slot's lock
-//!   is contended only by a `Sleep` swapping its waker while the driver
-//!   fires, or a cancel racing the put-back.
+//!   puts it back *before* `RUNNING -> PENDING`, and drops it if that swap
+//!   fails (cancelled). So the slot's lock is contended only by a `Sleep`
+//!   swapping its waker during a fire, or a cancel racing the put-back.
 //! - `flags`: `PERIODIC` never changes while the slot is occupied;
 //!   `PANICKED` is set once, on an entry already out of `PENDING`;
-//!   `IN_WHEEL` is written only by the driver, true while the entry is in
-//!   a bucket, and read by a cancel to decide whether the driver must take
-//!   it out (the driver's mailbox).
+//!   `IN_WHEEL`, written only by the driver, is true while the entry is in
+//!   a bucket: a cancel reads it to know whether to tell the driver.
 //! - `prev` and `next` are the wheel's list links (`wheel/list.rs`), the
-//!   driver's alone; `next` also links a vacant entry's free list
-//!   (`slots.rs`), and `prev` holds a queued entry's lane mark (`lane/`),
-//!   written by its producer before the driver can see the key.
-//! - `refs` counts who may still name the entry (`slots.rs`). Only the
+//!   driver's alone; `next` also links a lane's stack of vacant entries,
+//!   and `prev` holds a queued entry's lane mark (`intake/lane.rs`), written
+//!   by its producer before the driver can see the key.
+//! - `refs` counts who may still name the entry (`arena.rs`). Only the
 //!   holder of the last reference vacates it, and only the thread that took
 //!   it from a free list fills it: both touch `task` without its lock.
 
@@ -71,31 +65,26 @@ use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::engine::sync::{spin, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
 
-/// The status, in the low bits of `state`.
 const STATUS: u64 = 0b111;
 const PENDING: u64 = 0;
 const RUNNING: u64 = 1;
 const EXPIRED: u64 = 2;
 const CANCELLED: u64 = 3;
 const STOPPED: u64 = 4;
-/// The largest deadline `state` holds: about 73 years after the timer's
-/// start. Later ones are kept as this, and read back as never (`u64::MAX`).
+/// The largest deadline in `state` (73 years); later ones read as `u64::MAX`.
 const NEVER: u64 = u64::MAX >> 3;
 
-/// `flags` bits (see the ground rules).
 const PERIODIC: u8 = 1;
 const IN_WHEEL: u8 = 2;
 const PANICKED: u8 = 4;
-/// `task_word` bits: `with_task` holds the slot; the slot holds a task.
+/// `task_word` bits: `with_task` holds the slot's lock; the slot holds a task.
 const TASK_LOCKED: u8 = 1;
 const HAS_TASK: u8 = 2;
 
-/// `deadline` and `status` as one `state` word.
 fn pack(deadline: Nanos, status: u64) -> u64 {
     deadline.min(NEVER) << 3 | status
 }
 
-/// The deadline in a `state` word.
 fn deadline_in(state: u64) -> Nanos {
     match state >> 3 {
         NEVER => u64::MAX,
@@ -106,17 +95,15 @@ fn deadline_in(state: u64) -> Nanos {
 /// What a successful `cancel` found the entry in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CancelOutcome {
-    /// It was waiting: the caller uncounts it, and alone may touch the
-    /// task (`take_task_won`).
+    /// The caller uncounts it, and alone may touch the task (`take_task_won`).
     Waiting,
-    /// A periodic run was in progress: the caller uncounts it; the runner
-    /// may still be putting the task back.
+    /// The caller uncounts it; a periodic runner may still put the task back.
     Running,
-    /// It had been returned by `stop()`: already uncounted.
+    /// Returned by `stop()`: already uncounted.
     Stopped,
 }
 
-/// What the driver's look at an entry due by its filed deadline found.
+/// What `Entry::fire_due` found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fire {
     /// It fired: the caller owns its task.
@@ -131,15 +118,12 @@ pub(crate) enum Fire {
 #[repr(align(64))]
 pub(crate) struct Entry {
     state: AtomicU64,
-    /// The deadline the wheel filed it by (the driver's).
     filed: AtomicU64,
     refs: AtomicU32,
     /// Wheel and free-list links: a key + 1, 0 for none.
     prev: AtomicU32,
     next: AtomicU32,
     flags: AtomicU8,
-    /// `TASK_LOCKED` while `with_task` reads or writes `task`, and
-    /// `HAS_TASK` while it holds one.
     task_word: AtomicU8,
     task: UnsafeCell<Option<Task>>,
 }
@@ -153,7 +137,6 @@ unsafe impl Sync for Entry {}
 const _: () = assert!(std::mem::size_of::<Entry>() == 64);
 
 impl Entry {
-    /// An unused slot of the arena.
     pub(crate) fn vacant() -> Entry {
         Entry {
             state: AtomicU64::new(STOPPED),
@@ -167,7 +150,6 @@ impl Entry {
         }
     }
 
-    /// A standalone pending entry, for unit tests.
     #[cfg(test)]
     pub(crate) fn new(deadline: Nanos, task: Task) -> Entry {
         let entry = Entry::vacant();
@@ -200,8 +182,7 @@ impl Entry {
         self.next.store(key.map_or(0, Key::pack), Ordering::Release);
     }
 
-    /// Where the entry waits in a lane, or 0; in `prev`, as an entry is in
-    /// a lane or in a bucket, never both.
+    /// Where the entry waits in a lane, or 0; kept in `prev` (ground rules).
     #[inline(always)]
     pub(crate) fn set_queue_mark(&self, mark: u32) {
         self.prev.store(mark, Ordering::Relaxed);
@@ -221,7 +202,6 @@ impl Entry {
         self.prev.store(key.map_or(0, Key::pack), Ordering::Relaxed);
     }
 
-    /// The deadline in force, in every state.
     #[inline(always)]
     pub(crate) fn deadline(&self) -> Nanos {
         deadline_in(self.state.load(Ordering::Acquire))
@@ -233,7 +213,6 @@ impl Entry {
         self.filed.load(Ordering::Relaxed)
     }
 
-    /// The driver files it by the deadline in force.
     pub(crate) fn file_by_deadline(&self) -> Nanos {
         let deadline = self.deadline();
         self.filed.store(deadline, Ordering::Relaxed);
@@ -283,12 +262,10 @@ impl Entry {
         self.has_flag(PANICKED)
     }
 
-    /// Sets the panic flag on an entry that already left `PENDING`.
     pub(crate) fn mark_panicked(&self) {
         self.flags.fetch_or(PANICKED, Ordering::AcqRel);
     }
 
-    /// True while the entry sits in the wheel.
     pub(crate) fn in_wheel(&self) -> bool {
         self.has_flag(IN_WHEEL)
     }
@@ -301,8 +278,8 @@ impl Entry {
         }
     }
 
-    /// One compare-and-swap of `state`: `change` maps the status seen to
-    /// the new word (`None`: no change). Returns the word replaced.
+    /// One compare-and-swap of `state`: `change` maps the status and
+    /// deadline seen to the new word, or `None`. Returns the word replaced.
     #[inline(always)]
     fn update(&self, mut change: impl FnMut(u64, Nanos) -> Option<u64>) -> Option<u64> {
         self.state
@@ -312,15 +289,12 @@ impl Entry {
             .ok()
     }
 
-    /// Moves `from` to `to`, keeping the deadline.
     fn transition(&self, from: u64, to: u64) -> bool {
         self.update(|status, deadline| (status == from).then(|| pack(deadline, to)))
             .is_some()
     }
 
-    /// The driver, at `now`, on an entry due by its filed deadline: fires
-    /// it (`PENDING -> EXPIRED`, or `RUNNING` if periodic) if its deadline
-    /// in force has come.
+    /// At the filed tick: fires the entry if its true deadline has come.
     pub(crate) fn fire_due(&self, now: Nanos) -> Fire {
         let to = if self.is_periodic() { RUNNING } else { EXPIRED };
         let mut later = false;
@@ -335,43 +309,36 @@ impl Entry {
         }
     }
 
-    /// `PENDING -> EXPIRED`, or `RUNNING` if periodic, whatever the
-    /// deadline; for tests.
     #[cfg(test)]
     pub(crate) fn try_fire(&self) -> bool {
         self.fire_due(u64::MAX) == Fire::Won
     }
 
-    /// A reset: moves a pending one-shot entry's deadline to `to`. Returns
-    /// the deadline it replaced; `None`, changing nothing, if it is not
-    /// pending.
+    /// Moves a pending one-shot entry's deadline to `to`; returns the old
+    /// one, or `None`, changing nothing, if it is not pending.
     pub(crate) fn try_reset(&self, to: Nanos) -> Option<Nanos> {
         let old = self.update(|status, _| (status == PENDING).then(|| pack(to, PENDING)))?;
         Some(deadline_in(old))
     }
 
-    /// `RUNNING -> PENDING` at `next`: a periodic run ended and the entry
-    /// is re-armed. False if it was cancelled or stopped during the run.
+    /// A periodic run ended: re-arm at `next`; false if cancelled or stopped.
     pub(crate) fn try_rearm(&self, next: Nanos) -> bool {
         self.update(|status, _| (status == RUNNING).then(|| pack(next, PENDING)))
             .is_some()
     }
 
-    /// `RUNNING -> EXPIRED | PANICKED`: a periodic run panicked. False if
-    /// it was cancelled during the run (the flag goes on `CANCELLED`).
+    /// A periodic run panicked; false if cancelled meanwhile (flag set anyway).
     pub(crate) fn try_end_panicked(&self) -> bool {
         self.mark_panicked();
         self.transition(RUNNING, EXPIRED)
     }
 
-    /// `PENDING -> STOPPED`, for `stop()`.
     pub(crate) fn try_stop(&self) -> bool {
         self.transition(PENDING, STOPPED)
     }
 
-    /// `RUNNING | EXPIRED -> STOPPED`: a run ended after `stop()`, or the
-    /// executor dropped a job unrun. `Some(true)` if it was running (the
-    /// caller uncounts it); `None` if cancelled meanwhile.
+    /// A run ended after `stop()`, or a job was dropped unrun: `Some(true)`
+    /// if it was running (the caller uncounts it), `None` if cancelled.
     pub(crate) fn try_stop_fired(&self) -> Option<bool> {
         if self.try_stop_running() {
             return Some(true);
@@ -379,15 +346,12 @@ impl Entry {
         self.transition(EXPIRED, STOPPED).then_some(false)
     }
 
-    /// `RUNNING -> STOPPED`: `stop()` ends a periodic run in progress on
-    /// an executor, which finishes and is not re-armed. True if it was
-    /// running: the caller uncounts it.
+    /// `stop()` ends a periodic run on an executor. True: the caller uncounts it.
     pub(crate) fn try_stop_running(&self) -> bool {
         self.transition(RUNNING, STOPPED)
     }
 
-    /// `PENDING | RUNNING | STOPPED -> CANCELLED`; `None` if it had expired
-    /// or was cancelled.
+    /// `None` if it had expired or was cancelled.
     #[inline(always)]
     pub(crate) fn try_cancel(&self) -> Option<CancelOutcome> {
         let mut outcome = None;
@@ -403,19 +367,17 @@ impl Entry {
         outcome
     }
 
-    /// Takes the task; only the winner of a transition out of `PENDING` calls it.
     #[inline(always)]
     pub(crate) fn take_task(&self) -> Option<Task> {
         self.with_task(Option::take)
     }
 
-    /// Takes the task without the slot's lock, for the cancel that won the
-    /// entry from `PENDING` (`CancelOutcome::Waiting`). Nobody else touches
-    /// the slot then: the fire, `stop()` and a periodic runner touch it
-    /// only after their own transition, which the cancel excluded (a
-    /// runner put it back before `RUNNING -> PENDING`, which the cancel's
-    /// swap read); a `Sleep` swaps its waker only while polled, never while
-    /// it cancels; `Timeout::take_task` needs `STOPPED`.
+    /// Takes the task without the lock, for the cancel that won the entry
+    /// from `PENDING`. Nobody else touches the slot then: the fire, `stop()`
+    /// and a runner do only after their own transition, which the cancel
+    /// excluded (a runner put it back before `RUNNING -> PENDING`, which the
+    /// cancel's swap read); a `Sleep` swaps its waker only while polled,
+    /// never while it cancels; `Timeout::take_task` needs `STOPPED`.
     #[inline(always)]
     pub(crate) fn take_task_won(&self) -> Option<Task> {
         self.with_task_alone(Option::take)
@@ -427,10 +389,8 @@ impl Entry {
         drop(old); // outside the lock: dropping a task runs user code
     }
 
-    /// Runs `f` on the task slot under its lock, a bit of `task_word` (a
-    /// `Mutex` would take 8 bytes more). Almost never contended, and `f`
-    /// only moves values, so waiters spin. `f` must not run user code: no
-    /// drop, no waker call.
+    /// Runs `f` on the slot under `TASK_LOCKED` (a `Mutex` is 8 bytes more);
+    /// waiters spin. `f` must run no user code: no drop, no waker call.
     #[inline(always)]
     pub(crate) fn with_task<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
         spin(|| {
@@ -447,28 +407,23 @@ impl Entry {
                     .is_ok()
         });
         // SAFETY: this thread set `TASK_LOCKED`, which `Unlock` clears only
-        // as it returns (or unwinds), so nobody else touches the slot
-        // meanwhile.
+        // as it returns or unwinds, so nobody else touches the slot meanwhile.
         self.task
             .with_mut(|slot| f(&mut Unlock(self, unsafe { &mut *slot })))
     }
 
-    /// `with_task` without the lock (a read-modify-write saved), for the one
-    /// thread that may touch the slot: its filler, the holder of its last
-    /// reference, or the cancel that won it (`take_task_won`).
+    /// `with_task` without the lock (one read-modify-write saved).
     #[inline(always)]
     fn with_task_alone<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
         debug_assert!(self.task_word.load(Ordering::Relaxed) & TASK_LOCKED == 0);
-        // SAFETY: only the filler, the holder of the last reference or the
-        // winning cancel calls this, and nothing else touches `task` until
-        // it returns. The acquire that made this thread the one (free-list
-        // pop, last `release`, winning swap) orders it after every earlier
-        // access.
+        // SAFETY: only the filler, the last reference's holder or the winning
+        // cancel (`take_task_won`) calls this, and nothing else touches `task`
+        // until it returns. The acquire that chose this thread (free-list pop,
+        // last `release`, winning swap) orders it after every earlier access.
         self.task
             .with_mut(|slot| f(&mut Unlock(self, unsafe { &mut *slot })))
     }
 
-    /// The state's name, for `Debug`.
     pub(crate) fn state_name(&self) -> &'static str {
         match self.status() {
             PENDING => "pending",
@@ -480,9 +435,6 @@ impl Entry {
     }
 }
 
-// Who may still name the entry: `refs` (see `slots.rs` and the ground
-// rules above). The holder of the last reference vacates the slot, and
-// the count alone says who that is.
 impl Entry {
     /// Empties a slot whose last reference is gone; returns any task left.
     #[inline(always)]
@@ -497,21 +449,15 @@ impl Entry {
         self.refs.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops one reference; true for the last one.
-    ///
-    /// The count alone decides: once this returns, the caller names the
-    /// entry no more, and another holder may free the slot and the next
-    /// schedule fill it. So nothing is read from the entry after the
-    /// decrement. (A flag read after it, for a withdrawn entry, once let a
-    /// release that was not the last free the reused slot a second time.)
+    /// Drops one reference; true for the last. Nothing is read after the
+    /// decrement: another holder may then free the slot and refill it.
     #[inline(always)]
     pub(crate) fn release(&self) -> bool {
         self.refs.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
-    /// The cancel that won the entry withdrew it from its lane, taking over
-    /// the queue's reference: it gives that reference up. Never the last:
-    /// the caller holds one too.
+    /// Gives up the lane's reference, taken over by the winning cancel that
+    /// withdrew the entry. Never the last: the caller holds one too.
     #[inline(always)]
     pub(crate) fn release_withdrawn_reference(&self) {
         let last = self.release();
@@ -519,8 +465,7 @@ impl Entry {
     }
 }
 
-/// The task slot, borrowed; its drop, even unwinding, records whether it
-/// holds a task and clears `TASK_LOCKED`.
+/// The borrowed slot; its drop (even unwinding) unlocks and updates `HAS_TASK`.
 struct Unlock<'a>(&'a Entry, &'a mut Option<Task>);
 
 impl std::ops::Deref for Unlock<'_> {

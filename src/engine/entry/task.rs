@@ -1,12 +1,10 @@
 //! What runs when a timeout expires: a user callback, a periodic task, or a
 //! future's waker; and, with an executor, the `Job` it runs as there.
 //!
-//! A user's task is user code twice over: when it runs, and when it is
-//! dropped without running (cancelled, stopped, or freed with its timer).
-//! Either may panic. The runner catches a run's panic (`dispatch.rs`); a
-//! [`UserBox`] catches its drop's, wherever that happens, so a panicking
-//! destructor never unwinds out of the worker, `advance`, `stop`, a
-//! dropped handle, or a destructor already unwinding.
+//! A task is user code when it runs and when it is dropped unrun; either may
+//! panic. The runner catches a run's panic (`dispatch.rs`), a [`UserBox`] its
+//! drop's: a destructor's panic never unwinds out of the worker, `advance`,
+//! `stop`, a dropped handle, or a destructor already unwinding.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -19,34 +17,27 @@ use std::task::Waker;
 use crate::engine::clock::Nanos;
 use crate::engine::entry::key::Key;
 
-/// A one-shot task as an entry stores it. It gets its timeout's handle as
-/// `&dyn Any`, so it need not name the handle type, which holds the timer
-/// that holds the entry (the loop ARCHITECTURE.md describes); the public
-/// `TimerTask` implements it by downcasting, one type-id compare per call.
+/// A one-shot task. Its handle comes as `&dyn Any`, so entries need not name
+/// its type (see the loop in ARCHITECTURE.md); `TimerTask` downcasts it.
 pub(crate) trait Callback: Send + 'static {
-    /// Runs the task with its timeout's handle.
     fn run(self: Box<Self>, timeout: &dyn Any);
     /// Tells the task its cancel won.
     fn cancelled(self: Box<Self>, timeout: &dyn Any);
 }
 
-/// The payload of an entry.
 pub(crate) enum Task {
     /// A user callback, consumed when it runs.
     Callback(UserBox<dyn Callback>),
-    /// A periodic task: taken out for each run, put back when it re-arms.
-    /// Boxed so that one-shot entries stay small.
+    /// Taken out for each run, put back at re-arm; boxed: one-shots stay small.
     Periodic(UserBox<Periodic>),
     /// The waker of the task awaiting a `Sleep`; `None` before its first poll.
     Wake(Option<Waker>),
-    /// A number handed to a listener: a delay queue's item. Kept in the
-    /// entry, so scheduling one allocates nothing.
+    /// A number for a listener (a delay queue's item), inline: no allocation.
     Notice(Notice),
 }
 
-/// A fired timeout's number, and who hears it (see [`Task::Notice`]). It
-/// runs on the driver, as a waker does, whatever the executor: handing a
-/// number on is all it does, in the order the driver fires.
+/// A fired timeout's number, and who hears it. Delivered on the driver,
+/// as a waker is, whatever the executor, in firing order.
 pub(crate) struct Notice {
     pub(crate) to: Arc<Listener>,
     pub(crate) token: u64,
@@ -59,9 +50,8 @@ impl Notice {
     }
 }
 
-/// What hears many timeouts' notices. Producers clone and drop references
-/// to it as they schedule and cancel, so each listener has cache lines of
-/// its own: with one per thread, no count is shared between cores.
+/// Hears many timeouts' notices; aligned so that, with one per thread, the
+/// `Arc` counts producers touch are never shared between cores.
 #[repr(align(128))]
 pub(crate) struct Listener(Box<dyn Fn(u64) + Send + Sync>);
 
@@ -116,7 +106,6 @@ impl Every {
 /// One run of a periodic task, given its handle as `&dyn Any` (see `Callback`).
 type PeriodicRun = dyn FnMut(&dyn Any) + Send;
 
-/// The payload of a periodic entry.
 pub(crate) struct Periodic {
     task: Box<PeriodicRun>,
     every: Every,
@@ -134,15 +123,13 @@ impl Periodic {
         (self.task)(timeout)
     }
 
-    /// `Every::next_due`, for this task.
     pub(crate) fn next_due(&self, due: Nanos, ended: Nanos) -> Nanos {
         self.every.next_due(due, ended)
     }
 }
 
-/// A user's boxed task whose drop is guarded: a panic in the task's
-/// destructor is caught and logged. (An `Option` so that `Drop` can move
-/// the box out; a `Box<dyn _>` in an `Option` is no bigger.)
+/// A user's boxed task whose destructor's panic is caught and logged. (An
+/// `Option` so `Drop` can move the box out; it is no bigger.)
 pub(crate) struct UserBox<T: ?Sized + 'static>(Option<Box<T>>);
 
 impl<T: ?Sized + 'static> UserBox<T> {
@@ -153,7 +140,7 @@ impl<T: ?Sized + 'static> UserBox<T> {
     /// The box itself, for running it: its drop is the caller's again.
     #[inline(always)]
     pub(crate) fn into_inner(self) -> Box<T> {
-        // Not dropped: its `Drop` would only find the box gone, in a call.
+        // Skips `Drop`, which would only find the box gone.
         let mut this = std::mem::ManuallyDrop::new(self);
         match this.0.take() {
             Some(task) => task,
@@ -200,7 +187,6 @@ fn report_panic(panic: &(dyn Any + Send), when: &'static str) {
     );
 }
 
-/// The message of a caught panic, if it has one.
 pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> &str {
     if let Some(s) = panic.downcast_ref::<&str>() {
         s
@@ -239,13 +225,11 @@ impl fmt::Debug for Handoff {
 pub(crate) enum JobState {
     /// Not started: `stop()` may take it back.
     Queued,
-    /// Running its task's code.
     Running,
 }
 
-/// The jobs in the executor's hands, by key, until their task's code
-/// returns: how `stop()` finds the fired tasks not started, and the
-/// periodic runs in progress.
+/// The executor's jobs, by key, until their code returns: how `stop()`
+/// finds fired tasks not started and periodic runs in progress.
 pub(crate) type Jobs = HashMap<Key, JobState>;
 
 #[cfg(test)]

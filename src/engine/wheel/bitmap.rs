@@ -1,8 +1,6 @@
-//! Which buckets hold entries, so the worker can jump to the next tick with
-//! work instead of visiting empty buckets.
-//!
-//! Two levels: one bit per bucket, and one summary bit per 64-bucket word.
-//! For the default 512 buckets that is 8 words and 1 summary word.
+//! Which buckets hold entries, so the worker jumps to the next tick with
+//! work. Two levels: a bit per bucket, and a summary bit per 64-bucket word
+//! (for 512 buckets, 8 words and 1 summary word).
 
 const BITS: usize = u64::BITS as usize;
 
@@ -14,8 +12,7 @@ pub(crate) struct Bitmap {
 impl Bitmap {
     pub(crate) fn new(len: usize) -> Bitmap {
         let words = len.div_ceil(BITS);
-        // `vec![0; n]` allocates zeroed pages lazily, so a huge wheel costs
-        // address space, not memory, until it is used.
+        // `vec![0; n]` maps zeroed pages lazily: unused, they cost no memory.
         Bitmap {
             words: vec![0; words],
             summary: vec![0; words.div_ceil(BITS)],
@@ -67,8 +64,7 @@ fn next_set_bit(words: &[u64], from: usize) -> Option<usize> {
 mod tests {
     use super::*;
 
-    /// Exhaustive against a plain `Vec<bool>` over sizes that cross the
-    /// word and summary boundaries.
+    /// Against a `Vec<bool>`, at sizes that cross word and summary boundaries.
     #[test]
     fn next_set_matches_a_linear_scan() {
         let lens: &[usize] = if cfg!(miri) {

@@ -1,8 +1,6 @@
-//! Doubly-linked lists threaded through the entries' own links, by key.
-//!
-//! A bucket stores its list packed into one `Option<NonZeroU64>` (head + 1
-//! in the low half, tail + 1 in the high half), which lets a large wheel be
-//! allocated as lazily-zeroed pages.
+//! Doubly-linked lists through the entries' own links, by key. A bucket
+//! keeps its list packed in one `Option<NonZeroU64>` (low half head + 1,
+//! high half tail + 1), so a large wheel is allocated as lazily-zeroed pages.
 
 use std::num::NonZeroU64;
 
@@ -33,7 +31,6 @@ impl List {
         NonZeroU64::new(link(self.head) | (link(self.tail) << 32))
     }
 
-    /// Appends `key` at the tail, keeping submission order.
     pub(crate) fn push_back(&mut self, slots: &Slots, key: Key) {
         let entry = slots.get(key);
         entry.set_prev_link(self.tail);
@@ -61,7 +58,6 @@ impl List {
         }
     }
 
-    /// The keys in order, for a walk that does not change the list.
     pub(crate) fn iter<'s>(&self, slots: &'s Slots) -> impl Iterator<Item = Key> + 's {
         std::iter::successors(self.head, move |&key| slots.get(key).next_link())
     }

@@ -1,35 +1,22 @@
 //! The hashed timing wheel (Varghese & Lauck, scheme 6; Netty's
 //! `HashedWheelTimer`), reworked so a tick costs what fires, not what waits.
 //!
-//! # Layout
+//! `ticks_per_wheel` buckets (a power of two) make one *round*: an entry due
+//! at tick `t` belongs to round `t >> shift`, bucket `t & mask`. Netty keeps
+//! every entry in its bucket with a `remainingRounds` counter, decremented at
+//! each visit: a tick costs O(pending / 512) even when nothing fires. Here
+//! the buckets hold only the *current* round; later rounds wait in `overflow`
+//! and move in once, when their round begins: a tick touches only what fires
+//! (and, at a round's start, that round's entries). A bitmap of non-empty
+//! buckets gives the next tick with work, so the worker sleeps straight to it.
 //!
-//! Time is cut into ticks; `ticks_per_wheel` (a power of two, default 512)
-//! buckets make one *round*. An entry due at tick `t` belongs to round
-//! `t >> shift` and bucket `t & mask`.
+//! Buckets and rounds are lists through the entries' own links (`list.rs`),
+//! in insertion order: no memory per entry, and equal deadlines stay FIFO.
+//! Insert, cancel and expire are O(1) but for `overflow`'s O(log rounds).
 //!
-//! Netty keeps every entry in its bucket with a `remainingRounds` counter
-//! and decrements them all on every visit, so a tick costs O(pending / 512)
-//! even when nothing fires. Here the buckets hold only the *current* round;
-//! later rounds wait in `overflow`, a map from round to list, and move into
-//! the buckets once, when their round begins. Every entry is touched a
-//! constant number of times, and a tick touches only what fires (plus, once
-//! per round, what will fire in that round).
-//!
-//! A bitmap of non-empty buckets gives the next tick with work, so the
-//! worker sleeps straight to it; with nothing pending it parks for good.
-//!
-//! # Storage
-//!
-//! Entries live in the timer's arena (`slots.rs`); buckets and overflow
-//! rounds are doubly-linked lists through the entries' own links
-//! (`list.rs`), so the wheel adds no memory per entry. Insert, cancel and
-//! expire are O(1) but for the overflow map's O(log rounds). Lists keep
-//! insertion order, so equal deadlines stay first in, first out.
-//!
-//! An entry's tick is not stored: it is its deadline's tick, or the next
-//! tick for an entry that arrived after that one was processed. Such a late
-//! entry stays only until that next tick, so while in the wheel its tick is
-//! `current + 1` (at a cascade, the round's first tick).
+//! An entry's tick is not stored: it is its filed deadline's tick, or, if
+//! that tick was processed before the entry arrived, the next one. So a
+//! late entry's tick is `current + 1` (at a cascade, the round's first).
 
 mod bitmap;
 mod list;
@@ -55,7 +42,6 @@ pub(crate) struct Wheel {
     /// One packed `List` per bucket of the current round.
     buckets: Vec<Option<NonZeroU64>>,
     occupied: Bitmap,
-    /// Entries of later rounds, by round.
     overflow: BTreeMap<u64, List>,
     shift: u32,
     mask: u64,
@@ -66,7 +52,6 @@ pub(crate) struct Wheel {
 }
 
 impl Wheel {
-    /// `ticks_per_wheel` must be a power of two.
     pub(crate) fn new(ticks_per_wheel: usize, tick_nanos: u64) -> Wheel {
         debug_assert!(ticks_per_wheel.is_power_of_two());
         Wheel {
@@ -95,8 +80,7 @@ impl Wheel {
         self.current
     }
 
-    /// Files `key` under its deadline's tick, or the next tick if that one
-    /// was processed (it fires late, never early).
+    /// Files `key` at its tick: late, never early.
     pub(crate) fn insert(&mut self, slots: &Slots, key: Key) {
         let entry = slots.get(key);
         entry.set_in_wheel(true);
@@ -124,8 +108,7 @@ impl Wheel {
         tick.max(self.current.saturating_add(1))
     }
 
-    /// The next tick that has an entry, or the start of the next round that
-    /// has one, whichever is first.
+    /// The next occupied bucket's tick, or the first overflow round's start.
     pub(crate) fn next_work_tick(&self) -> Option<u64> {
         let round_start = self.current & !self.mask;
         let from = (self.current & self.mask) as usize + 1;
@@ -154,9 +137,8 @@ impl Wheel {
             .min()
     }
 
-    /// Processes the next tick with work, if at or before `upto`, appending
-    /// its due keys to `due` in bucket order, and returns it; else moves the
-    /// wheel to `upto` and returns `None`.
+    /// Processes the next tick with work up to `upto`, appending its keys to
+    /// `due` in bucket order; `None`, the wheel moved to `upto`, if none.
     pub(crate) fn expire_next(
         &mut self,
         slots: &Slots,
@@ -224,8 +206,7 @@ impl Wheel {
         }
     }
 
-    /// Runs `f` on the list at `place`, keeping the bitmap and the overflow
-    /// map in step with whether it is empty.
+    /// Runs `f` on the list at `place`; keeps `occupied` and `overflow` in step.
     fn with_list(&mut self, place: Place, f: impl FnOnce(&mut List)) {
         match place {
             Place::Bucket(bucket) => {
