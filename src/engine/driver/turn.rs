@@ -65,17 +65,6 @@ impl Shared {
         let ready_by = Some(self.clock.time_of(now_tick));
         self.answer_housekeeping(core, now_tick);
         self.read_mailbox(core, ready_by);
-        self.file_arrivals(core, now, all, ready_by)
-    }
-
-    /// Files up to `DRAIN_CAP_PER_TICK` arrivals (with `all`, held ones too).
-    fn file_arrivals(
-        &self,
-        core: &mut Core,
-        now: Nanos,
-        all: bool,
-        ready_by: Option<Nanos>,
-    ) -> Drain {
         self.intake.drain(DRAIN_CAP_PER_TICK, now, all, |key| {
             self.file(core, key, ready_by)
         })
