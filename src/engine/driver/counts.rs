@@ -1,14 +1,9 @@
-//! What the timer counts: the pending count, and the totals behind
-//! `stats()`: timeouts fired, cancelled and stopped.
-//!
-//! Each timeout counted pending leaves the pending count exactly once,
-//! and only then is counted as fired, cancelled or stopped (invariant 5).
-//! `scheduled` is not kept: it is `pending + fired + cancelled + stopped`,
-//! so `stats()` adds up by construction. A refused call counts nowhere.
-//!
-//! The pending count never reads below zero: a timeout leaves it only
-//! after its schedule added it (the handle or queued key that ends it
-//! exists only after `reserve`), and one atomic's changes have one order.
+//! The pending count and the totals behind `stats()`. A pending timeout
+//! leaves the pending count once, and only then counts as fired, cancelled
+//! or stopped (invariant 5); `scheduled` is their sum, so `stats()` adds up.
+//! A refused call counts nowhere. The pending count never goes below zero:
+//! a timeout leaves it only after `reserve` (what ends it exists only
+//! after), and one atomic's changes have one order.
 
 use crate::engine::driver::refusal::Refusal;
 use crate::engine::entry::arena::MAX_ENTRIES;
@@ -18,14 +13,12 @@ use crate::engine::sync::{AtomicU64, AtomicUsize, Ordering};
 /// How a timeout left the pending count, other than by a cancel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ended {
-    /// Its deadline came: run, woken or handed to the executor; or a
-    /// periodic run panicked, ending it.
+    /// Its deadline came (run, woken or handed off), or a periodic run panicked.
     Fired,
     /// `stop()` ended it before it ran (or a periodic task between runs).
     Stopped,
 }
 
-/// The shared counts.
 pub(crate) struct Counts {
     /// `max_pending_timeouts`, or the arena's size.
     limit: usize,
@@ -33,13 +26,12 @@ pub(crate) struct Counts {
     cancelled: AtomicU64,
     fired: AtomicU64,
     stopped: AtomicU64,
-    /// Times the worker woke from a park.
+    /// Times a sleeping driver woke.
     worker_wakeups: AtomicU64,
     /// The most a timeout fired after its deadline, in nanoseconds.
     max_lateness: AtomicU64,
 }
 
-/// The totals, for `stats()`.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Totals {
     pub(crate) scheduled: u64,
@@ -69,10 +61,9 @@ impl Counts {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// Counts one more pending timeout, or says why it cannot. A future's
-    /// waker counts but is not refused by `max_pending_timeouts`: a `Sleep`
-    /// has no error to report and must not end early, and futures are
-    /// bounded by the tasks that hold them.
+    /// Counts one more pending timeout, or says why not. A future's waker is
+    /// never refused by `max_pending_timeouts`: a `Sleep` has no error to
+    /// report and must not end early; the tasks holding futures bound them.
     #[inline(always)]
     pub(crate) fn reserve(&self, task: &Task) -> Result<(), Refusal> {
         let max = match task {
@@ -98,14 +89,12 @@ impl Counts {
         self.pending.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// A cancel won: uncounts the timeout.
     #[inline(always)]
     pub(crate) fn uncount_cancelled(&self) {
         self.cancelled.fetch_add(1, Ordering::Release);
         self.pending.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// `n` pending timeouts fired or were stopped.
     pub(crate) fn uncount(&self, n: usize, how: Ended) {
         if n == 0 {
             return;
@@ -118,13 +107,12 @@ impl Counts {
         self.pending.fetch_sub(n, Ordering::AcqRel);
     }
 
-    /// The worker woke from a park. It alone counts them.
+    /// A sleeping driver woke. Only the driver counts: no read-modify-write.
     pub(crate) fn note_wakeup(&self) {
         let wakeups = &self.worker_wakeups;
         wakeups.store(wakeups.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
-    /// A timeout fired `nanos` after its deadline.
     #[inline]
     pub(crate) fn note_lateness(&self, nanos: u64) {
         if nanos > self.max_lateness.load(Ordering::Relaxed) {
@@ -132,8 +120,7 @@ impl Counts {
         }
     }
 
-    /// The totals; all current only at a quiet moment. `queued` is left
-    /// 0 for the caller.
+    /// The totals, exact only when quiet; `queued` is the caller's to fill.
     pub(crate) fn totals(&self) -> Totals {
         let pending = self.pending.load(Ordering::Acquire);
         let fired = self.fired.load(Ordering::Acquire);

@@ -1,14 +1,10 @@
-//! Running a fired task: on the thread that fired it, or on the timer's
-//! [`Executor`](crate::Executor) (the face builds a `Handoff` from it:
-//! see `task.rs`), and
-//! ending a periodic run (`rearm`).
-//!
-//! A task runs marked as its timer's (so `stop()` inside it is an error,
-//! not a deadlock), and a panic is caught, logged and recorded on the
-//! entry. Wakers and notices are woken where they fired, even with an
-//! executor: that is cheap, and in firing order. With an executor, a fire
-//! costs a boxed job and a short lock on the table of jobs, so that
-//! `stop()` can take back the jobs not started; without one, nothing.
+//! Running a fired task here or on the [`Executor`](crate::Executor) (the
+//! face's `Handoff`, `entry/task.rs`), and ending a periodic run (`rearm`).
+//! A task runs marked as its timer's (`stop()` in it is an error, not a
+//! deadlock); a panic is caught, logged and recorded on the entry. Wakers
+//! and notices run where they fired, even with an executor: cheap, and in
+//! firing order. An executor costs a boxed job per fire and a short lock on
+//! the table of jobs, from which `stop()` takes back those not started.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -21,19 +17,15 @@ use crate::engine::entry::key::Key;
 use crate::engine::entry::task::{panic_message, Handoff, JobState, Jobs, Periodic, Task, UserBox};
 use crate::engine::entry::Entry;
 
-/// A fired task handed to the executor. The task itself waits in its
-/// entry until the job starts, so that `stop()` can take it back with
-/// the task in place for `Timeout::take_task`. If the executor drops the
-/// job unrun (say, its runtime shut down), its timeout ends stopped,
-/// uncounted once, and its task can still be taken from the handle.
+/// A fired task handed to the executor. The task waits in its entry until the
+/// job starts, so `stop()` can take it back; a job dropped unrun ends stopped.
 struct Dispatch {
     timeout: Timeout,
     started: bool,
 }
 
 impl Shared {
-    /// Runs `task`, which `key` just fired, here or on the executor. Takes
-    /// over the timer's reference.
+    /// Runs a fired `task` here or on the executor, taking the timer's reference.
     #[inline]
     pub(crate) fn dispatch(self: &Arc<Self>, key: Key, task: Task) {
         let timeout = Timeout::from_parts(key, self);
@@ -73,9 +65,8 @@ impl Shared {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A job starts: takes `key`'s task out to run it, in the same step as
-    /// it marks the job `Running`. `None` if `stop()` took the job back
-    /// first, or (periodic) it was cancelled and its task taken.
+    /// Takes `key`'s task to run, marking its job `Running` in the same step.
+    /// `None` if `stop()` took the job back, or a cancel took a periodic task.
     fn start_job(&self, key: Key) -> Option<Task> {
         let mut jobs = self.lock_jobs();
         let state = jobs.get_mut(&key).filter(|s| **s == JobState::Queued)?;
@@ -83,16 +74,13 @@ impl Shared {
         self.entry(key).take_task()
     }
 
-    /// The code of a job's task returned.
     #[inline]
     pub(crate) fn end_job(&self, key: Key) {
         drop(self.job_done(key));
     }
 
-    /// `end_job`, keeping the table locked: a periodic task re-armed
-    /// meanwhile is either still `Running` for a `stop()` to end, or back
-    /// in the intake before that `stop()` drains it. (Re-arming may also
-    /// hand the key to a new job, which waits for the lock to enter it.)
+    /// `end_job`, the table kept locked while the caller re-arms: a `stop()`
+    /// finds it `Running` or back in the intake; a new job waits to enter.
     fn job_done(&self, key: Key) -> Option<crate::engine::sync::MutexGuard<'_, Jobs>> {
         self.config.executor.as_ref()?;
         let mut jobs = self.lock_jobs();
@@ -100,12 +88,10 @@ impl Shared {
         Some(jobs)
     }
 
-    /// On shutdown, with the core lock held: takes back every job not yet
-    /// started (each ends stopped and is returned, with its task in place;
-    /// it gains a reference for that), and ends each periodic run in
-    /// progress stopped (it finishes, and is not re-armed). Returns the
-    /// jobs taken back and how many of them, or of the runs, were still
-    /// counted as pending.
+    /// On shutdown, under the core lock: takes back into `taken_back` each job
+    /// not started (stopped, task in place, a new reference), and stops each
+    /// periodic run in progress (it finishes, not re-armed). Returns how many
+    /// were still pending.
     pub(crate) fn reclaim_jobs(&self, taken_back: &mut Vec<Key>) -> usize {
         let mut uncounted = 0;
         for (key, state) in self.lock_jobs().drain() {
@@ -129,15 +115,13 @@ impl Shared {
         uncounted
     }
 
-    /// Runs `f` as a task of this timer, catching a panic.
     fn catch_task(&self, f: impl FnOnce()) -> Result<(), Box<dyn Any + Send>> {
         self.as_own_task(|| catch_unwind(AssertUnwindSafe(f)))
     }
 
-    /// A fired task that will not run, or a periodic one that will not be
-    /// re-armed: its timeout ends stopped, keeping its task for
-    /// `Timeout::take_task`. If it was cancelled meanwhile, returns the
-    /// task left in the slot, for the caller to drop outside any lock.
+    /// A fired task that will not run, or a periodic one not re-armed: ends
+    /// stopped, the task kept for `Timeout::take_task`. If cancelled meanwhile,
+    /// returns the task, to drop outside any lock.
     pub(crate) fn end_unrun(&self, entry: &Entry) -> Option<Task> {
         match entry.try_stop_fired() {
             Some(true) => self.counts.uncount(1, Ended::Stopped),
@@ -147,17 +131,14 @@ impl Shared {
         None
     }
 
-    /// Ends a run that returned: re-arms the entry for its next run, unless
-    /// it was cancelled during the run or the timer was stopped. Runs no
-    /// user code: a task left over is returned, for the caller to drop
-    /// outside any lock.
+    /// Re-arms a periodic entry whose run returned, unless cancelled or stopped
+    /// meanwhile. No user code: returns any task left, to drop outside locks.
     pub(crate) fn rearm(&self, key: Key, task: UserBox<Periodic>) -> Option<Task> {
         let entry = self.entry(key);
         let next = task.next_due(entry.deadline(), self.clock.now());
         entry.put_task(Task::Periodic(task));
         if self.is_shutdown() {
-            // Running when `stop()` was called: it ends stopped, and is not
-            // in the list `stop()` returned.
+            // Running at `stop()`: it ends stopped, not in the list returned.
             return self.end_unrun(entry);
         }
         if !entry.try_rearm(next) {
@@ -168,9 +149,8 @@ impl Shared {
         self.slots.retain(key); // the queue's reference
         if !self.enqueue(key) && self.try_stop(key) {
             self.counts.uncount(1, Ended::Stopped);
-            // Ended stopped by the shutdown. Not left in the slot: the
-            // queue's reference may be the last, released by the driver
-            // under the core lock.
+            // Stopped by the shutdown. Taken out: the queue's reference may
+            // be the last, released under the core lock.
             return entry.take_task();
         }
         None
@@ -196,7 +176,6 @@ impl Dispatch {
     }
 }
 
-/// Runs a fired task on this thread.
 #[inline(always)]
 fn run(timeout: &Timeout, task: Task) {
     let (entry, shared) = (timeout.entry(), timeout.shared());
@@ -216,13 +195,12 @@ fn run(timeout: &Timeout, task: Task) {
     }
 }
 
-/// Runs one run of a periodic task, then re-arms it or, if it panicked,
-/// ends it.
+/// One run of a periodic task, then `rearm`, or its end if it panicked.
 fn run_periodic(timeout: &Timeout, mut task: UserBox<Periodic>) {
     let (entry, shared) = (timeout.entry(), timeout.shared());
     if entry.is_cancelled() {
-        // Cancelled before this run began. (Stopped is no reason to skip
-        // it: `stop()` found the run begun, on an executor, and let it be.)
+        // Cancelled before the run. Stopped is no reason to skip it: `stop()`
+        // found the run begun, on an executor, and let it be.
         shared.end_job(timeout.key());
         return;
     }

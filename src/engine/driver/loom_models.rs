@@ -1,6 +1,6 @@
-//! loom models of engine paths that the public API cannot reach from
-//! `tests/loom.rs`: the worker thread's plan to sleep, against a producer
-//! queueing a timeout or moving one earlier.
+//! loom models of engine paths the public API cannot reach from
+//! `tests/loom.rs`: a driver's plan to sleep, against a producer queueing a
+//! timeout or moving one earlier.
 //!
 //!     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
 //!         cargo test --release --lib --target-dir target/loom -- loom_models
@@ -16,11 +16,8 @@ use crate::HashedWheelTimer;
 
 const MS: Duration = Duration::from_millis(1);
 
-/// The driver's side of one round, as both drivers run it (the worker
-/// thread, and the task of a tokio clock, which waits on a `Notify` where
-/// the thread parks; `unpark_worker` counts either wake-up): it files what
-/// it must at tick 0, plans its sleep, publishes the plan and looks again.
-/// Returns the time it would wake: `Err` to go round at once.
+/// A driver's round, as the thread and a tokio task both run it (`unparks`
+/// counts either's wake-up): the time it would wake; `Err`: round again.
 fn worker_round(timer: &HashedWheelTimer) -> Result<Option<u64>, ()> {
     let mut due = Vec::new();
     match crate::engine::driver::worker::round(timer.shared(), &mut due) {
@@ -30,12 +27,9 @@ fn worker_round(timer: &HashedWheelTimer) -> Result<Option<u64>, ()> {
     }
 }
 
-/// A producer queues a timeout while the worker turns (its drain of the
-/// lanes) and plans its sleep (its last look, `file_late_arrivals`, which
-/// runs the same drain). Whatever the interleaving, the worker learns of
-/// it in time: the producer woke it, or it goes round again, or it files
-/// the timeout, or it plans to look again by the time the timeout is due
-/// (a held one: when it is `HOLD` old).
+/// A producer queues a timeout while the driver turns and plans its sleep
+/// (`file_late_arrivals`). It learns in time: woken, round again, the timeout
+/// filed, or a plan to look by its deadline (a held one's: at `HOLD` old).
 fn arrival_against_plan(delay: Duration) {
     loom::model(move || {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
@@ -48,8 +42,8 @@ fn arrival_against_plan(delay: Duration) {
         let planned = worker_round(&timer);
         let t = producer.join().unwrap();
         let deadline = shared.entry(t.key()).deadline();
-        // A producer unparks only a worker whose published plan it read:
-        // one that reads `BUSY` never does.
+        // A producer wakes only a driver whose published plan it read: one
+        // that reads `BUSY` never does.
         let woken = shared.unparks.load(Ordering::Relaxed) > 0;
         let filed = shared.lock_core().wheel.len() == 1;
         let looks_in_time = matches!(planned, Ok(Some(wake)) if wake <= deadline);
@@ -70,12 +64,9 @@ fn loom_models_an_urgent_arrival_against_the_workers_plan() {
     arrival_against_plan(MS * 5);
 }
 
-/// A reset moves a far timeout, already filed, to 5 ms while the worker
-/// plans to sleep towards the old deadline. Whatever the interleaving, the
-/// worker learns of it in time: the resetter woke it, or it goes round
-/// again, or it filed the timeout again by then, or it plans to wake by
-/// the new deadline. And the entry's extra reference (the mailbox's)
-/// comes back.
+/// A reset moves a filed timeout to 5 ms while the driver plans to sleep
+/// towards the old deadline. It learns in time (woken, round again, filed
+/// again, or waking by the new deadline); the mailbox's reference returns.
 #[test]
 fn loom_models_a_reset_earlier_against_the_workers_plan() {
     loom::model(|| {

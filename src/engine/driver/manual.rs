@@ -1,6 +1,5 @@
-//! The manual clock's drivers: `advance` and `advance_to_next` move time
-//! only when a test asks, turning the wheel on the caller's thread at each
-//! time something is due, as a worker thread would at that time.
+//! The manual clock's drivers: `advance` and `advance_to_next` turn the
+//! wheel on the caller's thread at each time something is due.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,9 +9,8 @@ use crate::engine::driver::Shared;
 use crate::engine::sync::{AtomicU64, Ordering};
 
 impl Shared {
-    /// Manual clock: moves time forward by `by`, turning at each time with
-    /// work on the way, the clock reading that time, so each task sees
-    /// the time of its own tick.
+    /// Moves time on by `by`, turning at each time with work on the way, the
+    /// clock reading that time: each task sees its own tick's time.
     pub(crate) fn advance(self: &Arc<Self>, by: Duration) {
         self.advance_firing(by);
     }
@@ -28,9 +26,8 @@ impl Shared {
         };
         let by = saturating_nanos(by);
         if self.is_driving_here() {
-            // From a task inside an outer `advance`: the clock moves on at
-            // once, and the outer call turns through the longer range,
-            // firing what came due meanwhile late, as after a slow task.
+            // In a task of an outer `advance`: move the clock now. The outer call
+            // fires what came due meanwhile late, as after a slow task.
             let to = self.clock.now().saturating_add(by);
             self.clock.set_manual(to);
             target.fetch_max(to, Ordering::AcqRel);
@@ -40,10 +37,8 @@ impl Shared {
         self.as_driver(|| self.drive_to(target, by))
     }
 
-    /// `advance` under the driver lock: turns now, at each time a turn asks
-    /// for, and at the target. After a turn with something due it turns
-    /// again at the same time: a task may have scheduled something sooner.
-    /// Says whether anything came due.
+    /// Turns now, at each time a turn asks for, and at the target; after a
+    /// firing turn, again at once: a task may have scheduled something sooner.
     fn drive_to(self: &Arc<Self>, target: &AtomicU64, by: Nanos) -> bool {
         target.fetch_max(self.clock.now().saturating_add(by), Ordering::AcqRel);
         let mut due = Vec::new();
@@ -66,10 +61,9 @@ impl Shared {
         fired
     }
 
-    /// Manual clock: advances to the end of the next tick with a pending
-    /// timeout due, firing it, and returns how far time moved. `None`, time
-    /// unmoved, if nothing pending can ever fire (none, or only saturated
-    /// deadlines), on a clock that is not manual, or after a stop.
+    /// Advances to the end of the next tick with a pending timeout due, firing
+    /// it; returns how far time moved. `None`, time unmoved, if nothing can
+    /// fire (none, or only saturated deadlines), not manual, or stopped.
     pub(crate) fn advance_to_next(self: &Arc<Self>) -> Option<Duration> {
         self.clock.manual_target()?;
         let start = self.clock.now();

@@ -1,7 +1,6 @@
-//! The driver: `Shared`, one per timer, which every handle holds and whose
-//! wheel one driver at a time turns (`turn.rs`): the worker thread or a
-//! tokio task (`worker.rs`), or a manual clock's `advance` (`manual.rs`).
-//! Fired tasks run through `dispatch.rs`; `stop.rs` ends it all.
+//! `Shared`, one per timer, held by every handle. One driver at a time turns
+//! its wheel (`turn.rs`): the worker thread or a tokio task (`worker.rs`), or
+//! `advance` (`manual.rs`). Tasks run in `dispatch.rs`; `stop.rs` ends it all.
 
 pub(crate) mod counts;
 pub(crate) mod dispatch;
@@ -34,16 +33,16 @@ use crate::engine::sync::AtomicUsize;
 use crate::engine::sync::{AtomicBool, AtomicU64, LocalKey, Mutex, MutexGuard, Ordering};
 use crate::engine::wheel::Wheel;
 
-/// `planned_wake` while the worker is awake: no producer needs to unpark it.
+/// `planned_wake` while the driver is awake: no producer needs to wake it.
 pub(crate) const BUSY: u64 = 0;
-/// `planned_wake` while the worker is parked with nothing to wait for.
+/// `planned_wake` while the driver sleeps with nothing to wait for.
 pub(crate) const IDLE: u64 = u64::MAX;
 
 #[cfg(not(loom))]
 thread_local! {
     /// The id of the timer whose task is running on this thread, or 0.
     static RUNNING_TASK_OF: Cell<u64> = const { Cell::new(0) };
-    /// The id of the manual-clock timer this thread is advancing, or 0.
+    /// The id of the timer this thread turns under the driver lock, or 0.
     static DRIVING: Cell<u64> = const { Cell::new(0) };
 }
 
@@ -77,20 +76,16 @@ pub(crate) struct Config {
 /// What only the driver touches, and `stop()` once the driver is done.
 pub(crate) struct Core {
     pub(crate) wheel: Wheel,
-    /// The tick of the last housekeeping.
     pub(crate) last_housekeeping: Option<u64>,
-    /// Due entries not fired as the timer shut down meanwhile: stopped,
-    /// uncounted, each with the timer's reference, for `stop()` to return.
+    /// Due entries left unfired by a shutdown: stopped, uncounted, each with
+    /// the timer's reference, for `stop()` to return.
     pub(crate) unfired: Vec<Key>,
-    /// Entries already due when filed (a deadline in the past, a zero
-    /// delay), each with the timer's reference: the turn that filed them
-    /// fires them, without waiting for a tick.
+    /// Due when filed, each with the timer's reference: the filing turn fires them.
     pub(crate) ready: Vec<Key>,
 }
 
 pub(crate) struct Shared {
     pub(crate) id: u64,
-    /// A timeout due within this long of its push is not held (`lane.rs`).
     pub(crate) urgent_nanos: u64,
     pub(crate) config: Config,
     pub(crate) clock: Clock,
@@ -99,22 +94,19 @@ pub(crate) struct Shared {
     shutdown: AtomicBool,
     /// New and re-armed entries, each with the timer's reference.
     pub(crate) intake: Intake,
-    /// Entries cancelled after the driver took them, to take out of the
-    /// wheel, and entries a reset moved earlier, to file again: each with a
-    /// reference (see `intake/producer.rs`).
+    /// Entries cancelled after the driver took them (to take out of the wheel)
+    /// or moved earlier by a reset (to file again), each with a reference.
     pub(crate) mailbox: SegQueue<Key>,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
-    /// Rounds of the worker's loop, for tests.
     #[cfg(test)]
     pub(crate) worker_rounds: AtomicUsize,
-    /// Calls to `unpark_worker`, for tests.
     #[cfg(test)]
     pub(crate) unparks: AtomicUsize,
     core: Mutex<Core>,
     /// Jobs in the executor's hands (see `dispatch.rs`).
     pub(crate) jobs: Mutex<Jobs>,
-    /// Serialises manual `advance` calls.
+    /// Held while turning by any driver but the worker thread.
     pub(crate) driver: Mutex<()>,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
     worker_thread: OnceLock<Thread>,
@@ -122,7 +114,6 @@ pub(crate) struct Shared {
     driver_notify: OnceLock<Arc<tokio::sync::Notify>>,
     /// The face's handle, weakly, for `Timeout::timer()`, kept unnamed.
     owner: OnceLock<Weak<dyn Any + Send + Sync>>,
-    /// Told when the timer shuts down.
     pub(crate) shutdown_hooks: ShutdownHooks,
 }
 
@@ -166,7 +157,6 @@ impl Shared {
         let _ = self.owner.set(owner);
     }
 
-    /// The timer's handle, if it still has one.
     pub(crate) fn owner(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         self.owner.get()?.upgrade()
     }
@@ -175,7 +165,6 @@ impl Shared {
         self.counts.pending()
     }
 
-    /// The totals behind `stats()`.
     pub(crate) fn totals(&self) -> Totals {
         Totals {
             queued: self.intake.len(),
@@ -236,7 +225,6 @@ impl Shared {
         let _ = self.driver_notify.set(notify);
     }
 
-    /// True while this thread runs a task of this timer.
     pub(crate) fn in_own_task(&self) -> bool {
         RUNNING_TASK_OF.with(|id| id.get() == self.id)
     }
@@ -246,7 +234,6 @@ impl Shared {
         marked(&RUNNING_TASK_OF, self.id, f)
     }
 
-    /// True while this thread is inside a manual `advance` of this timer.
     pub(crate) fn is_driving_here(&self) -> bool {
         DRIVING.with(|id| id.get() == self.id)
     }
@@ -256,13 +243,12 @@ impl Shared {
         marked(&DRIVING, self.id, f)
     }
 
-    /// The entry named by `key`.
     #[inline]
     pub(crate) fn entry(&self, key: Key) -> &Entry {
         self.slots.get(key)
     }
 
-    /// Entries handed out and not yet freed; for tests.
+    /// Entries in use: neither free in the arena nor on a lane.
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
         self.slots.live() - self.intake.free_in_lanes()
@@ -279,8 +265,7 @@ pub(crate) trait ShutdownHook: Send + Sync {
 pub(crate) struct ShutdownHooks(Mutex<Vec<Weak<dyn ShutdownHook>>>);
 
 impl ShutdownHooks {
-    /// Adds `hook`. Hooks whose owners have gone are dropped here, so the
-    /// list stays as long as the live hooks.
+    /// Adds `hook`, dropping those whose owners have gone.
     pub(crate) fn add(&self, hook: &Arc<dyn ShutdownHook>) {
         let mut hooks = self.0.lock().unwrap_or_else(|p| p.into_inner());
         hooks.retain(|h| h.strong_count() > 0);

@@ -1,7 +1,5 @@
-//! Why the engine refused a new timeout, in its own words; the public
-//! face turns it into a `TimerError`.
+//! Why the engine refused a new timeout; the face makes it a `TimerError`.
 
-/// Why a timeout could not be scheduled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Refusal {
     /// The timer has been stopped.

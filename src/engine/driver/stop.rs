@@ -1,9 +1,7 @@
-//! Stopping: every entry that never ran is stopped and returned, once,
-//! whoever calls it (`stop()`, the last handle's drop, a tokio driver task
-//! dropped with its runtime); futures are woken to see the shutdown. Also
-//! what else hears of it: a delay queue's consumer may wait with no entry
-//! in the wheel, so the queue registers a hook (`Shared::on_shutdown`),
-//! held weakly, which `shut_down` calls last.
+//! Stopping: each entry that never ran is stopped and returned once, whoever
+//! stops (`stop()`, the last handle's drop, a tokio driver task dropped with
+//! its runtime); futures are woken instead. Hooks (`Shared::on_shutdown`)
+//! run last, for a delay queue's consumer waiting with no entry in the wheel.
 
 use std::task::Waker;
 
@@ -15,8 +13,7 @@ use crate::engine::entry::Entry;
 use crate::engine::sync::{fence, Ordering};
 
 impl Shared {
-    /// Due entries that will not fire, as the timer shut down: stopped,
-    /// uncounted, and kept for `stop()` to return.
+    /// Due entries that will not fire after all: stopped, into `Core::unfired`.
     #[cold]
     pub(crate) fn set_aside(&self, keys: impl Iterator<Item = Key>) {
         let mut released = Vec::new();
@@ -34,11 +31,10 @@ impl Shared {
         released.into_iter().for_each(|key| self.slots.release(key));
     }
 
-    /// Stops the timer and returns every entry that never ran, stopped,
-    /// each with a reference for the caller. With `wait`, first waits until
-    /// no thread drives the wheel, so nothing fires after this returns.
-    /// State changes and uncounts happen under the core lock, so a second
-    /// `stop()` finds them done; wakers and releases (user code) after it.
+    /// Stops the timer; returns every entry that never ran, stopped, each
+    /// with a reference. `wait`: first waits until no thread drives, so
+    /// nothing fires after. States and counts change under the core lock, so
+    /// a second call finds them done; wakers and releases (user code) after.
     pub(crate) fn shut_down(&self, wait: bool) -> Vec<Key> {
         self.begin_shutdown();
         if wait {
@@ -85,8 +81,8 @@ impl Shared {
         all
     }
 
-    /// Waits until the worker has exited and no `advance` runs. A second
-    /// caller waits too: the first holds the worker's lock until it joined.
+    /// Waits until the worker thread exits and no other driver turns. A
+    /// second caller waits too: the first holds `worker` until it joined.
     fn wait_for_driver(&self) {
         {
             let mut worker = self.worker.lock().unwrap_or_else(|p| p.into_inner());
@@ -103,8 +99,7 @@ impl Shared {
     }
 }
 
-/// On `stop()`: wakes a stopped future's entry, to be polled and end; true
-/// if it was one.
+/// Wakes a stopped future's entry, to be polled and end; true if it was one.
 fn wake_if_future(entry: &Entry) -> bool {
     let waker = entry.with_task(|slot| match slot.take() {
         Some(Task::Wake(waker)) => Ok(waker),

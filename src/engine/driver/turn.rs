@@ -1,14 +1,9 @@
-//! The driver's one routine, `turn(now)`, which every driver runs: the
-//! worker thread (`worker.rs`), a tokio clock's task (`worker.rs` too),
-//! and a manual clock's `advance` and `advance_to_next` (`manual.rs`), as
-//! Netty's `Worker.run` and tokio's `process_at_time`.
-//!
-//! A turn, under the core lock: read the mailbox (take cancelled entries
-//! out, file again those a reset moved earlier) -> file arrivals (at most
-//! `DRAIN_CAP_PER_TICK`) -> expire every tick up to `now`; then, the lock
-//! released, fire what is due, by deadline, then submission. Dispatch
-//! (`dispatch.rs`) runs each task here or on the executor. A turn says when
-//! to turn next; a driver that sleeps publishes that first (`plan_sleep`).
+//! `turn(now)`, the one routine every driver runs (Netty's `Worker.run`,
+//! tokio's `process_at_time`). Under the core lock: read the mailbox (take
+//! cancelled entries out, file again those a reset moved earlier), file at
+//! most `DRAIN_CAP_PER_TICK` arrivals, expire every tick up to `now`. Then,
+//! unlocked, fire what is due, by deadline then submission (`dispatch.rs`),
+//! and say when to turn next; a sleeping driver publishes it (`plan_sleep`).
 
 use std::sync::Arc;
 
@@ -25,24 +20,20 @@ use crate::engine::sync::{fence, Ordering};
 /// cannot stall expiry. The rest wait for the next turn: late, never early.
 pub const DRAIN_CAP_PER_TICK: usize = 100_000;
 
-/// What a `turn` tells its driver.
 pub(crate) struct Turn {
     /// Something came due: a task may have scheduled work due before `next`.
     pub(crate) fired: bool,
-    /// When the driver must turn again, on the timer's clock; `None`: not
-    /// until something new arrives.
+    /// When to turn again, on the timer's clock; `None`: when something arrives.
     pub(crate) next: Option<Nanos>,
 }
 
 impl Shared {
-    /// One turn of the wheel at `now` (see the module docs).
     pub(crate) fn turn(self: &Arc<Self>, now: Nanos, due: &mut Vec<Key>) -> Turn {
         let now_tick = self.clock.ticks_at(now);
         let next = {
             let mut core = self.lock_core();
             let drained = self.prepare(&mut core, now, false);
-            // With arrivals left over, expire one tick at a time, so the
-            // rest is filed before later ticks fire.
+            // Arrivals left over: expire one tick, filing them before the next.
             let upto = if drained.more {
                 now_tick.min(core.wheel.current_tick().saturating_add(1))
             } else {
@@ -57,9 +48,7 @@ impl Shared {
         Turn { fired, next }
     }
 
-    /// The start of a turn, under the core lock: reads the mailbox, then
-    /// files arrivals due to be filed at `now` (with `all`, every arrival,
-    /// held or not). Those due in a tick already ended are ready.
+    /// The start of a turn: mailbox, then arrivals (`all`: held ones too).
     pub(crate) fn prepare(&self, core: &mut Core, now: Nanos, all: bool) -> Drain {
         let now_tick = self.clock.ticks_at(now);
         let ready_by = Some(self.clock.time_of(now_tick));
@@ -70,9 +59,8 @@ impl Shared {
         })
     }
 
-    /// A producer's `lane` is full of live keys: files every one, as a turn
-    /// would, on the producer's thread. Returns the earliest deadline
-    /// filed (`u64::MAX` for none); `None` if the timer shut down.
+    /// Files every key of a full `lane`, on its owner's thread. Returns the
+    /// earliest deadline filed (`u64::MAX`: none); `None` after a shutdown.
     pub(crate) fn file_lane(&self, lane: &Lane) -> Option<Nanos> {
         let mut core = self.lock_core();
         if self.is_shutdown() {
@@ -87,17 +75,13 @@ impl Shared {
         Some(earliest)
     }
 
-    /// When to look at the lanes again for the keys a drain held: the end
-    /// of the tick in which the first comes due.
+    /// When to drain again for held keys: the end of the first one's tick.
     fn look_time(&self, drained: Drain) -> Option<Nanos> {
         let tick = self.clock.tick_of(drained.look_by?);
         Some(self.clock.time_of(tick))
     }
 
-    /// When to turn again after a turn at `now_tick`: the wheel's next tick
-    /// with work, the lanes' held keys, at once for arrivals left over, the
-    /// next tick for housekeeping asked meanwhile. While producers cancel
-    /// young, a round at the latest (see `worker.rs`).
+    /// When to turn next; a round at most while producers cancel young.
     fn next_turn(&self, core: &Core, now_tick: u64, drained: Drain) -> Option<Nanos> {
         let at = |tick: u64| self.clock.time_of(tick);
         if drained.more {
@@ -115,10 +99,9 @@ impl Shared {
         next
     }
 
-    /// Clears `housekeeping_requested`, at most once per tick (every turn
-    /// on a manual clock), before `read_mailbox`: a producer that pushes to
-    /// the mailbox after it sees the flag clear and asks again, or its key
-    /// is read.
+    /// Clears `housekeeping_requested`, at most once a tick (each turn on a
+    /// manual clock), then fences, before `read_mailbox`: a producer mailing
+    /// after that sees the flag clear and asks again, or its key is read.
     fn answer_housekeeping(&self, core: &mut Core, now_tick: u64) {
         if !self.clock.is_manual() && core.last_housekeeping.is_some_and(|last| last >= now_tick) {
             return;
@@ -128,10 +111,8 @@ impl Shared {
         fence(Ordering::SeqCst);
     }
 
-    /// Takes each cancelled entry of the mailbox out of the wheel, and
-    /// files again, by its new deadline, each one a reset moved earlier:
-    /// out of its bucket, or out of its lane if it still waits there (one
-    /// the intake hands over later is filed by its new deadline then).
+    /// Takes cancelled entries out of the wheel, and files again those a
+    /// reset moved earlier, from their bucket or, if still queued, their lane.
     fn read_mailbox(&self, core: &mut Core, ready_by: Option<Nanos>) {
         while let Some(key) = self.mailbox.pop() {
             let entry = self.entry(key);
@@ -140,7 +121,6 @@ impl Shared {
                     self.slots.release_locked(key); // the wheel's reference
                 }
             } else if entry.in_wheel() {
-                // Moved earlier than where it is filed: file it again.
                 let filed = self.clock.tick_of(entry.filed());
                 if self.clock.tick_of(entry.deadline()) < filed {
                     core.wheel.remove(&self.slots, key);
@@ -154,12 +134,9 @@ impl Shared {
         }
     }
 
-    /// Files a key taken from the intake or out of its bucket, by its
-    /// deadline in force, unless it was cancelled or stopped. A
-    /// one-shot entry due by `ready_by` (the end of the last tick ended) is
-    /// ready: this turn fires it, as that tick's expiry would have. A
-    /// periodic one waits for the next tick, so a task runs at most once a
-    /// tick.
+    /// Files a key from the intake or its bucket by its deadline in force,
+    /// unless cancelled or stopped. A one-shot due by `ready_by` is ready: this
+    /// turn fires it. A periodic one waits a tick, to run at most once a tick.
     pub(crate) fn file(&self, core: &mut Core, key: Key, ready_by: Option<Nanos>) {
         let entry = self.entry(key);
         if !entry.is_waiting() {
@@ -175,17 +152,16 @@ impl Shared {
         }
         let wheel = &mut core.wheel;
         wheel.insert(&self.slots, key);
-        // Pairs with the fence in `Shared::cancel`: a cancel that raced
-        // the insert either sees it filed or is seen here.
+        // Pairs with the fence in `leave_removal_to_driver`: a cancel that
+        // raced the insert either sees it filed or is seen here.
         fence(Ordering::SeqCst);
         if self.entry(key).is_cancelled() && wheel.remove(&self.slots, key) {
             self.slots.release_locked(key);
         }
     }
 
-    /// A driver about to sleep until `wake` (`None`: until woken) publishes
-    /// it in `planned_wake`, then looks at what producers queued meanwhile
-    /// (`file_late_arrivals`). Returns when to wake; `Err`: turn at once.
+    /// Publishes a sleep until `wake` (`None`: until woken) in `planned_wake`,
+    /// then looks again (`file_late_arrivals`). `Err`: turn at once.
     pub(crate) fn plan_sleep(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         // A deadline a tick or more before the wake-up would fire late.
         let planned = wake.map_or(IDLE, |wake| wake.saturating_sub(self.config.tick_nanos));
@@ -204,13 +180,10 @@ impl Shared {
         Some(self.clock.time_of(core.wheel.next_work_tick()?))
     }
 
-    /// After publishing `wake`: runs a turn's start (`prepare`) on what
-    /// producers queued while the driver was busy (they saw it busy and did
-    /// not wake it). Returns when to wake (`wake`, or sooner for held
-    /// keys); `Err` to turn at once: more is queued than a drain takes, or
-    /// something filed is due before `wake`. Young keys stay held here too,
-    /// or the driver would spin beside a busy producer, filing each timeout
-    /// just before its cancel.
+    /// `prepare` for keys queued while the driver looked busy (so unwoken):
+    /// when to wake, sooner for held keys; `Err`: turn at once. It holds young
+    /// keys too, or the driver would spin beside a busy producer, filing each
+    /// timeout just before its cancel.
     fn file_late_arrivals(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         let mut core = self.lock_core();
         let drained = self.prepare(&mut core, self.clock.now(), false);
@@ -223,10 +196,8 @@ impl Shared {
         Ok(earliest(wake, self.look_time(drained)))
     }
 
-    /// Fires `due` in deadline order (stable: equal deadlines keep
-    /// submission order), skipping what was cancelled, and filing again
-    /// what a reset moved past now. Once the timer is stopped, nothing more
-    /// starts.
+    /// Fires `due` by deadline, ties in order, skipping the cancelled and filing
+    /// again those a reset moved later. After a stop, nothing more starts.
     pub(crate) fn fire(self: &Arc<Self>, due: &mut Vec<Key>) {
         if due.is_empty() {
             return;
@@ -273,7 +244,6 @@ impl Shared {
         }
     }
 
-    /// Files again entries a reset moved past the time they came due by.
     #[cold]
     fn file_again(&self, keys: Vec<Key>) {
         let mut core = self.lock_core();

@@ -1,33 +1,21 @@
 //! The worker thread: one per timer on a real clock, started by the first
-//! timeout, ended by `stop()` or the last timer handle's drop.
-//!
-//! Each loop: a `turn` at the time now (`driver.rs`), then sleep until the
-//! time it asked for, the end of the next tick with work. With nothing
-//! pending it parks with no timeout: an idle timer costs no wake-ups.
-//!
-//! Except while producers cancel young: finding withdrawn lane cells and
-//! an empty wheel, it sleeps a round, and parks for good only after a round
-//! without them. Parked for good, every new timeout must wake it, and a
-//! producer that cancels each one soon after would wake it thousands of
-//! times a second, to file timeouts about to be cancelled.
+//! timeout, ended by `stop()` or the last handle's drop. Each round: a
+//! `turn`, then sleep until the time it asked for; with nothing pending,
+//! park with no timeout, so an idle timer costs no wake-ups. While
+//! producers cancel young (withdrawn lane cells, an empty wheel), it sleeps
+//! a round instead: parked, it would be woken by every new timeout, to file
+//! timeouts about to be cancelled.
 //!
 //! # On a tokio runtime
 //!
 //! For `Builder::tokio_clock`, the driver is a task on that runtime
-//! (`spawn_on_tokio`) in place of the thread. It runs the same rounds
-//! (`round`), and between them waits with `tokio::time::sleep_until`, or
-//! for a producer's `Notify`. So a paused runtime moves the timer as it
-//! moves its own timers: `advance` fires what comes due, and auto-advance
-//! jumps to the timer's next wake-up.
-//!
-//! The sleep's waker turns the wheel where tokio wakes it (`TurnOnWake`),
-//! before it wakes the task: what is due at an instant has fired, and
-//! woken its futures, when tokio's own timers of that instant wake theirs,
-//! so no task sees one and not the other.
-//!
-//! A round holds the driver lock, as `advance` does, so `stop()` waits for
-//! one in progress; never across an `await`. When the runtime shuts down,
-//! the task is dropped and the timer shuts down with it.
+//! (`spawn_on_tokio`): the same rounds, waiting on `sleep_until` or a
+//! producer's `Notify`, so a paused runtime moves the timer as its own
+//! timers. The sleep's waker turns the wheel before it wakes the task
+//! (`TurnOnWake`), so what is due at an instant has fired when tokio's own
+//! timers of that instant wake. A round holds the driver lock (`stop()`
+//! waits for it), never across an `await`. The runtime's shutdown drops
+//! the task, which shuts the timer down.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -46,7 +34,6 @@ use crate::engine::driver::{Shared, BUSY};
 use crate::engine::entry::key::Key;
 use crate::engine::sync::Ordering;
 
-/// Starts the worker if this timer has none yet.
 #[inline(always)]
 pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), Refusal> {
     if shared.has_worker_thread() {
@@ -95,18 +82,14 @@ fn run(shared: Arc<Shared>) {
     }
 }
 
-/// What a driver does after a round.
 pub(crate) enum Round {
-    /// The timer shut down: the driver ends.
     Exit,
-    /// Go round again at once.
     Again,
     /// Sleep until this time on the timer's clock (`None`: until woken).
     Sleep(Option<Nanos>),
 }
 
-/// One round of a driver that sleeps between turns (the worker thread, a
-/// tokio clock's task): a turn at the time now, then `plan_sleep`.
+/// A sleeping driver's round (worker thread, tokio task): `turn`, `plan_sleep`.
 pub(crate) fn round(shared: &Arc<Shared>, due: &mut Vec<Key>) -> Round {
     shared.planned_wake.store(BUSY, Ordering::SeqCst);
     if shared.is_shutdown() {
@@ -121,8 +104,7 @@ pub(crate) fn round(shared: &Arc<Shared>, due: &mut Vec<Key>) -> Round {
     }
 }
 
-/// Spawns `shared`'s driver on `runtime`, and makes `notify` the way
-/// producers wake it.
+/// Spawns the driver on `runtime`; producers wake it through a `Notify`.
 pub(crate) fn spawn_on_tokio(shared: &Arc<Shared>, runtime: &tokio::runtime::Handle) {
     let notify = Arc::new(Notify::new());
     shared.set_driver_notify(notify.clone());
@@ -160,9 +142,8 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
 }
 
 impl Shared {
-    /// A turn at the time now on this thread, unless a driver is turning:
-    /// for a manual or tokio clock, where what is due at an instant must
-    /// have fired when a task looks at that instant. False if a driver was.
+    /// A turn here, unless a driver is turning (false): on a manual or tokio
+    /// clock, what is due at an instant has fired when a task looks at it.
     pub(crate) fn turn_here(self: &Arc<Self>) -> bool {
         let Ok(_driving) = self.driver.try_lock() else {
             return false;
@@ -217,9 +198,8 @@ impl Wake for TurnWaker {
     }
 }
 
-/// Shuts the timer down if the driver task is dropped before it: its
-/// runtime shut down. What never ran is dropped, as when the last handle
-/// goes.
+/// Shuts the timer down if its runtime drops the driver task first; what
+/// never ran is dropped, as at the last handle's drop.
 struct ShutDownOnDrop(Arc<Shared>);
 
 impl Drop for ShutDownOnDrop {
@@ -251,9 +231,8 @@ pub(crate) mod tests {
         })
     }
 
-    /// Invariant 4 while the worker sleeps towards a far tick, as it does
-    /// lingering a round (5.12 s at 10 ms ticks) or waiting on a timeout
-    /// 60 s away: an earlier timeout must still wake it.
+    /// Invariant 4 while the worker sleeps far ahead (a round, 5.12 s at
+    /// 10 ms ticks, or to a timeout 60 s away): an earlier one still wakes it.
     #[test]
     fn a_worker_sleeping_far_ahead_still_fires_an_earlier_timeout_in_time() {
         use crate::engine::driver::{BUSY, IDLE};
@@ -288,13 +267,9 @@ pub(crate) mod tests {
         assert!(took < Duration::from_secs(2), "fired after {took:?}");
     }
 
-    /// Invariant 4 for resets: a timeout reset earlier within its own tick
-    /// fires at that tick's end, at most a tick late. The worker once
-    /// planned one wake-up for two ticks from the filed deadlines (29 s,
-    /// and 35 s in the next tick), and a reset from 29 s to 21 s, in the
-    /// same tick, left it asleep until 35 s: 14 s late with 10 s ticks.
-    /// Ticks of 10 s, so the test reads the plan long before anything is
-    /// due; deadlines within 4 ticks, so neither is held in its lane.
+    /// Invariant 4 for resets: a timeout reset earlier within its tick, another
+    /// due in the next, fires at most a tick late. 10 s ticks: the plan is read
+    /// long before anything is due; deadlines within 4 ticks are not held.
     #[test]
     fn a_reset_earlier_within_its_tick_keeps_the_worker_plan_within_a_tick() {
         use crate::engine::driver::{BUSY, IDLE};
@@ -343,9 +318,8 @@ pub(crate) mod tests {
             let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
             t.cancel();
         }
-        // A wake-up for the first, and then one per hold (64 ms), to look
-        // at what it holds: a slower run is allowed more. Parking for good
-        // whenever the wheel emptied cost one per few timeouts.
+        // A wake-up for the first, then one per hold (64 ms) to look at what
+        // it holds: a slower run is allowed more.
         let holds = start.elapsed().as_millis() / crate::engine::intake::lane::HOLD.as_millis();
         let rounds = timer
             .shared()

@@ -1,43 +1,32 @@
-//! A lane: one producer thread's private way into its timer's driver.
+//! A lane: one producer thread's private way into its timer's driver, which
+//! keeps a busy producer's traffic on its core, not a shared queue's cache
+//! lines: a ring of key cells only its owner writes and the driver drains,
+//! and a stack of free slots only the owner touches.
 //!
-//! One shared MPSC queue and free list would cost a busy producer a cache
-//! miss per timeout, on lines the driver or another producer just wrote. A
-//! lane keeps that traffic on the producer's core: a ring of key cells that
-//! only its owner thread writes and the driver reads a batch at a time, and
-//! a stack of free slots only the owner touches.
-//!
-//! A cancel that reaches a timeout still in a ring *withdraws* it, swapping
-//! the cell's key for 0: the driver never touches the entry, and the owner
-//! reuses the slot at once, warm in its cache. Each side claims a cell by
-//! one compare-and-swap, so a key is withdrawn or taken, never both. Before
-//! a ring fills, its owner moves the head past withdrawn cells itself
-//! (`reclaim`): a producer whose timeouts are all cancelled young never
-//! needs the driver. An owner whose ring is full of live keys files them
-//! itself, under the driver's lock (`Shared::file_own_lane`), as Go's
-//! scheduler runs timers on the thread at hand, and pushes again.
+//! A cancel that finds its key still in the ring *withdraws* it (swaps the
+//! cell to 0): the driver never sees it, and the owner reuses the slot warm.
+//! A drain and a withdrawal each claim a cell by one atomic swap, so a key
+//! is taken or withdrawn, never both. The owner moves the head past
+//! withdrawn cells (`reclaim`), so timeouts all cancelled young never need
+//! the driver, and files a ring full of live keys itself, under the core
+//! lock (`Shared::file_lane`), as Go runs timers on the thread at hand.
 //!
 //! # Holding
 //!
-//! RPC code cancels most timeouts within a few milliseconds. A cancel that
-//! finds its timeout in the ring costs one swap on the producer's core;
-//! after the driver filed it, a queue to the driver, an unlink from a
-//! bucket and a slot freed on another core. So the driver leaves a key in
-//! its ring until it is `HOLD` old, unless it is *urgent* (due within
-//! `urgent_nanos` of its push). Each cell's *stamp* is the producer's clock
-//! reading when it made the timeout, coarsened to 32 bits (`stamp_of`),
-//! written before the key and read after it.
-//!
-//! A drain takes keys from the ring's head up to the first it must hold
-//! (see `drain`). Every later key is younger (one owner pushes in time
-//! order), so a lane is filed in push order, held or not, and that key's
-//! stamp + `HOLD` is when the driver must look again (`Drained::look_by`).
+//! RPC code cancels most timeouts within milliseconds: in the ring, one
+//! swap on the producer's core; once filed, a trip to the driver, a bucket
+//! unlink and a slot freed on another core. So a drain leaves a key until
+//! it is `HOLD` old by its cell's *stamp* (the clock at the push,
+//! `stamp_of`), unless it is *urgent* (`urgent_nanos`). It stops at the
+//! first key it holds: later keys are younger (one owner pushes in time
+//! order), so a lane is filed in push order, and that key's stamp plus
+//! `HOLD` is when to look again (`Drained::look_by`).
 //!
 //! # Owner-only fields
 //!
-//! Only the lane's owner (see `intake/mod.rs`) writes `tail`, `head_seen`,
-//! `urgent`, `free` and `free_len`: plain loads and stores, no
-//! read-modify-writes. Ownership passes between threads only through
-//! `owned` (release on hand-back, acquire on adoption).
+//! Only the owner (`intake/mod.rs`) writes `tail`, `head_seen`, `urgent`,
+//! `free` and `free_len` with plain loads and stores; ownership passes only
+//! through `owned` (release on hand-back, acquire on adoption).
 
 use crossbeam_utils::CachePadded;
 
@@ -57,33 +46,27 @@ const RECLAIM_AT: u64 = RING / 2;
 /// How old a key that is not urgent is when the driver files it.
 pub(crate) const HOLD: Duration = Duration::from_millis(64);
 const HOLD_NANOS: i64 = HOLD.as_nanos() as i64;
-/// Stamps count nanoseconds in units of 2^20 (1.05 ms): they wrap after
-/// 52 days.
+/// Stamps count units of 2^20 ns (1.05 ms): 32 bits wrap after 52 days.
 const STAMP_SHIFT: u32 = 20;
 
-/// The stamp of a key made at `now`, rounded down: a key looks older than
-/// it is, so it is filed earlier, never later.
+/// Rounded down: a key looks older than it is, so is filed earlier, never later.
 #[inline(always)]
 pub(crate) fn stamp_of(now: Nanos) -> u32 {
     (now >> STAMP_SHIFT) as u32
 }
 
 /// Nanoseconds from `now` until a key stamped `stamp` is `HOLD` old, or 0.
-/// The stamps' difference is signed (a producer may read the clock after
-/// the driver), and right while the driver looks within 2^31 stamps (26
-/// days) of a push, as `look_by` ensures unless the clock jumps further
-/// between looks (a manual clock's `advance` called from a task it fires).
+/// Signed (a producer may read the clock after the driver): right within 26
+/// days of the push, as `look_by` ensures unless a fired task calls `advance`.
 fn wait(stamp: u32, now: Nanos) -> u64 {
     let units = stamp_of(now).wrapping_sub(stamp) as i32 as i64;
     let age = (units << STAMP_SHIFT) + (now & ((1 << STAMP_SHIFT) - 1)) as i64;
     (HOLD_NANOS - age).max(0) as u64
 }
 
-/// A key due within this many nanoseconds of its push, for ticks of
-/// `tick_nanos`, is urgent: the driver files it at its next look. Any other
-/// is due `HOLD` and two ticks or more after its stamp; the driver files it
-/// by the end of the tick in which it is `HOLD` old (it wakes at `look_by`,
-/// rounded up to a tick), a tick or more before its deadline's tick.
+/// A key due within this long of its push (ticks of `tick_nanos`) is urgent.
+/// Any other, due `HOLD` and two ticks or more after its stamp, is filed by
+/// the end of the tick it is `HOLD` old in: a tick or more before it is due.
 pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
     (HOLD_NANOS as u64).saturating_add(tick_nanos.saturating_mul(2))
 }
@@ -96,20 +79,16 @@ pub(crate) struct Lane {
     pub(crate) timer_id: u64,
     /// Packed keys; 0 for an empty or withdrawn cell.
     cells: Box<[AtomicU32]>,
-    /// Each cell's stamp (`stamp_of`).
     stamps: Box<[AtomicU32]>,
     producer: CachePadded<ProducerSide>,
-    /// The oldest cell that may hold a key; only moves forward: the driver
-    /// moves it as it drains, the owner past empty cells (`reclaim`).
+    /// Oldest cell that may hold a key; only moves on (`drain`, `reclaim`).
     head: CachePadded<AtomicU64>,
     owned: AtomicBool,
-    /// Set when the timer shuts down: owners let go of the lane when they
-    /// next look.
+    /// Set at shutdown: owners let go of the lane at their next look.
     closed: AtomicBool,
 }
 
 struct ProducerSide {
-    /// The next cell the owner writes.
     tail: AtomicU64,
     /// The driver's `head` as last read, to test for a full ring cheaply.
     head_seen: AtomicU64,
@@ -120,10 +99,8 @@ struct ProducerSide {
     free_len: AtomicU32,
 }
 
-/// What `Lane::drain` did.
 #[derive(Debug)]
 pub(crate) struct Drained {
-    /// Keys passed to `out`.
     pub(crate) taken: usize,
     /// Some cells passed were empty: withdrawn by a cancel.
     pub(crate) skipped: bool,
@@ -138,7 +115,6 @@ pub(crate) fn cell_mark(lane: u32, cell: u64) -> u32 {
     (lane + 1) << RING_BITS | cell as u32
 }
 
-/// The lane index and cell that `cell_mark` packed, if it packed any.
 pub(crate) fn unmark(mark: u32) -> Option<(usize, usize)> {
     let lane = (mark >> RING_BITS).checked_sub(1)?;
     Some((lane as usize, (mark & (RING as u32 - 1)) as usize))
@@ -164,8 +140,7 @@ impl Lane {
         }
     }
 
-    /// Makes the caller this lane's owner, if nobody owns it and the timer
-    /// runs. False if it cannot.
+    /// Makes the caller the owner, if nobody owns the lane and the timer runs.
     pub(crate) fn try_adopt(&self) -> bool {
         !self.owned.load(Ordering::Relaxed)
             && !self.is_closed()
@@ -188,10 +163,8 @@ impl Lane {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Owner only: queues `key`, made at `now`, in the next cell, whose
-    /// place (`cell_mark`) the entry keeps for a cancel. `urgent`: the
-    /// driver files it at its next look. False if the ring is full: the
-    /// owner files the lane (`Shared::file_lane`) and pushes again.
+    /// Owner only: queues `key`, made at `now`; its entry keeps the cell for a
+    /// cancel. False if full: the owner files the lane (`Shared::file_lane`).
     #[inline(always)]
     pub(crate) fn try_push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> bool {
         let p = &self.producer;
@@ -218,10 +191,9 @@ impl Lane {
         true
     }
 
-    /// Owner only: moves `head` past the oldest empty cells, withdrawn or
-    /// drained; returns it, also kept in `head_seen`. A cell between `head`
-    /// and `tail` that reads 0 stays empty: only the owner writes a cell, at
-    /// `tail`, once `head` has passed it and the ring wrapped round.
+    /// Owner only: moves `head` past the oldest empty cells; returns it, also
+    /// into `head_seen`. A cell between `head` and `tail` that reads 0 stays
+    /// empty: the owner writes one only at `tail`, after `head` passed it.
     #[cold]
     fn reclaim(&self, tail: u64) -> u64 {
         let start = self.head.load(Ordering::Acquire);
@@ -247,14 +219,10 @@ impl Lane {
         })
     }
 
-    /// Driver only: passes to `out` up to `limit` keys, oldest first: every
-    /// key with `all`, else those due at `now`: `HOLD` old, or before the
-    /// last urgent key.
-    ///
-    /// The owner may move `head` on meanwhile (`reclaim`), past cells this
-    /// drain has yet to read, even rewriting one after wrapping round. That
-    /// key is taken early, which is harmless: one swap, by the driver or a
-    /// withdrawal, claims each key.
+    /// Driver only: passes to `out` up to `limit` keys, oldest first: all with
+    /// `all`, else those `HOLD` old or before the last urgent key. A `reclaim`
+    /// may move `head` past cells yet to read, even rewrite one after a wrap:
+    /// that key is taken early, harmless, as one swap claims each key.
     pub(crate) fn drain(
         &self,
         now: Nanos,
@@ -265,7 +233,6 @@ impl Lane {
         // `urgent` before `tail`: the tail read is at least as far.
         let urgent = self.producer.urgent.load(Ordering::Acquire);
         let tail = self.producer.tail.load(Ordering::Acquire);
-        // Cells before `due` are filed whatever their age.
         let due = if all { tail } else { urgent };
         let start = self.head.load(Ordering::Acquire);
         let mut head = start;
@@ -329,8 +296,7 @@ impl Lane {
         Some((key, entry))
     }
 
-    /// Owner only: keeps a vacated slot for the next schedule. False if the
-    /// stack is full: the caller frees it to the shared list.
+    /// Owner only: keeps a vacated slot; false if full (free it to the arena).
     #[inline(always)]
     pub(crate) fn push_free(&self, key: Key, entry: &Entry) -> bool {
         let p = &self.producer;
@@ -344,7 +310,6 @@ impl Lane {
         true
     }
 
-    /// Free slots held here, for the arena's accounting in tests.
     #[cfg(test)]
     pub(crate) fn free_len(&self) -> usize {
         self.producer.free_len.load(Ordering::Acquire) as usize

@@ -1,5 +1,4 @@
-//! The lane's unit tests: ring, withdraw, reclaim, a full ring, order, and
-//! which keys a drain holds.
+//! The lane's unit tests: withdraw, reclaim, a full ring, order, holding.
 
 use super::*;
 use crate::engine::entry::task::Task;
@@ -33,7 +32,6 @@ impl Fixture {
         keys.for_each(|n| self.push_at(n, 0, false));
     }
 
-    /// Pushes key `n`, made at `now`.
     fn push_at(&self, n: u32, now: Nanos, urgent: bool) {
         assert!(self.try_push_at(n, now, urgent), "the ring is full");
     }
@@ -87,7 +85,7 @@ fn a_drain_cut_short_says_more() {
     assert_eq!(f.drain(7), ((7..10).collect(), false));
 }
 
-/// One stamp: `n` of them from the clock's start.
+/// `n` stamps, in nanoseconds.
 fn stamps(n: u64) -> Nanos {
     n << STAMP_SHIFT
 }
@@ -145,8 +143,7 @@ fn withdrawn_cells_are_skipped() {
 }
 
 /// A key stamped earlier than the one before it (its producer read the
-/// clock, then scheduled another timeout before pushing it) waits for
-/// that one: a lane is filed in order.
+/// clock, then pushed another first) waits for that one: filed in order.
 #[test]
 fn a_drain_stops_at_the_first_key_it_holds() {
     let f = Fixture::new();
@@ -171,10 +168,9 @@ fn a_stamps_age_wraps_round() {
     assert_eq!(wait(stamp_of(top - HOLD_NS), top), 0);
 }
 
-/// A drain reads a key, then its stamp; meanwhile the key is withdrawn
-/// and its owner wraps the ring round (4 cells under loom), writing a
-/// younger key's stamp into that cell. The drain must not hold on that
-/// stamp and leave the older key after it, due now, for later.
+/// A drain reads a key, then its stamp; meanwhile the key is withdrawn and
+/// the owner wraps the ring (4 cells under loom), writing a younger stamp
+/// there. The drain must not hold on it and leave the next key, due now, behind.
 #[cfg(loom)]
 #[test]
 fn loom_models_a_drain_holding_a_key_against_its_owner_wrapping_round() {
