@@ -658,7 +658,7 @@ fn a_consumer_turning_at_its_poll_against_a_producer_and_advance() {
         };
         let producer = {
             let queue = queue.clone();
-            thread::spawn(move || drop(queue.insert(7, Duration::ZERO).unwrap()))
+            thread::spawn(move || queue.insert(7, Duration::ZERO).unwrap())
         };
         let consumer = {
             let queue = queue.clone();

@@ -1,7 +1,8 @@
 //! Synchronisation primitives: std's, or loom's under `cfg(loom)` for the
 //! models in `tests/loom.rs`. Statics (timer ids, the live-timer count)
-//! stay std's: loom's types cannot be statics. Crossbeam queues stay
-//! crossbeam's; loom sees each push and pop as one step.
+//! stay std's: loom's types cannot be statics. The engine's queues are
+//! crossbeam's `SegQueue`, or under loom a locked `VecDeque`, so that loom
+//! sees a push happen before the pop that takes it.
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
@@ -23,6 +24,37 @@ pub(crate) use loom::thread::LocalKey;
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
+
+#[cfg(not(loom))]
+pub(crate) use crossbeam_queue::SegQueue as Queue;
+
+/// `SegQueue`'s API on a loom `Mutex`.
+#[cfg(loom)]
+#[derive(Default)]
+pub(crate) struct Queue<T>(Mutex<std::collections::VecDeque<T>>);
+
+#[cfg(loom)]
+impl<T> Queue<T> {
+    pub(crate) fn new() -> Queue<T> {
+        Queue(Mutex::new(std::collections::VecDeque::new()))
+    }
+
+    pub(crate) fn push(&self, value: T) {
+        self.0.lock().unwrap().push_back(value);
+    }
+
+    pub(crate) fn pop(&self) -> Option<T> {
+        self.0.lock().unwrap().pop_front()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// `std`'s `UnsafeCell` with loom's closure API, which loom checks.
 #[cfg(not(loom))]

@@ -17,8 +17,6 @@ use std::cell::Cell;
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
 
-use crossbeam_queue::SegQueue;
-
 use crate::engine::clock::{Clock, Source};
 use crate::engine::driver::counts::{Counts, Totals};
 use crate::engine::entry::arena::Slots;
@@ -30,7 +28,7 @@ use crate::engine::intake::lane::urgent_nanos;
 use crate::engine::intake::Intake;
 #[cfg(test)]
 use crate::engine::sync::AtomicUsize;
-use crate::engine::sync::{AtomicBool, AtomicU64, LocalKey, Mutex, MutexGuard, Ordering};
+use crate::engine::sync::{AtomicBool, AtomicU64, LocalKey, Mutex, MutexGuard, Ordering, Queue};
 use crate::engine::wheel::Wheel;
 
 /// `planned_wake` while the driver is awake: no producer needs to wake it.
@@ -96,7 +94,7 @@ pub(crate) struct Shared {
     pub(crate) intake: Intake,
     /// Entries cancelled after the driver took them (to take out of the wheel)
     /// or moved earlier by a reset (to file again), each with a reference.
-    pub(crate) mailbox: SegQueue<Key>,
+    pub(crate) mailbox: Queue<Key>,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
     #[cfg(test)]
@@ -135,8 +133,8 @@ impl Shared {
             counts: Counts::new(config.max_pending),
             config,
             shutdown: AtomicBool::new(false),
-            intake: Intake::new(id),
-            mailbox: SegQueue::new(),
+            intake: Intake::new(),
+            mailbox: Queue::new(),
             housekeeping_requested: AtomicBool::new(false),
             planned_wake: AtomicU64::new(BUSY),
             #[cfg(test)]

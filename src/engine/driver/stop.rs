@@ -51,7 +51,6 @@ impl Shared {
             let mut drained = Vec::new();
             core.wheel.drain_all(&self.slots, &mut drained);
             drained.append(&mut core.ready);
-            self.intake.close();
             self.intake.drain_all(|key| drained.push(key));
             while let Some(key) = self.mailbox.pop() {
                 self.slots.release_locked(key);

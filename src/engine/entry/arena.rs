@@ -15,8 +15,6 @@
 
 use std::sync::OnceLock;
 
-use crossbeam_queue::SegQueue;
-
 #[cfg(test)]
 use crate::engine::clock::Nanos;
 use crate::engine::entry::key::Key;
@@ -24,7 +22,7 @@ use crate::engine::entry::Entry;
 
 #[cfg(test)]
 use crate::engine::entry::task::Task;
-use crate::engine::sync::{AtomicU64, Ordering};
+use crate::engine::sync::{AtomicU64, Ordering, Queue};
 
 /// Entries per chunk (a few under loom, which tracks every atomic).
 const CHUNK_BITS: u32 = if cfg!(loom) { 2 } else { 10 };
@@ -42,7 +40,7 @@ type Table = Box<[OnceLock<Chunk>; TABLE]>;
 
 pub(crate) struct Slots {
     directory: Box<[OnceLock<Table>; TABLE]>,
-    free: SegQueue<Key>,
+    free: Queue<Key>,
     /// Keys below this have been handed out at least once.
     fresh: AtomicU64,
 }
@@ -51,7 +49,7 @@ impl Slots {
     pub(crate) fn new() -> Slots {
         Slots {
             directory: boxed_array(OnceLock::new),
-            free: SegQueue::new(),
+            free: Queue::new(),
             fresh: AtomicU64::new(0),
         }
     }

@@ -24,9 +24,10 @@
 //!
 //! # Owner-only fields
 //!
-//! Only the owner (`intake/mod.rs`) writes `tail`, `head_seen`, `urgent`,
-//! `free` and `free_len` with plain loads and stores; ownership passes only
-//! through `owned` (release on hand-back, acquire on adoption).
+//! Only the owner writes `tail`, `head_seen`, `urgent`, `free` and
+//! `free_len`, with plain loads and stores. The owner is the thread holding
+//! the lane's index (`intake/mod.rs`), and an index passes between threads
+//! only through the pool's lock.
 
 use crossbeam_utils::CachePadded;
 
@@ -36,7 +37,7 @@ use crate::engine::clock::Nanos;
 use crate::engine::entry::arena::Slots;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
-use crate::engine::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::engine::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// Cells per ring: a `HOLD` of schedules at 250,000 a second.
 pub(crate) const RING_BITS: u32 = if cfg!(loom) { 2 } else { 14 };
@@ -75,17 +76,13 @@ pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
 const FREE_MAX: u32 = if cfg!(loom) { 2 } else { 4096 };
 
 pub(crate) struct Lane {
-    pub(crate) index: u32,
-    pub(crate) timer_id: u64,
+    index: u32,
     /// Packed keys; 0 for an empty or withdrawn cell.
     cells: Box<[AtomicU32]>,
     stamps: Box<[AtomicU32]>,
     producer: CachePadded<ProducerSide>,
     /// Oldest cell that may hold a key; only moves on (`drain`, `reclaim`).
     head: CachePadded<AtomicU64>,
-    owned: AtomicBool,
-    /// Set at shutdown: owners let go of the lane at their next look.
-    closed: AtomicBool,
 }
 
 struct ProducerSide {
@@ -121,10 +118,9 @@ pub(crate) fn unmark(mark: u32) -> Option<(usize, usize)> {
 }
 
 impl Lane {
-    pub(crate) fn new(index: u32, timer_id: u64) -> Lane {
+    pub(crate) fn new(index: u32) -> Lane {
         Lane {
             index,
-            timer_id,
             cells: (0..RING).map(|_| AtomicU32::new(0)).collect(),
             stamps: (0..RING).map(|_| AtomicU32::new(0)).collect(),
             producer: CachePadded::new(ProducerSide {
@@ -135,32 +131,7 @@ impl Lane {
                 free_len: AtomicU32::new(0),
             }),
             head: CachePadded::new(AtomicU64::new(0)),
-            owned: AtomicBool::new(true),
-            closed: AtomicBool::new(false),
         }
-    }
-
-    /// Makes the caller the owner, if nobody owns the lane and the timer runs.
-    pub(crate) fn try_adopt(&self) -> bool {
-        !self.owned.load(Ordering::Relaxed)
-            && !self.is_closed()
-            && self
-                .owned
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-    }
-
-    /// Owner only: hands the lane back, for another thread to adopt.
-    pub(crate) fn let_go(&self) {
-        self.owned.store(false, Ordering::Release);
-    }
-
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
     }
 
     /// Owner only: queues `key`, made at `now`; its entry keeps the cell for a

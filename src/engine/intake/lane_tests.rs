@@ -22,7 +22,7 @@ impl Fixture {
         let slots = Slots::new();
         let marked = slots.insert(0, Task::Wake(None), 1).unwrap();
         Fixture {
-            lane: Lane::new(0, 1),
+            lane: Lane::new(0),
             slots,
             marked,
         }

@@ -1,9 +1,9 @@
 //! The intake: how new, reset and cancelled entries reach the driver.
 //! `producer.rs` holds the producer paths; `lane.rs` each thread's queue.
 //!
-//! A thread with no lane (past 256 producers, or scheduling from a
-//! thread-local destructor after letting go of its lanes) and a re-armed
-//! periodic task use the shared MPSC queue. The driver drains each lane's
+//! A thread with no lane (past 256 live producer threads, or scheduling
+//! from a thread-local destructor after giving its index back) and a
+//! re-armed periodic task use the shared MPSC queue. The driver drains each lane's
 //! due keys, then the shared queue.
 //!
 //! # Order
@@ -13,29 +13,25 @@
 //! when a drain stalled while the owner wrapped the ring round past
 //! withdrawn cells (see `Lane::drain`).
 //!
-//! # Which lanes this thread owns
+//! # Which lane is this thread's
 //!
-//! A thread adopts a lane on its first schedule and lets go of it when it
-//! exits, so a pool's threads reuse lanes; a lane of a timer that shut down
-//! is dropped at this thread's next adoption. `LAST` caches the last
-//! look-up (timer id, lane index) in a plain `Cell` with no destructor, so
-//! one timer per thread costs no borrow, even while thread-locals die.
+//! A thread takes an index from a process-wide pool on its first schedule
+//! and gives it back when it exits, so a pool's threads reuse indices. Its
+//! lane in each timer is the one at its index, made on first use; a new
+//! holder of the index goes on where the last one stopped.
 
 pub(crate) mod lane;
 mod producer;
 
-use std::cell::{Cell, RefCell};
-use std::sync::{Arc, OnceLock};
-
-use crossbeam_queue::SegQueue;
+use std::sync::OnceLock;
 
 use crate::engine::clock::Nanos;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
 use crate::engine::intake::lane::{unmark, Lane};
-use crate::engine::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
+use crate::engine::sync::{AtomicBool, AtomicUsize, Ordering, Queue};
 
-/// Lanes per timer: at most this many threads queue without contention.
+/// Lane indices: at most this many live threads queue without contention.
 const MAX_LANES: usize = 256;
 
 /// Every this many keys on the shared queue ask the driver to look, which
@@ -60,52 +56,52 @@ pub(crate) fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 pub(crate) struct Intake {
-    timer_id: u64,
-    lanes: Box<[OnceLock<Arc<Lane>>]>,
-    /// Lanes created; each one in `lanes` below this stays there.
-    lane_count: AtomicUsize,
-    /// Serialises the creation of lanes.
-    creating: Mutex<()>,
-    shared: SegQueue<Key>,
+    /// Lane `i` is the lane of the thread holding index `i`.
+    lanes: Box<[OnceLock<Lane>]>,
+    /// One past the highest lane made.
+    lanes_made: AtomicUsize,
+    shared: Queue<Key>,
     /// A drain found withdrawn cells since `take_saw_withdrawn`.
     saw_withdrawn: AtomicBool,
 }
 
 impl Intake {
-    pub(crate) fn new(timer_id: u64) -> Intake {
+    pub(crate) fn new() -> Intake {
         Intake {
-            timer_id,
             lanes: (0..MAX_LANES).map(|_| OnceLock::new()).collect(),
-            lane_count: AtomicUsize::new(0),
-            creating: Mutex::new(()),
-            shared: SegQueue::new(),
+            lanes_made: AtomicUsize::new(0),
+            shared: Queue::new(),
             saw_withdrawn: AtomicBool::new(false),
         }
     }
 
-    fn lanes(&self) -> impl Iterator<Item = &Arc<Lane>> {
-        let count = self.lane_count.load(Ordering::Acquire);
-        self.lanes[..count].iter().filter_map(OnceLock::get)
+    fn lanes(&self) -> impl Iterator<Item = &Lane> {
+        let made = self.lanes_made.load(Ordering::Acquire);
+        self.lanes[..made].iter().filter_map(OnceLock::get)
     }
 
-    /// This thread's lane, if it owns one.
+    /// This thread's lane, if it has made one.
     #[inline]
     pub(crate) fn own_lane(&self) -> Option<&Lane> {
-        let index = lane_index(self.timer_id)? as usize;
-        self.lanes.get(index)?.get().map(|lane| &**lane)
+        self.lanes.get(thread_index()?)?.get()
     }
 
-    /// This thread's lane, adopting one (an exited thread's, or a new one)
-    /// if it has none. `None` past 256 threads, or in a thread-local
-    /// destructor after the thread let go of its lanes.
+    /// This thread's lane, made if it has none. `None` past `MAX_LANES`
+    /// live threads, or in a thread-local destructor after this thread
+    /// gave its index back.
     #[inline]
     pub(crate) fn lane_here(&self) -> Option<&Lane> {
-        self.own_lane().or_else(|| self.adopt_lane_here())
+        let index = thread_index()?;
+        let lane = self.lanes.get(index)?;
+        Some(lane.get().unwrap_or_else(|| self.make_lane(index)))
     }
 
     #[cold]
-    fn adopt_lane_here(&self) -> Option<&Lane> {
-        self.adopt_lane().then(|| self.own_lane()).flatten()
+    fn make_lane(&self, index: usize) -> &Lane {
+        let lane = self.lanes[index].get_or_init(|| Lane::new(index as u32));
+        // After the lane: a driver that reads this finds it.
+        self.lanes_made.fetch_max(index + 1, Ordering::AcqRel);
+        lane
     }
 
     /// Queues `key`, its entry filled, made at `now` on this thread, on
@@ -134,28 +130,6 @@ impl Intake {
         entry.set_queue_mark(0);
         self.shared.push(key);
         self.shared.len() % SHARED_LOOK_EVERY == 0
-    }
-
-    /// Gives this lane-less thread a lane (see `lane_here`); false if not.
-    fn adopt_lane(&self) -> bool {
-        hold(|| {
-            let orphan = self.lanes().find(|lane| lane.try_adopt());
-            if let Some(lane) = orphan {
-                return Some(lane.clone());
-            }
-            if self.lane_count.load(Ordering::Acquire) == MAX_LANES {
-                return None; // without the lock: past 256 threads, every call
-            }
-            let _creating = self.creating.lock().unwrap_or_else(|p| p.into_inner());
-            let index = self.lane_count.load(Ordering::Acquire);
-            if index == MAX_LANES {
-                return None;
-            }
-            let lane = Arc::new(Lane::new(index as u32, self.timer_id));
-            let _ = self.lanes[index].set(lane.clone());
-            self.lane_count.store(index + 1, Ordering::Release);
-            Some(lane)
-        })
     }
 
     /// `Lane::withdraw` at the place `entry` records for `key`. The mark
@@ -223,11 +197,6 @@ impl Intake {
         self.shared.len() + self.lanes().map(|lane| lane.len()).sum::<usize>()
     }
 
-    /// On shutdown: owners let go of the lanes when they next adopt one.
-    pub(crate) fn close(&self) {
-        self.lanes().for_each(|lane| lane.close());
-    }
-
     /// Keeps a vacated slot on this thread's lane. False if it has none,
     /// or it holds enough: free it to the arena.
     #[inline]
@@ -243,89 +212,69 @@ impl Intake {
     }
 }
 
-/// The lanes this thread owns, each handed back on drop.
-struct Held(Vec<Arc<Lane>>);
+/// The process-wide pool of lane indices: those given back, and the next
+/// never handed out.
+struct Pool {
+    free: Vec<usize>,
+    next: usize,
+}
 
-impl Drop for Held {
-    fn drop(&mut self) {
-        forget_last();
-        self.0.iter().for_each(|lane| lane.let_go());
+impl Pool {
+    fn take(&mut self) -> Option<usize> {
+        self.free.pop().or_else(|| {
+            let index = self.next;
+            self.next += usize::from(index < MAX_LANES);
+            (index < MAX_LANES).then_some(index)
+        })
     }
 }
 
-/// No timer has id 0.
-const NONE: (u64, u32) = (0, 0);
+#[cfg(not(loom))]
+static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool {
+    free: Vec::new(),
+    next: 0,
+});
+
+/// Runs `f` on the pool. (Under loom, a pool of its own per model run.)
+fn with_pool<R>(f: impl FnOnce(&mut Pool) -> R) -> R {
+    #[cfg(loom)]
+    loom::lazy_static! {
+        static ref POOL: loom::sync::Mutex<Pool> = loom::sync::Mutex::new(Pool {
+            free: Vec::new(),
+            next: 0,
+        });
+    }
+    f(&mut POOL.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// A thread's lane index, given back when the thread exits.
+struct Index(Option<usize>);
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        // Under loom, a model's threads end as it is torn down, when its
+        // pool is gone; each run starts a fresh one anyway.
+        #[cfg(not(loom))]
+        if let Some(index) = self.0 {
+            with_pool(|pool| pool.free.push(index));
+        }
+    }
+}
 
 #[cfg(not(loom))]
 thread_local! {
-    static HELD: RefCell<Held> = const { RefCell::new(Held(Vec::new())) };
-    static LAST: Cell<(u64, u32)> = const { Cell::new(NONE) };
+    static INDEX: Index = Index(with_pool(Pool::take));
 }
 
 #[cfg(loom)]
 loom::thread_local! {
-    static HELD: RefCell<Held> = RefCell::new(Held(Vec::new()));
-    static LAST: Cell<(u64, u32)> = Cell::new(NONE);
+    static INDEX: Index = Index(with_pool(Pool::take));
 }
 
-fn forget_last() {
-    let _ = LAST.try_with(|last| last.set(NONE));
-}
-
-/// The index of this thread's lane of timer `timer_id`, if it owns one.
+/// This thread's lane index, taken on first use.
 #[inline]
-fn lane_index(timer_id: u64) -> Option<u32> {
-    match LAST.try_with(Cell::get) {
-        Ok((id, index)) if id == timer_id => Some(index),
-        _ => lane_index_slow(timer_id),
-    }
-}
-
-#[cold]
-fn lane_index_slow(timer_id: u64) -> Option<u32> {
-    let index = with_lane(timer_id, |lane| lane.index)?;
-    let _ = LAST.try_with(|last| last.set((timer_id, index)));
-    Some(index)
-}
-
-/// Runs `f` on this thread's lane of timer `timer_id`, if it owns one.
-/// `f` must not run user code: it may be called from inside another `f`
-/// or while a task runs.
-#[inline]
-fn with_lane<R>(timer_id: u64, f: impl FnOnce(&Lane) -> R) -> Option<R> {
-    HELD.try_with(|held| {
-        let held = held.try_borrow().ok()?;
-        let lane = held.0.iter().find(|lane| lane.timer_id == timer_id)?;
-        Some(f(lane))
-    })
-    .ok()
-    .flatten()
-}
-
-/// Makes `adopt`'s lane this thread's, if this thread can hold one more.
-/// `adopt` is called only then, and must hand over an owned lane.
-fn hold(adopt: impl FnOnce() -> Option<Arc<Lane>>) -> bool {
-    HELD.try_with(|held| {
-        let Ok(mut held) = held.try_borrow_mut() else {
-            return false;
-        };
-        held.0.retain(|lane| {
-            let closed = lane.is_closed();
-            if closed {
-                forget_last();
-                lane.let_go();
-            }
-            !closed
-        });
-        match adopt() {
-            Some(lane) => {
-                held.0.push(lane);
-                true
-            }
-            None => false,
-        }
-    })
-    .unwrap_or(false)
+fn thread_index() -> Option<usize> {
+    INDEX.try_with(|index| index.0).ok().flatten()
 }
 
 #[cfg(test)]
@@ -351,32 +300,16 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_that_exits_hands_its_lane_to_the_next() {
-        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let intake = &timer.shared().intake;
-        for _ in 0..3 {
-            // A native join: the thread's locals, its lane too, are dropped.
-            let timer = timer.clone();
-            std::thread::spawn(move || timer.new_timeout(|_| {}, Duration::from_secs(1)).unwrap())
-                .join()
-                .unwrap();
-        }
-        assert_eq!(intake.lanes().count(), 1, "one lane, adopted in turn");
-        assert_eq!(intake.len(), 3, "all three queued on it");
-        timer.advance(Duration::from_secs(1));
-        assert_eq!(timer.pending_timeouts(), 0);
-    }
-
-    #[test]
-    fn a_dropped_timers_lane_is_freed_at_this_threads_next_adoption() {
-        let old = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        drop(old.new_timeout(|_| {}, Duration::from_secs(1)).unwrap());
-        let lane = std::sync::Arc::downgrade(old.shared().intake.lanes().next().unwrap());
-        drop(old);
-        assert!(lane.upgrade().is_some(), "this thread still holds it");
-        let new = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        drop(new.new_timeout(|_| {}, Duration::from_secs(1)).unwrap());
-        assert!(lane.upgrade().is_none(), "let go when adopting another");
+    fn the_pool_hands_out_given_back_indices_first_and_none_past_the_last() {
+        let mut pool = super::Pool {
+            free: Vec::new(),
+            next: super::MAX_LANES - 2,
+        };
+        assert_eq!(pool.take(), Some(super::MAX_LANES - 2));
+        pool.free.push(7);
+        assert_eq!(pool.take(), Some(7), "a thread that exited gave it back");
+        assert_eq!(pool.take(), Some(super::MAX_LANES - 1));
+        assert_eq!((pool.take(), pool.take()), (None, None), "all taken");
     }
 
     #[test]
@@ -458,8 +391,10 @@ mod tests {
             spawned.into_iter().map(|h| h.join().unwrap()).collect()
         });
         let intake = &timer.shared().intake;
-        assert_eq!(intake.lanes().count(), super::MAX_LANES);
-        assert_eq!(intake.len(), threads, "4 of them in the shared queue");
+        // Other tests' threads may hold indices too.
+        assert!(intake.lanes().count() <= super::MAX_LANES);
+        assert!(intake.shared.len() >= 4, "4 or more in the shared queue");
+        assert_eq!(intake.len(), threads);
         timer.advance(Duration::from_millis(1));
         assert!(ts.iter().all(crate::Timeout::is_expired), "none lost");
     }
