@@ -561,8 +561,12 @@ mod tests {
                     .unwrap()
             })
             .collect();
-        assert_eq!(in_wheel(&timer), ring, "filed by this thread, no driver");
-        assert_eq!(timer.shared().intake.len(), 10);
+        assert_eq!(
+            in_wheel(&timer),
+            ring / 2,
+            "the oldest half, by this thread"
+        );
+        assert_eq!(timer.shared().intake.len(), ring / 2 + 10);
         timer.advance(MS * 1002);
         assert!(ts.iter().all(Timeout::is_expired), "none lost");
         let fired = fired.lock().unwrap();
@@ -582,7 +586,7 @@ mod tests {
         let ts: Vec<_> = (0..ring + 10)
             .map(|_| timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap())
             .collect();
-        assert!(in_wheel(&timer) > ring, "filed by this thread at once");
+        assert!(in_wheel(&timer) > ring / 2, "filed by this thread at once");
         assert!(keep.cancel());
         assert!(ts.iter().all(Timeout::cancel));
     }
@@ -597,7 +601,7 @@ mod tests {
             assert!(t.cancel());
         }
         let queued = timer.shared().intake.len();
-        assert!(queued <= ring / 2, "{queued} cells still queued");
+        assert!(queued < ring, "{queued} cells still queued");
         assert_eq!(timer.shared().live(), 0, "every slot came back");
         let after = timer.new_timeout(|_| {}, MS).unwrap();
         timer.advance(MS);

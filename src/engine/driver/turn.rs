@@ -12,7 +12,7 @@ use crate::engine::driver::counts::Ended;
 use crate::engine::driver::{Core, Shared, IDLE};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Fire;
-use crate::engine::intake::lane::Lane;
+use crate::engine::intake::lane::{Lane, KEEP_HALF};
 use crate::engine::intake::{earliest, Drain};
 use crate::engine::sync::{fence, Ordering};
 
@@ -59,16 +59,19 @@ impl Shared {
         })
     }
 
-    /// Files every key of a full `lane`, on its owner's thread. Returns the
-    /// earliest deadline filed (`u64::MAX`: none); `None` after a shutdown.
+    /// Files the oldest half of a full `lane`, on its owner's thread, young
+    /// keys too: the youngest half stays, for cancels to withdraw. Returns
+    /// the earliest deadline filed (`u64::MAX`: none); `None` after a
+    /// shutdown.
     pub(crate) fn file_lane(&self, lane: &Lane) -> Option<Nanos> {
         let mut core = self.lock_core();
         if self.is_shutdown() {
             return None;
         }
-        let ready_by = Some(self.clock.time_of(self.clock.ticks_at(self.clock.now())));
+        let now = self.clock.now();
+        let ready_by = Some(self.clock.time_of(self.clock.ticks_at(now)));
         let mut earliest = u64::MAX;
-        lane.drain(0, true, usize::MAX, &mut |key| {
+        lane.drain(now, KEEP_HALF, usize::MAX, &mut |key| {
             earliest = earliest.min(self.entry(key).deadline());
             self.file(&mut core, key, ready_by);
         });

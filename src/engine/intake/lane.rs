@@ -43,7 +43,12 @@ use crate::engine::sync::{AtomicU32, AtomicU64, Ordering};
 pub(crate) const RING_BITS: u32 = if cfg!(loom) { 2 } else { 14 };
 const RING: u64 = 1 << RING_BITS;
 /// Cells in use at which the owner moves the head past withdrawn ones.
-const RECLAIM_AT: u64 = RING / 2;
+const RECLAIM_AT: u64 = RING / 4 * 3;
+/// `Lane::drain`'s `keep`: hold no key; hold any key not yet due; hold at
+/// most the youngest half (what an owner whose ring is full files).
+pub(crate) const KEEP_NONE: u64 = 0;
+pub(crate) const KEEP_YOUNG: u64 = u64::MAX;
+pub(crate) const KEEP_HALF: u64 = RING / 2;
 /// How old a key that is not urgent is when the driver files it.
 pub(crate) const HOLD: Duration = Duration::from_millis(64);
 const HOLD_NANOS: i64 = HOLD.as_nanos() as i64;
@@ -190,21 +195,22 @@ impl Lane {
         })
     }
 
-    /// Driver only: passes to `out` up to `limit` keys, oldest first: all with
-    /// `all`, else those `HOLD` old or before the last urgent key. A `reclaim`
-    /// may move `head` past cells yet to read, even rewrite one after a wrap:
-    /// that key is taken early, harmless, as one swap claims each key.
+    /// Driver only: passes to `out` up to `limit` keys, oldest first: those
+    /// `HOLD` old, before the last urgent key, or older than the `keep`
+    /// newest cells. A `reclaim` may move `head` past cells yet to read, even
+    /// rewrite one after a wrap: that key is taken early, harmless, as one
+    /// swap claims each key.
     pub(crate) fn drain(
         &self,
         now: Nanos,
-        all: bool,
+        keep: u64,
         limit: usize,
         out: &mut impl FnMut(Key),
     ) -> Drained {
         // `urgent` before `tail`: the tail read is at least as far.
         let urgent = self.producer.urgent.load(Ordering::Acquire);
         let tail = self.producer.tail.load(Ordering::Acquire);
-        let due = if all { tail } else { urgent };
+        let due = urgent.max(tail.saturating_sub(keep));
         let start = self.head.load(Ordering::Acquire);
         let mut head = start;
         let mut taken = 0;

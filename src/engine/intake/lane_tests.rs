@@ -54,6 +54,7 @@ impl Fixture {
     }
 
     fn drain_by(&self, now: Nanos, all: bool, limit: usize) -> (Vec<u32>, Drained) {
+        let all = if all { KEEP_NONE } else { KEEP_YOUNG };
         let mut out = Vec::new();
         let mut push = |k: Key| out.push(k.index() as u32);
         let drained = self.lane.drain(now, all, limit, &mut push);

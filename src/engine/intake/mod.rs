@@ -23,12 +23,13 @@
 pub(crate) mod lane;
 mod producer;
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 use crate::engine::clock::Nanos;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
-use crate::engine::intake::lane::{unmark, Lane};
+use crate::engine::intake::lane::{unmark, Lane, KEEP_NONE, KEEP_YOUNG};
 use crate::engine::sync::{AtomicBool, AtomicUsize, Ordering, Queue};
 
 /// Lane indices: at most this many live threads queue without contention.
@@ -148,7 +149,7 @@ impl Intake {
     /// back: for `stop()`, with no driver running.
     pub(crate) fn drain_all(&self, mut out: impl FnMut(Key)) {
         for lane in self.lanes() {
-            lane.drain(0, true, usize::MAX, &mut out);
+            lane.drain(0, KEEP_NONE, usize::MAX, &mut out);
         }
         while let Some(key) = self.shared.pop() {
             out(key);
@@ -167,7 +168,8 @@ impl Intake {
         let mut left = limit;
         let mut result = Drain::default();
         for lane in self.lanes() {
-            let drained = lane.drain(now, all, left, &mut out);
+            let keep = if all { KEEP_NONE } else { KEEP_YOUNG };
+            let drained = lane.drain(now, keep, left, &mut out);
             result.look_by = earliest(result.look_by, drained.look_by);
             left -= drained.taken;
             result.more |= drained.more;
@@ -252,6 +254,7 @@ struct Index(Option<usize>);
 
 impl Drop for Index {
     fn drop(&mut self) {
+        let _ = CACHED.try_with(|cached| cached.set(GONE));
         // Under loom, a model's threads end as it is torn down, when its
         // pool is gone; each run starts a fresh one anyway.
         #[cfg(not(loom))]
@@ -261,20 +264,38 @@ impl Drop for Index {
     }
 }
 
+/// `CACHED` before this thread took an index, and after it gave it back.
+const UNSET: usize = usize::MAX;
+const GONE: usize = usize::MAX - 1;
+
 #[cfg(not(loom))]
 thread_local! {
     static INDEX: Index = Index(with_pool(Pool::take));
+    /// `INDEX`'s, with no destructor, so reading it costs no check of one.
+    static CACHED: Cell<usize> = const { Cell::new(UNSET) };
 }
 
 #[cfg(loom)]
 loom::thread_local! {
     static INDEX: Index = Index(with_pool(Pool::take));
+    static CACHED: Cell<usize> = Cell::new(UNSET);
 }
 
 /// This thread's lane index, taken on first use.
 #[inline]
 fn thread_index() -> Option<usize> {
-    INDEX.try_with(|index| index.0).ok().flatten()
+    match CACHED.try_with(Cell::get) {
+        Ok(index) if index < GONE => Some(index),
+        Ok(UNSET) => take_thread_index(),
+        _ => None,
+    }
+}
+
+#[cold]
+fn take_thread_index() -> Option<usize> {
+    let index = INDEX.try_with(|index| index.0).ok().flatten()?;
+    let _ = CACHED.try_with(|cached| cached.set(index));
+    Some(index)
 }
 
 #[cfg(test)]
