@@ -532,7 +532,11 @@ mod tests {
         assert_eq!(sleep.entry, Some(key), "kept, later");
         sleep.reset(timer.now() + MS * 2);
         assert_eq!(sleep.entry, Some(key), "kept, earlier");
-        assert_eq!(shared.deadline_of(key), 2_000_000, "in force: 2 ms away");
+        assert_eq!(
+            shared.entry(key).deadline(),
+            2_000_000,
+            "in force: 2 ms away"
+        );
         assert_eq!(timer.pending_timeouts(), 1);
         timer.advance(MS * 2);
         assert!(sleep.is_woken(), "woken at the earlier deadline");

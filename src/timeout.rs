@@ -126,7 +126,7 @@ impl Timeout {
     /// represent saturates to a point centuries away.
     pub fn deadline(&self) -> Instant {
         let shared = self.shared();
-        shared.clock.to_instant(shared.deadline_of(self.key()))
+        shared.clock.to_instant(self.entry().deadline())
     }
 
     /// Time left until its deadline, on the timer's own clock (so a manual
@@ -152,7 +152,7 @@ impl Timeout {
         if !self.entry().is_pending() || shared.is_shutdown() {
             return Duration::ZERO;
         }
-        let deadline = shared.deadline_of(self.key());
+        let deadline = self.entry().deadline();
         Duration::from_nanos(deadline.saturating_sub(shared.clock.now()))
     }
 

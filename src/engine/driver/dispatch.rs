@@ -147,20 +147,13 @@ impl Shared {
             return entry.take_task();
         }
         self.slots.retain(key); // the queue's reference
-        if !self.enqueue(key) && self.try_stop(key) {
+        if !self.enqueue(key) && self.entry(key).try_stop() {
             self.counts.uncount(1, Ended::Stopped);
             // Stopped by the shutdown. Taken out: the queue's reference may
             // be the last, released under the core lock.
             return entry.take_task();
         }
         None
-    }
-
-    /// Ends a run that panicked: no later run starts.
-    pub(crate) fn end_panicked(&self, entry: &Entry) {
-        if entry.try_end_panicked() {
-            self.counts.uncount(1, Ended::Fired);
-        }
     }
 }
 
@@ -215,7 +208,9 @@ fn run_periodic(timeout: &Timeout, mut task: UserBox<Periodic>) {
         }
         Err(panic) => {
             shared.end_job(timeout.key());
-            shared.end_panicked(entry);
+            if entry.try_end_panicked() {
+                shared.counts.uncount(1, Ended::Fired);
+            }
             report_panic(timeout, &*panic);
         }
     }

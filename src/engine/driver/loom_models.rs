@@ -81,7 +81,7 @@ fn loom_models_a_reset_earlier_against_the_workers_plan() {
         };
         let round = worker_round(&timer);
         resetter.join().unwrap();
-        let deadline = shared.deadline_of(t.key());
+        let deadline = shared.entry(t.key()).deadline();
         let woken = shared.unparks.load(Ordering::Relaxed) > 0;
         let refiled = shared.entry(t.key()).filed() == deadline;
         let wakes_in_time =

@@ -63,6 +63,12 @@ fn marked<R>(marker: &'static LocalKey<Cell<u64>>, id: u64, f: impl FnOnce() -> 
     f()
 }
 
+/// How producers wake a driver: the worker thread, or a tokio task.
+pub(crate) enum Unpark {
+    Thread(Thread),
+    Task(Arc<tokio::sync::Notify>),
+}
+
 pub(crate) struct Config {
     pub(crate) executor: Option<Handoff>,
     pub(crate) tick_nanos: u64,
@@ -107,9 +113,8 @@ pub(crate) struct Shared {
     /// Held while turning by any driver but the worker thread.
     pub(crate) driver: Mutex<()>,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
-    worker_thread: OnceLock<Thread>,
-    /// How producers wake a driver that is a tokio task, not a thread.
-    driver_notify: OnceLock<Arc<tokio::sync::Notify>>,
+    /// How producers wake the driver, once it runs.
+    wake: OnceLock<Unpark>,
     /// The face's handle, weakly, for `Timeout::timer()`, kept unnamed.
     owner: OnceLock<Weak<dyn Any + Send + Sync>>,
     pub(crate) shutdown_hooks: ShutdownHooks,
@@ -144,8 +149,7 @@ impl Shared {
             jobs: Mutex::new(Jobs::new()),
             driver: Mutex::new(()),
             worker: Mutex::new(None),
-            worker_thread: OnceLock::new(),
-            driver_notify: OnceLock::new(),
+            wake: OnceLock::new(),
             owner: OnceLock::new(),
             shutdown_hooks: ShutdownHooks::default(),
         }
@@ -194,33 +198,28 @@ impl Shared {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn set_worker_thread(&self, thread: Thread) {
-        let _ = self.worker_thread.set(thread);
+    pub(crate) fn set_wake(&self, wake: Unpark) {
+        let _ = self.wake.set(wake);
     }
 
+    /// True once a worker thread or driver task runs.
     #[inline]
-    pub(crate) fn has_worker_thread(&self) -> bool {
-        self.worker_thread.get().is_some()
+    pub(crate) fn has_driver(&self) -> bool {
+        self.wake.get().is_some()
     }
 
     pub(crate) fn is_worker_thread(&self) -> bool {
-        self.worker_thread
-            .get()
-            .is_some_and(|t| t.id() == std::thread::current().id())
+        matches!(self.wake.get(), Some(Unpark::Thread(t)) if t.id() == std::thread::current().id())
     }
 
     pub(crate) fn unpark_worker(&self) {
         #[cfg(test)]
         self.unparks.fetch_add(1, Ordering::Relaxed);
-        if let Some(thread) = self.worker_thread.get() {
-            thread.unpark();
-        } else if let Some(notify) = self.driver_notify.get() {
-            notify.notify_one();
+        match self.wake.get() {
+            Some(Unpark::Thread(thread)) => thread.unpark(),
+            Some(Unpark::Task(notify)) => notify.notify_one(),
+            None => {}
         }
-    }
-
-    pub(crate) fn set_driver_notify(&self, notify: Arc<tokio::sync::Notify>) {
-        let _ = self.driver_notify.set(notify);
     }
 
     pub(crate) fn in_own_task(&self) -> bool {

@@ -20,7 +20,7 @@ impl Shared {
         {
             let mut core = self.lock_core();
             for key in keys {
-                if self.try_stop(key) {
+                if self.entry(key).try_stop() {
                     core.unfired.push(key);
                     self.counts.uncount(1, Ended::Stopped);
                 } else {
@@ -56,7 +56,7 @@ impl Shared {
                 self.slots.release_locked(key);
             }
             for key in drained {
-                if self.try_stop(key) {
+                if self.entry(key).try_stop() {
                     uncounted += 1;
                     all.push(key);
                 } else {

@@ -207,7 +207,7 @@ impl Shared {
         }
         // By the deadline in force, each read once: a sort whose keys change
         // under it (a reset on another thread) panics.
-        let deadline = |key: &Key| self.deadline_of(*key);
+        let deadline = |key: &Key| self.entry(*key).deadline();
         if due.windows(2).any(|w| deadline(&w[0]) > deadline(&w[1])) {
             due.sort_by_cached_key(deadline);
         }

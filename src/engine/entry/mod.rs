@@ -455,14 +455,6 @@ impl Entry {
     pub(crate) fn release(&self) -> bool {
         self.refs.fetch_sub(1, Ordering::AcqRel) == 1
     }
-
-    /// Gives up the lane's reference, taken over by the winning cancel that
-    /// withdrew the entry. Never the last: the caller holds one too.
-    #[inline(always)]
-    pub(crate) fn release_withdrawn_reference(&self) {
-        let last = self.release();
-        debug_assert!(!last, "a cancel's caller holds a reference too");
-    }
 }
 
 /// The borrowed slot; its drop (even unwinding) unlocks and updates `HAS_TASK`.

@@ -73,7 +73,7 @@ impl Shared {
             self.release(key);
             return Err(Refusal::Shutdown);
         };
-        if !self.after_push(look, entry) && self.try_stop(key) {
+        if !self.after_push(look, entry) && entry.try_stop() {
             self.counts.unreserve();
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
@@ -140,11 +140,6 @@ impl Shared {
         true
     }
 
-    /// `PENDING -> STOPPED` for `key`.
-    pub(crate) fn try_stop(&self, key: Key) -> bool {
-        self.entry(key).try_stop()
-    }
-
     /// The cancel path, for a caller holding a reference to `key`. Returns
     /// the task if the caller won, for its `cancelled` hook.
     #[inline(always)]
@@ -157,7 +152,8 @@ impl Shared {
         if self.intake.withdraw(entry, key) {
             // The driver never saw it. The queue's reference is ours, and
             // the caller holds one too: not the last.
-            entry.release_withdrawn_reference();
+            let last = entry.release();
+            debug_assert!(!last, "a cancel's caller holds a reference too");
         } else {
             self.leave_removal_to_driver(key, entry);
         }
@@ -206,15 +202,9 @@ impl Shared {
         let entry = self.entry(key);
         if entry.release() {
             drop(entry.vacate()); // may run user code: before the lane
-            self.keep_free(key, entry);
-        }
-    }
-
-    /// Keeps a vacated slot on this thread's lane, or frees it to the arena.
-    #[inline(always)]
-    fn keep_free(&self, key: Key, entry: &Entry) {
-        if !self.intake.push_free(key, entry) {
-            self.slots.push_free(key);
+            if !self.intake.push_free(key, entry) {
+                self.slots.push_free(key);
+            }
         }
     }
 
@@ -238,11 +228,6 @@ impl Shared {
             }
         }
         true
-    }
-
-    /// The deadline in force for `key`.
-    pub(crate) fn deadline_of(&self, key: Key) -> Nanos {
-        self.entry(key).deadline()
     }
 
     fn request_housekeeping(&self) {
