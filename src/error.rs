@@ -162,9 +162,9 @@ impl From<Elapsed> for std::io::Error {
     }
 }
 
-impl From<crate::engine::driver::refusal::Refusal> for TimerError {
-    fn from(refusal: crate::engine::driver::refusal::Refusal) -> TimerError {
-        use crate::engine::driver::refusal::Refusal;
+impl From<crate::engine::driver::counts::Refusal> for TimerError {
+    fn from(refusal: crate::engine::driver::counts::Refusal) -> TimerError {
+        use crate::engine::driver::counts::Refusal;
         match refusal {
             Refusal::Shutdown => TimerError::Shutdown,
             Refusal::AtCapacity { pending, max } => TimerError::AtCapacity { pending, max },

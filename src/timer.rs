@@ -378,11 +378,10 @@ mod tests {
     }
 
     const MS: Duration = Duration::from_millis(1);
-    /// Long enough for the driver to file a timeout that is not due soon,
-    /// which it holds in the lane meanwhile (see `engine/lane/`).
+    /// Long enough for the driver to file a far timeout (`intake/lane.rs`).
     const PAST_THE_HOLD: Duration = crate::engine::intake::lane::HOLD.saturating_add(MS);
 
-    /// The hold (see `engine/lane/`): a timeout due far off waits in its
+    /// The hold (`intake/lane.rs`): a timeout due far off waits in its
     /// lane until it is `HOLD` old, so a cancel in the meantime never
     /// involves the driver; an urgent one is filed at the next tick, and
     /// takes the older ones of its lane along, in order.
@@ -548,32 +547,16 @@ mod tests {
     }
 
     #[test]
-    fn a_full_ring_is_filed_by_its_owner_in_order() {
+    fn a_full_ring_files_its_oldest_half_on_its_owners_thread() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let ring = 1 << crate::engine::intake::lane::RING_BITS;
-        let fired = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let ts: Vec<_> = (0..ring + 10)
-            .map(|i| {
-                let fired = fired.clone();
-                let delay = MS * 1000 + MS * (i as u32 % 3);
-                timer
-                    .new_timeout(move |_| fired.lock().unwrap().push(i), delay)
-                    .unwrap()
-            })
+            .map(|_| timer.new_timeout(|_| {}, MS * 1000).unwrap())
             .collect();
-        assert_eq!(
-            in_wheel(&timer),
-            ring / 2,
-            "the oldest half, by this thread"
-        );
+        assert_eq!(in_wheel(&timer), ring / 2, "no driver ran");
         assert_eq!(timer.shared().intake.len(), ring / 2 + 10);
-        timer.advance(MS * 1002);
+        timer.advance(MS * 1000);
         assert!(ts.iter().all(Timeout::is_expired), "none lost");
-        let fired = fired.lock().unwrap();
-        for due in 0..3 {
-            let at: Vec<_> = fired.iter().filter(|&&i| i % 3 == due).collect();
-            assert!(at.windows(2).all(|w| w[0] < w[1]), "in order");
-        }
     }
 
     #[test]

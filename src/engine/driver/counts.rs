@@ -1,14 +1,25 @@
-//! The pending count and the totals behind `stats()`. A pending timeout
-//! leaves the pending count once, and only then counts as fired, cancelled
-//! or stopped (invariant 5); `scheduled` is their sum, so `stats()` adds up.
+//! Why a timeout is refused, the pending count, and the totals behind
+//! `stats()`. A pending timeout leaves the pending count once, and only
+//! then counts as fired, cancelled or stopped (invariant 5); `scheduled`
+//! is their sum, so `stats()` adds up.
 //! A refused call counts nowhere. The pending count never goes below zero:
 //! a timeout leaves it only after `reserve` (what ends it exists only
 //! after), and one atomic's changes have one order.
 
-use crate::engine::driver::refusal::Refusal;
 use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::task::Task;
 use crate::engine::sync::{AtomicU64, AtomicUsize, Ordering};
+
+/// Why the engine refused a new timeout; the face makes it a `TimerError`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The timer has been stopped.
+    Shutdown,
+    /// The timer holds as many pending timeouts as it may.
+    AtCapacity { pending: usize, max: usize },
+    /// The worker thread could not be started.
+    WorkerSpawn(String),
+}
 
 /// How a timeout left the pending count, other than by a cancel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,6 @@ pub(crate) mod dispatch;
 #[cfg(all(test, loom))]
 mod loom_models;
 pub(crate) mod manual;
-pub(crate) mod refusal;
 pub(crate) mod stop;
 pub(crate) mod turn;
 pub(crate) mod worker;

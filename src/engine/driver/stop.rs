@@ -51,7 +51,8 @@ impl Shared {
             let mut drained = Vec::new();
             core.wheel.drain_all(&self.slots, &mut drained);
             drained.append(&mut core.ready);
-            self.intake.drain_all(|key| drained.push(key));
+            self.intake
+                .drain(usize::MAX, 0, true, |key| drained.push(key));
             while let Some(key) = self.mailbox.pop() {
                 self.slots.release_locked(key);
             }

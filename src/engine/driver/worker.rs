@@ -29,7 +29,7 @@ use futures::task::AtomicWaker;
 use tokio::sync::Notify;
 
 use crate::engine::clock::Nanos;
-use crate::engine::driver::refusal::Refusal;
+use crate::engine::driver::counts::Refusal;
 use crate::engine::driver::{Shared, Unpark, BUSY};
 use crate::engine::entry::key::Key;
 use crate::engine::sync::Ordering;

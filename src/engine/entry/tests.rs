@@ -161,20 +161,6 @@ fn deadlines_past_the_state_word_read_as_never() {
 }
 
 #[test]
-fn links_round_trip() {
-    let e = entry();
-    assert_eq!((e.prev_link(), e.next_link()), (None, None));
-    e.set_next_link(Key::unpack(1));
-    e.set_prev_link(Key::unpack(42));
-    assert_eq!(
-        (e.prev_link(), e.next_link()),
-        (Key::unpack(42), Key::unpack(1))
-    );
-    e.set_next_link(None);
-    assert_eq!(e.next_link(), None);
-}
-
-#[test]
 fn an_entry_dropped_with_its_task_drops_the_task() {
     let alive = std::sync::Arc::new(());
     let held = alive.clone();

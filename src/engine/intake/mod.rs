@@ -81,15 +81,7 @@ impl Intake {
         self.lanes[..made].iter().filter_map(OnceLock::get)
     }
 
-    /// This thread's lane, if it has made one.
-    #[inline]
-    pub(crate) fn own_lane(&self) -> Option<&Lane> {
-        self.lanes.get(thread_index()?)?.get()
-    }
-
-    /// This thread's lane, made if it has none. `None` past `MAX_LANES`
-    /// live threads, or in a thread-local destructor after this thread
-    /// gave its index back.
+    /// This thread's lane, made if need be; `None` without an index.
     #[inline]
     pub(crate) fn lane_here(&self) -> Option<&Lane> {
         let index = thread_index()?;
@@ -103,26 +95,6 @@ impl Intake {
         // After the lane: a driver that reads this finds it.
         self.lanes_made.fetch_max(index + 1, Ordering::AcqRel);
         lane
-    }
-
-    /// Queues `key`, its entry filled, made at `now` on this thread, on
-    /// its `lane` (`lane_here`), or the shared queue if it has none;
-    /// `urgent` if the driver must not hold it (see `lane.rs`). `None` if
-    /// the lane's ring is full; else whether to ask the driver to look
-    /// (`push_shared`).
-    #[inline]
-    pub(crate) fn push_on(
-        &self,
-        lane: Option<&Lane>,
-        key: Key,
-        entry: &Entry,
-        now: Nanos,
-        urgent: bool,
-    ) -> Option<bool> {
-        match lane {
-            Some(lane) => lane.try_push(key, entry, now, urgent).then_some(false),
-            None => Some(self.push_shared(key, entry)),
-        }
     }
 
     /// Queues `key` on the shared queue. True every `SHARED_LOOK_EVERY`
@@ -145,19 +117,8 @@ impl Intake {
         lane.is_some_and(|lane| lane.withdraw(cell, key))
     }
 
-    /// Passes every queued key to `out`, the lanes' first, holding none
-    /// back: for `stop()`, with no driver running.
-    pub(crate) fn drain_all(&self, mut out: impl FnMut(Key)) {
-        for lane in self.lanes() {
-            lane.drain(0, KEEP_NONE, usize::MAX, &mut out);
-        }
-        while let Some(key) = self.shared.pop() {
-            out(key);
-        }
-    }
-
-    /// Driver only: passes up to `limit` keys to `out`: each lane's due at
-    /// `now` (every key with `all`), then the shared queue's.
+    /// Passes up to `limit` keys to `out`: each lane's due at `now` (every
+    /// key with `all`), then the shared queue's. Driver or `stop()` only.
     pub(crate) fn drain(
         &self,
         limit: usize,
@@ -199,12 +160,11 @@ impl Intake {
         self.shared.len() + self.lanes().map(|lane| lane.len()).sum::<usize>()
     }
 
-    /// Keeps a vacated slot on this thread's lane. False if it has none,
-    /// or it holds enough: free it to the arena.
+    /// Keeps a vacated slot on this thread's lane; false: free it.
     #[inline]
     pub(crate) fn push_free(&self, key: Key, entry: &Entry) -> bool {
-        self.own_lane()
-            .is_some_and(|lane| lane.push_free(key, entry))
+        let lane = thread_index().and_then(|index| self.lanes.get(index)?.get());
+        lane.is_some_and(|lane| lane.push_free(key, entry))
     }
 
     /// Free slots the lanes hold, for the arena's accounting in tests.

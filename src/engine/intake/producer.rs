@@ -26,7 +26,7 @@
 //! the entry out of its bucket or lane.
 
 use crate::engine::clock::Nanos;
-use crate::engine::driver::refusal::Refusal;
+use crate::engine::driver::counts::Refusal;
 use crate::engine::driver::Shared;
 use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::key::Key;
@@ -36,10 +36,9 @@ use crate::engine::intake::lane::Lane;
 use crate::engine::sync::{fence, Ordering};
 
 impl Shared {
-    /// The producer path: counts, queues and, if needed, wakes the driver.
-    /// `now` is the reading `deadline` was made from, which says how long
-    /// the key may wait in its lane (see `lane.rs`). The entry gets two
-    /// references, the timer's and the caller's.
+    /// Counts, queues and, if needed, wakes the driver. `now`, the reading
+    /// `deadline` was made from, is the key's stamp in its lane. The entry
+    /// gets two references, the timer's and the caller's.
     #[inline(always)]
     pub(crate) fn schedule(&self, now: Nanos, deadline: Nanos, task: Task) -> Result<Key, Refusal> {
         if self.is_shutdown() {
@@ -62,7 +61,10 @@ impl Shared {
         };
         entry.occupy(deadline, task, 2);
         let urgent = self.is_urgent(now, deadline);
-        let queued = self.intake.push_on(lane, key, entry, now, urgent);
+        let queued = match lane {
+            Some(lane) => lane.try_push(key, entry, now, urgent).then_some(false),
+            None => Some(self.intake.push_shared(key, entry)),
+        };
         let Some(look) = queued.or_else(|| self.push_after_filing(lane?, key, entry, now, urgent))
         else {
             // Its ring full, and the timer shut down: it was never queued.
@@ -84,8 +86,7 @@ impl Shared {
         Ok(key)
     }
 
-    /// This thread's `lane` is full of live keys: files them (`file_lane`)
-    /// and pushes again.
+    /// This thread's `lane` is full: files its oldest half and pushes again.
     #[cold]
     fn push_after_filing(
         &self,
@@ -105,12 +106,10 @@ impl Shared {
         lane.try_push(key, entry, now, urgent).then_some(false)
     }
 
-    /// Queues a periodic entry re-armed, with the timer's reference, and
-    /// wakes the driver if it would fire it more than a tick late. False if the timer shut down meanwhile: `stop()`
-    /// may have drained the queue before the push, so the caller takes
-    /// the entry back with `try_stop` (true: stopped, for the caller to
-    /// uncount; false: `stop()` returned it). The queue keeps the
-    /// timer's reference either way.
+    /// Queues a re-armed periodic entry with the timer's reference, waking
+    /// the driver if it must. False if the timer shut down meanwhile
+    /// (`stop()` may have drained the queue first): the caller takes the
+    /// entry back with `try_stop`. The queue keeps the reference either way.
     pub(crate) fn enqueue(&self, key: Key) -> bool {
         let entry = self.entry(key);
         self.after_push(self.intake.push_shared(key, entry), entry)
@@ -140,8 +139,7 @@ impl Shared {
         true
     }
 
-    /// The cancel path, for a caller holding a reference to `key`. Returns
-    /// the task if the caller won, for its `cancelled` hook.
+    /// For a caller holding a reference to `key`: the task if it won.
     #[inline(always)]
     pub(crate) fn cancel(&self, key: Key) -> Option<Task> {
         let entry = self.entry(key);
@@ -166,16 +164,14 @@ impl Shared {
     }
 
     /// `cancel`, then `release`: for a `Sleep`, its entry's only holder.
-    /// Returns the task if this cancel won it, for the caller to drop.
     pub(crate) fn cancel_and_release(&self, key: Key) -> Option<Task> {
         let task = self.cancel(key);
         self.release(key);
         task
     }
 
-    /// A cancelled entry the driver took from the intake: the driver takes
-    /// it out of the wheel (through the mailbox) or finds it cancelled as
-    /// it files it.
+    /// The driver took the cancelled entry: it takes it out of the wheel
+    /// (through the mailbox), or finds it cancelled as it files it.
     fn leave_removal_to_driver(&self, key: Key, entry: &Entry) {
         // Pairs with the driver's fence after it files an entry: either it
         // sees CANCELLED and removes the entry at once, or we see it filed.
@@ -208,9 +204,8 @@ impl Shared {
         }
     }
 
-    /// Moves the deadline of `key`, a pending one-shot timeout the caller
-    /// holds, to `to`. False, changing nothing, if it is periodic, no
-    /// longer pending, or the timer is shutting down.
+    /// Moves a pending one-shot timeout's deadline to `to`. False, changing
+    /// nothing, if it is periodic, no longer pending, or shutting down.
     pub(crate) fn reset(&self, key: Key, to: Nanos) -> bool {
         let entry = self.entry(key);
         if entry.is_periodic() || self.is_shutdown() {
