@@ -1,24 +1,15 @@
-//! `Sleep`: a future that completes at a deadline, backed by one wheel entry.
-//!
-//! # Poll against fire
-//!
-//! The entry's task slot holds the waker of the last task that polled. A
-//! poll stores its waker under the slot's lock and *then* reads the entry's
-//! state; the worker swaps the state out of `PENDING` *before* it locks the
-//! slot to take the waker. So either the worker takes the new waker, or the
-//! poll sees the entry is spent: no wake-up is lost, and the only waker
-//! woken is the one stored last.
+//! `Sleep`: a future that completes at a deadline, backed by one wheel
+//! entry (the waker protocol is the entry's: `Entry::wait_with`).
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::engine::clock::{saturating_nanos, Nanos};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
-use crate::engine::entry::Entry;
 use crate::{HashedWheelTimer, TimerError};
 
 /// A future that completes once its deadline has passed on its timer's
@@ -308,7 +299,7 @@ impl Sleep {
             return Poll::Ready(done);
         }
         if let Some(key) = self.entry {
-            if still_waiting(shared.entry(key), cx.waker()) {
+            if shared.entry(key).wait_with(cx.waker()) {
                 return Poll::Pending;
             }
             // Spent: it fired (maybe just now, after the check above) or the
@@ -346,34 +337,6 @@ impl Sleep {
             }
         }
     }
-}
-
-/// Stores `waker` in the entry's slot, unless it already holds one that
-/// wakes the same task, then tells whether the entry may still fire. The
-/// order is what makes it race free; see the module docs.
-fn still_waiting(entry: &Entry, waker: &Waker) -> bool {
-    if !entry.is_pending() {
-        return false; // spent: no need to lock
-    }
-    fn stored(slot: &mut Option<Task>) -> Option<&mut Option<Waker>> {
-        match slot {
-            Some(Task::Wake(stored)) => Some(stored),
-            _ => None,
-        }
-    }
-    let same = entry.with_task(|slot| {
-        stored(slot).map_or(true, |w| w.as_ref().is_some_and(|w| w.will_wake(waker)))
-    });
-    if !same {
-        // Cloned and dropped outside the slot's lock: both run waker code.
-        let fresh = waker.clone();
-        let stale = entry.with_task(|slot| match stored(slot) {
-            Some(w) => w.replace(fresh),
-            None => Some(fresh), // fired meanwhile
-        });
-        drop(stale);
-    }
-    entry.is_pending()
 }
 
 impl Future for Sleep {

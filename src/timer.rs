@@ -57,12 +57,7 @@ impl Drop for Owner {
         // cannot wait for itself: it sees the shutdown between two tasks,
         // starts no other, and exits once this task returns.
         let wait = !self.shared.in_own_task() && !self.shared.is_worker_thread();
-        for key in self.shared.shut_down(wait) {
-            // Nobody can ask for these tasks any more: free them now, even
-            // if a `Timeout` handle outlives the timer.
-            drop(self.shared.entry(key).take_task());
-            self.shared.slots.release(key);
-        }
+        self.shared.shut_down_dropping(wait);
     }
 }
 

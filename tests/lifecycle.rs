@@ -198,3 +198,23 @@ fn a_cancelled_timeout_is_removed_while_the_worker_sleeps() {
     assert_eq!(timer.pending_timeouts(), 1);
     assert!(far.cancel());
 }
+
+/// A producer that cancels every timeout young keeps the worker nearly
+/// asleep: a wake-up for the first, then one per hold (64 ms) to look at
+/// what its lane holds. A slower run is allowed more.
+#[test]
+fn a_producer_cancelling_young_timeouts_rarely_wakes_the_worker() {
+    let timer = HashedWheelTimer::new();
+    let ops = 500_000;
+    let start = std::time::Instant::now();
+    for _ in 0..ops {
+        let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
+        t.cancel();
+    }
+    let holds = start.elapsed().as_millis() / 64;
+    let wakeups = timer.stats().worker_wakeups;
+    assert!(
+        u128::from(wakeups) < 2 * holds + 20,
+        "{wakeups} wake-ups for {ops} timeouts in {holds} holds"
+    );
+}

@@ -28,6 +28,8 @@ pub(crate) enum Ended {
     Fired,
     /// `stop()` ended it before it ran (or a periodic task between runs).
     Stopped,
+    /// A cancel won.
+    Cancelled,
 }
 
 pub(crate) struct Counts {
@@ -101,11 +103,6 @@ impl Counts {
     }
 
     #[inline(always)]
-    pub(crate) fn uncount_cancelled(&self) {
-        self.cancelled.fetch_add(1, Ordering::Release);
-        self.pending.fetch_sub(1, Ordering::AcqRel);
-    }
-
     pub(crate) fn uncount(&self, n: usize, how: Ended) {
         if n == 0 {
             return;
@@ -113,6 +110,7 @@ impl Counts {
         let total = match how {
             Ended::Fired => &self.fired,
             Ended::Stopped => &self.stopped,
+            Ended::Cancelled => &self.cancelled,
         };
         total.fetch_add(n as u64, Ordering::Release);
         self.pending.fetch_sub(n, Ordering::AcqRel);

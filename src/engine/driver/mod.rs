@@ -102,8 +102,7 @@ pub(crate) struct Shared {
     pub(crate) mailbox: Queue<Key>,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
-    #[cfg(test)]
-    pub(crate) worker_rounds: AtomicUsize,
+    /// Calls to `unpark_worker`, for tests.
     #[cfg(test)]
     pub(crate) unparks: AtomicUsize,
     core: Mutex<Core>,
@@ -141,8 +140,6 @@ impl Shared {
             mailbox: Queue::new(),
             housekeeping_requested: AtomicBool::new(false),
             planned_wake: AtomicU64::new(BUSY),
-            #[cfg(test)]
-            worker_rounds: AtomicUsize::new(0),
             #[cfg(test)]
             unparks: AtomicUsize::new(0),
             jobs: Mutex::new(Jobs::new()),

@@ -31,6 +31,15 @@ impl Shared {
         released.into_iter().for_each(|key| self.slots.release(key));
     }
 
+    /// `shut_down` with nobody left to ask for what never ran: its tasks are
+    /// dropped now, even if a `Timeout` handle outlives the timer.
+    pub(crate) fn shut_down_dropping(&self, wait: bool) {
+        for key in self.shut_down(wait) {
+            drop(self.entry(key).take_task());
+            self.slots.release(key);
+        }
+    }
+
     /// Stops the timer; returns every entry that never ran, stopped, each
     /// with a reference. `wait`: first waits until no thread drives, so
     /// nothing fires after. States and counts change under the core lock, so

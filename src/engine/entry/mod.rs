@@ -64,6 +64,7 @@ use crate::engine::clock::Nanos;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::engine::sync::{spin, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
+use std::task::Waker;
 
 const STATUS: u64 = 0b111;
 const PENDING: u64 = 0;
@@ -383,6 +384,35 @@ impl Entry {
         self.with_task_alone(Option::take)
     }
 
+    /// A future's poll: stores `waker`, unless the slot holds one that wakes
+    /// the same task, *then* reads the state; the fire swaps the state
+    /// *before* it takes the waker. So the fire takes the new waker or the
+    /// poll sees the entry spent: no wake-up is lost. True if it may fire.
+    pub(crate) fn wait_with(&self, waker: &Waker) -> bool {
+        fn stored(slot: &mut Option<Task>) -> Option<&mut Option<Waker>> {
+            match slot {
+                Some(Task::Wake(stored)) => Some(stored),
+                _ => None,
+            }
+        }
+        if !self.is_pending() {
+            return false;
+        }
+        let same = self.with_task(|slot| {
+            stored(slot).map_or(true, |w| w.as_ref().is_some_and(|w| w.will_wake(waker)))
+        });
+        if !same {
+            // Cloned and dropped outside the slot's lock: both run waker code.
+            let fresh = waker.clone();
+            let stale = self.with_task(|slot| match stored(slot) {
+                Some(w) => w.replace(fresh),
+                None => Some(fresh), // fired meanwhile
+            });
+            drop(stale);
+        }
+        self.is_pending()
+    }
+
     /// Puts a periodic task back before its entry is re-armed.
     pub(crate) fn put_task(&self, task: Task) {
         let old = self.with_task(|slot| slot.replace(task));
@@ -479,17 +509,6 @@ impl Drop for Unlock<'_> {
     fn drop(&mut self) {
         let word = if self.1.is_some() { HAS_TASK } else { 0 };
         self.0.task_word.store(word, Ordering::Release);
-    }
-}
-
-impl std::fmt::Debug for Entry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Entry")
-            .field("state", &self.state_name())
-            .field("periodic", &self.is_periodic())
-            .field("panicked", &self.is_panicked())
-            .field("deadline_nanos", &self.deadline())
-            .finish()
     }
 }
 

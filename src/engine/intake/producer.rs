@@ -26,6 +26,7 @@
 //! the entry out of its bucket or lane.
 
 use crate::engine::clock::Nanos;
+use crate::engine::driver::counts::Ended;
 use crate::engine::driver::counts::Refusal;
 use crate::engine::driver::Shared;
 use crate::engine::entry::arena::MAX_ENTRIES;
@@ -145,7 +146,7 @@ impl Shared {
         let entry = self.entry(key);
         let outcome = entry.try_cancel()?;
         if outcome != CancelOutcome::Stopped {
-            self.counts.uncount_cancelled();
+            self.counts.uncount(1, Ended::Cancelled);
         }
         if self.intake.withdraw(entry, key) {
             // The driver never saw it. The queue's reference is ours, and
