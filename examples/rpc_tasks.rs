@@ -495,6 +495,10 @@ fn main() {
     if config.quick {
         println!("(--quick: a smoke run, too short for figures to report)");
     }
+    if rows.is_empty() {
+        eprintln!("no row by that name: --alone takes a row's whole name, as the table prints it");
+        std::process::exit(2);
+    }
     let started = Instant::now();
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); rows.len()];
     for round in 0..config.rounds {

@@ -48,8 +48,9 @@
 //! `current_thread` and `multi_thread` runtimes and with no runtime at
 //! all (`futures::executor::block_on`). A future registers with the wheel
 //! on its first pending poll and leaves it when dropped. After
-//! [`stop`](HashedWheelTimer::stop) no future hangs: each completes at
-//! once, and [`is_shutdown`](HashedWheelTimer::is_shutdown) says why.
+//! [`stop`](HashedWheelTimer::stop) no future hangs and none spins: each
+//! waits out its deadline elsewhere (see [`Sleep`]), and
+//! [`is_shutdown`](HashedWheelTimer::is_shutdown) says why.
 //!
 //! # The wheel
 //!

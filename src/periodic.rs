@@ -35,11 +35,7 @@ use crate::{HashedWheelTimer, Timeout, TimerError};
 fn erased<R>(
     mut task: impl FnMut(&Timeout) -> R + Send + 'static,
 ) -> impl FnMut(&dyn Any) + Send + 'static {
-    move |timeout: &dyn Any| {
-        if let Some(timeout) = timeout.downcast_ref::<Timeout>() {
-            drop(task(timeout));
-        }
-    }
+    move |timeout: &dyn Any| drop(task(crate::timer_task::timeout_of(timeout)))
 }
 
 /// A schedule from a user's period or delay, refusing zero.
