@@ -243,3 +243,24 @@ fn scheduling_works_from_a_thread_with_a_64_kib_stack() {
         .unwrap();
     assert!(spawned.join().expect("no stack overflow"));
 }
+
+/// Nothing is lost at the end of time: a timer's clock stops at 2^61 ns
+/// (about 73 years), where deadlines saturate too, so a deadline reads as
+/// the time it will come, and no clock passes a pending timeout's deadline.
+#[test]
+fn the_end_of_time_is_one_for_the_clock_and_the_deadlines() {
+    let timer = manual(MS);
+    let start = timer.now();
+    let end = Duration::from_nanos(u64::MAX >> 3);
+    let year = Duration::from_secs(365 * 86_400);
+    timer.advance(year * 72);
+    let near = timer.new_timeout(|_| {}, year).unwrap();
+    let past_the_end = timer.new_timeout(|_| {}, year * 2).unwrap();
+    assert_eq!(near.deadline(), start + year * 73);
+    assert_eq!(past_the_end.deadline(), start + end, "saturated");
+    timer.advance(year * 10);
+    assert_eq!(timer.now(), start + end, "the clock stops at the end");
+    assert!(near.is_expired(), "due before the end: fired");
+    assert!(past_the_end.is_pending() && timer.now() <= past_the_end.deadline());
+    assert_eq!(timer.advance_to_next(), None, "nothing pending can fire");
+}

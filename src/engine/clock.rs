@@ -4,18 +4,29 @@
 //! that only [`HashedWheelTimer::advance`](crate::HashedWheelTimer::advance)
 //! moves, so tests are exact; or a tokio runtime's, so a paused runtime's
 //! time is the timer's. `Clock::now` is the one reading: deadlines,
-//! `remaining()` and firing all take it (invariant 8). Deadlines saturate
-//! at `u64::MAX` (about 584 years): a huge delay never overflows or fires.
+//! `remaining()` and firing all take it (invariant 8). Times and deadlines
+//! saturate at `NEVER`: a huge delay never overflows, and never fires.
 
 use std::time::{Duration, Instant};
 
 use crate::engine::sync::{AtomicU64, Ordering};
 
-/// Nanoseconds since the timer's start; `u64::MAX` means never.
+/// Nanoseconds since the timer's start, at most `NEVER`.
 pub(crate) type Nanos = u64;
 
+/// The end of a timer's time, 2^61 ns (73 years) from its start: no clock
+/// reads later, so a deadline there never comes. It fits an entry's state
+/// word beside the status (`entry/mod.rs`).
+pub(crate) const NEVER: Nanos = u64::MAX >> 3;
+
+/// `d` in nanoseconds, saturated at `NEVER`.
 pub(crate) fn saturating_nanos(d: Duration) -> Nanos {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    u64::try_from(d.as_nanos()).map_or(NEVER, |n| n.min(NEVER))
+}
+
+/// `at + by`, saturated at `NEVER`.
+pub(crate) fn later(at: Nanos, by: Nanos) -> Nanos {
+    at.saturating_add(by).min(NEVER)
 }
 
 pub(crate) struct Clock {
@@ -80,7 +91,7 @@ impl Clock {
             start,
             time,
             tick_nanos,
-            last_tick: tick_of(u64::MAX, tick_nanos) - 1,
+            last_tick: tick_of(NEVER, tick_nanos) - 1,
         }
     }
 
@@ -108,7 +119,7 @@ impl Clock {
     #[inline]
     pub(crate) fn now_and_after(&self, delay: Duration) -> (Nanos, Nanos) {
         let now = self.now();
-        (now, now.saturating_add(saturating_nanos(delay)))
+        (now, later(now, saturating_nanos(delay)))
     }
 
     pub(crate) fn is_real(&self) -> bool {
@@ -145,7 +156,7 @@ impl Clock {
     /// Moves a manual clock forward to `to`; never backwards.
     pub(crate) fn set_manual(&self, to: Nanos) {
         if let Time::Manual { now, .. } = &self.time {
-            now.fetch_max(to, Ordering::AcqRel);
+            now.fetch_max(to.min(NEVER), Ordering::AcqRel);
         }
     }
 
@@ -219,25 +230,28 @@ mod tests {
 
     #[test]
     fn a_saturated_deadline_is_beyond_every_reachable_tick() {
-        // Ticks that divide u64::MAX exactly, and ticks that do not.
+        // Ticks that divide `NEVER` exactly, and ticks that do not.
         for tick_nanos in [1, 3, 5, 17, 1_000, 1_000_000, u64::MAX] {
             let clock = Clock::new(tick_nanos, true);
-            let last = clock.ticks_at(u64::MAX);
-            assert!(last < clock.tick_of(u64::MAX), "{tick_nanos}");
-            assert!(last < u64::MAX, "{tick_nanos}: a next tick exists");
+            let last = clock.ticks_at(NEVER);
+            assert!(last < clock.tick_of(NEVER), "{tick_nanos}");
+            assert_eq!(clock.ticks_at(u64::MAX), last, "{tick_nanos}");
             assert_eq!(
-                clock.ticks_at(u64::MAX - 1),
-                last.min((u64::MAX - 1) / tick_nanos)
+                clock.ticks_at(NEVER - 1),
+                last.min((NEVER - 1) / tick_nanos)
             );
         }
     }
 
     #[test]
-    fn huge_values_saturate() {
+    fn huge_values_saturate_at_the_end_of_time() {
         let clock = Clock::new(1_000_000, true);
-        assert_eq!(clock.deadline_after(Duration::MAX), u64::MAX);
+        assert_eq!(clock.deadline_after(Duration::MAX), NEVER);
         assert_eq!(clock.time_of(u64::MAX), u64::MAX);
-        let _ = clock.to_instant(u64::MAX);
+        let _ = clock.to_instant(NEVER);
+        clock.set_manual(u64::MAX);
+        assert_eq!(clock.now(), NEVER, "no clock reads past it");
+        assert_eq!(clock.deadline_after(Duration::from_secs(1)), NEVER);
     }
 
     #[test]

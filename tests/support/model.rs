@@ -71,9 +71,13 @@ struct Model {
     stopped_count: u64,
 }
 
+/// The end of a timer's time, 2^61 ns (73 years): no clock reads later, and
+/// a deadline there never comes.
+const END: u64 = u64::MAX >> 3;
+
 impl Model {
     fn key(&mut self, delay: u64) -> (u64, u64, usize) {
-        let deadline = self.now.saturating_add(delay);
+        let deadline = self.now.saturating_add(delay).min(END);
         // The first tick ending at or after the deadline; for one already
         // processed (the deadline passed), the current one: it fires at the
         // next advance, even by zero.
@@ -125,8 +129,8 @@ impl Model {
         if self.stopped {
             return vec![];
         }
-        self.now = self.now.saturating_add(by);
-        let last_tick = self.now / self.tick;
+        self.now = self.now.saturating_add(by).min(END);
+        let last_tick = (self.now / self.tick).min(END.div_ceil(self.tick) - 1);
         let mut fired = vec![];
         while let Some((&key, &id)) = self.queue.iter().next() {
             if key.0 > last_tick {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::clock::{saturating_nanos, Nanos};
+use crate::engine::clock::{later, saturating_nanos, Nanos};
 use crate::engine::driver::Shared;
 use crate::engine::sync::{AtomicU64, Ordering};
 
@@ -28,7 +28,7 @@ impl Shared {
         if self.is_driving_here() {
             // In a task of an outer `advance`: move the clock now. The outer call
             // fires what came due meanwhile late, as after a slow task.
-            let to = self.clock.now().saturating_add(by);
+            let to = later(self.clock.now(), by);
             self.clock.set_manual(to);
             target.fetch_max(to, Ordering::AcqRel);
             return false;
@@ -40,7 +40,7 @@ impl Shared {
     /// Turns now, at each time a turn asks for, and at the target; after a
     /// firing turn, again at once: a task may have scheduled something sooner.
     fn drive_to(self: &Arc<Self>, target: &AtomicU64, by: Nanos) -> bool {
-        target.fetch_max(self.clock.now().saturating_add(by), Ordering::AcqRel);
+        target.fetch_max(later(self.clock.now(), by), Ordering::AcqRel);
         let mut due = Vec::new();
         let mut fired = false;
         while !self.is_shutdown() {

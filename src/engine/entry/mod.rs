@@ -60,7 +60,7 @@ pub(crate) mod handle;
 pub(crate) mod key;
 pub(crate) mod task;
 
-use crate::engine::clock::Nanos;
+use crate::engine::clock::{Nanos, NEVER};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::engine::sync::{spin, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
@@ -72,9 +72,6 @@ const RUNNING: u64 = 1;
 const EXPIRED: u64 = 2;
 const CANCELLED: u64 = 3;
 const STOPPED: u64 = 4;
-/// The largest deadline in `state` (73 years); later ones read as `u64::MAX`.
-const NEVER: u64 = u64::MAX >> 3;
-
 const PERIODIC: u8 = 1;
 const IN_WHEEL: u8 = 2;
 const PANICKED: u8 = 4;
@@ -87,10 +84,7 @@ fn pack(deadline: Nanos, status: u64) -> u64 {
 }
 
 fn deadline_in(state: u64) -> Nanos {
-    match state >> 3 {
-        NEVER => u64::MAX,
-        deadline => deadline,
-    }
+    state >> 3
 }
 
 /// What a successful `cancel` found the entry in.
