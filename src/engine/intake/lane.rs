@@ -19,8 +19,10 @@
 //! it is `HOLD` old by its cell's *stamp* (the clock at the push,
 //! `stamp_of`), unless it is *urgent* (`urgent_nanos`). It stops at the
 //! first key it holds: later keys are younger (one owner pushes in time
-//! order), so a lane is filed in push order, and that key's stamp plus
-//! `HOLD` is when to look again (`Drained::look_by`).
+//! order), so a lane is filed in push order. That key's stamp plus `HOLD`
+//! plus `BATCH` is when to look again (`Drained::look_by`): a look files a
+//! batch of keys, so a steady stream of held keys wakes a sleeping driver
+//! once a `BATCH`, not once a tick.
 //!
 //! # Owner-only fields
 //!
@@ -49,9 +51,11 @@ const RECLAIM_AT: u64 = RING / 4 * 3;
 pub(crate) const KEEP_NONE: u64 = 0;
 pub(crate) const KEEP_YOUNG: u64 = u64::MAX;
 pub(crate) const KEEP_HALF: u64 = RING / 2;
-/// How old a key that is not urgent is when the driver files it.
+/// How old a key that is not urgent is, at least, when the driver files it.
 pub(crate) const HOLD: Duration = Duration::from_millis(64);
 const HOLD_NANOS: i64 = HOLD.as_nanos() as i64;
+/// How much older than `HOLD`, at most, a look lets a key get.
+const BATCH_NANOS: u64 = HOLD.as_nanos() as u64 / 2;
 /// Stamps count units of 2^20 ns (1.05 ms): 32 bits wrap after 52 days.
 const STAMP_SHIFT: u32 = 20;
 
@@ -71,10 +75,11 @@ fn wait(stamp: u32, now: Nanos) -> u64 {
 }
 
 /// A key due within this long of its push (ticks of `tick_nanos`) is urgent.
-/// Any other, due `HOLD` and two ticks or more after its stamp, is filed by
-/// the end of the tick it is `HOLD` old in: a tick or more before it is due.
+/// Any other, due `HOLD + BATCH` and two ticks or more after its stamp, is
+/// filed by the end of the tick it is `HOLD + BATCH` old in: a tick or more
+/// before it is due.
 pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
-    (HOLD_NANOS as u64).saturating_add(tick_nanos.saturating_mul(2))
+    (HOLD_NANOS as u64 + BATCH_NANOS).saturating_add(tick_nanos.saturating_mul(2))
 }
 
 /// Free slots a lane keeps for its owner; the rest go to the shared list.
@@ -108,7 +113,8 @@ pub(crate) struct Drained {
     pub(crate) skipped: bool,
     /// Keys this drain was to take were left behind: drain again now.
     pub(crate) more: bool,
-    /// The time by which the driver must drain again, for the key it held.
+    /// The time by which the driver must drain again, for the key it held:
+    /// when it is `HOLD + BATCH` old.
     pub(crate) look_by: Option<Nanos>,
 }
 
@@ -223,7 +229,7 @@ impl Lane {
                 if head >= due {
                     let wait = wait(self.stamps[at].load(Ordering::Acquire), now);
                     if wait > 0 {
-                        look_by = Some(now.saturating_add(wait));
+                        look_by = Some(now.saturating_add(wait + BATCH_NANOS));
                         break; // every key after it is younger
                     }
                 }

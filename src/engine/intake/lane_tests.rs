@@ -92,28 +92,30 @@ fn stamps(n: u64) -> Nanos {
 }
 
 const HOLD_NS: Nanos = HOLD.as_nanos() as Nanos;
+/// When a drain that held a key stamped 0 says to look again.
+const LOOK_NS: Nanos = HOLD_NS + BATCH_NANOS;
 
 #[test]
 fn a_young_key_stays_and_an_old_one_is_taken() {
     let f = Fixture::new();
     f.push_at(0, 0, false);
     f.push_at(1, stamps(10), false);
-    assert_eq!(f.drain_at(HOLD_NS - 1), (vec![], Some(HOLD_NS)));
-    assert_eq!(f.drain_at(HOLD_NS), (vec![0], Some(stamps(10) + HOLD_NS)));
+    assert_eq!(f.drain_at(HOLD_NS - 1), (vec![], Some(LOOK_NS)));
+    assert_eq!(f.drain_at(HOLD_NS), (vec![0], Some(stamps(10) + LOOK_NS)));
     assert_eq!(f.drain_at(stamps(10) + HOLD_NS), (vec![1], None));
     assert_eq!(f.lane.len(), 0);
 }
 
 #[test]
-fn the_look_by_is_the_first_held_cells_stamp_plus_hold() {
+fn the_look_by_is_the_first_held_cells_stamp_plus_hold_plus_batch() {
     let f = Fixture::new();
     // Stamped at 5 stamps: rounded down, so looked at a little early.
     f.push_at(0, stamps(5) + 999, false);
     f.push_at(1, stamps(7), false);
-    assert_eq!(f.drain_at(stamps(6)).1, Some(stamps(5) + HOLD_NS));
+    assert_eq!(f.drain_at(stamps(6)).1, Some(stamps(5) + LOOK_NS));
     // A producer may read the clock after the driver did.
-    assert_eq!(f.drain_at(stamps(4)).1, Some(stamps(5) + HOLD_NS));
-    assert_eq!(f.drain_at(stamps(5) + HOLD_NS).1, Some(stamps(7) + HOLD_NS));
+    assert_eq!(f.drain_at(stamps(4)).1, Some(stamps(5) + LOOK_NS));
+    assert_eq!(f.drain_at(stamps(5) + HOLD_NS).1, Some(stamps(7) + LOOK_NS));
 }
 
 #[test]
@@ -123,8 +125,8 @@ fn an_urgent_key_takes_every_key_before_it_in_order() {
     f.push_at(1, 0, false);
     f.push_at(2, 0, true);
     f.push_at(3, 0, false);
-    assert_eq!(f.drain_at(0), (vec![0, 1, 2], Some(HOLD_NS)));
-    assert_eq!(f.drain_at(0), (vec![], Some(HOLD_NS)), "the last held");
+    assert_eq!(f.drain_at(0), (vec![0, 1, 2], Some(LOOK_NS)));
+    assert_eq!(f.drain_at(0), (vec![], Some(LOOK_NS)), "the last held");
 }
 
 #[test]
@@ -137,7 +139,7 @@ fn withdrawn_cells_are_skipped() {
     let (out, drained) = f.drain_by(HOLD_NS, false, usize::MAX);
     assert_eq!(out, vec![1], "past the withdrawn cell");
     assert!(drained.skipped);
-    assert_eq!(drained.look_by, Some(stamps(50) + HOLD_NS));
+    assert_eq!(drained.look_by, Some(stamps(50) + LOOK_NS));
     // The last key withdrawn too: nothing held, nothing to look at.
     assert!(f.lane.withdraw(2, key(2)));
     assert_eq!(f.drain_at(HOLD_NS), (vec![], None));
@@ -150,8 +152,34 @@ fn a_drain_stops_at_the_first_key_it_holds() {
     let f = Fixture::new();
     f.push_at(0, stamps(10), false);
     f.push_at(1, 0, false);
-    assert_eq!(f.drain_at(HOLD_NS), (vec![], Some(stamps(10) + HOLD_NS)));
+    assert_eq!(f.drain_at(HOLD_NS), (vec![], Some(stamps(10) + LOOK_NS)));
     assert_eq!(f.drain_at(stamps(10) + HOLD_NS), (vec![0, 1], None));
+}
+
+/// A steady stream of held keys, one a millisecond: a driver that looks
+/// only when told to files each key once it is `HOLD` old, and before it
+/// is `HOLD + BATCH` old (and a stamp, for rounding), in a look per `BATCH`.
+#[test]
+fn a_look_files_a_batch_of_held_keys() {
+    let f = Fixture::new();
+    let ms = 1_000_000;
+    let keys = 320;
+    (0..keys).for_each(|n| f.push_at(n, n as Nanos * ms, false));
+    let (mut now, mut looks, mut filed) = (0, 0, 0);
+    while filed < keys {
+        let (out, look_by) = f.drain_at(now);
+        for n in out {
+            assert_eq!(n, filed, "in push order");
+            let age = now - n as Nanos * ms;
+            assert!(age >= HOLD_NS - stamps(1), "key {n} filed {age} ns old");
+            assert!(age <= LOOK_NS + stamps(1), "key {n} filed {age} ns old");
+            filed += 1;
+        }
+        now = look_by.unwrap_or(now);
+        looks += 1;
+    }
+    let batches = keys as u64 * ms / BATCH_NANOS;
+    assert!(looks <= batches + 3, "{looks} looks for {batches} batches");
 }
 
 /// Stamps wrap after 2^32; the age is their difference, signed.
