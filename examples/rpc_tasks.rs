@@ -128,6 +128,8 @@ struct Config {
     tasks: usize,
     workers: usize,
     deadline: Duration,
+    /// Requests the responder never answers, in percent.
+    unanswered: u8,
     rounds: usize,
     load: Duration,
     warmup: Duration,
@@ -144,6 +146,7 @@ impl Config {
             tasks: 4096,
             workers: 2,
             deadline: Duration::from_millis(300),
+            unanswered: 1,
             rounds: 40,
             load: Duration::from_millis(500),
             warmup: Duration::from_millis(300),
@@ -167,6 +170,7 @@ impl Config {
                 "--tasks" => config.tasks = number() as usize,
                 "--workers" => config.workers = number() as usize,
                 "--deadline-ms" => config.deadline = Duration::from_millis(number()),
+                "--unanswered-percent" => config.unanswered = number().min(100) as u8,
                 "--rounds" => config.rounds = number() as usize,
                 "--round-ms" => config.load = Duration::from_millis(number()),
                 "--warmup-ms" => config.warmup = Duration::from_millis(number()),
@@ -200,6 +204,7 @@ fn usage(flag: &str) -> ! {
     eprintln!(
         "unknown or incomplete flag {flag}\n\
          flags: --tasks N (4096) --workers N (2) --deadline-ms N (300) --rounds N (40)\n\
+         \x20      --unanswered-percent N (1)\n\
          \x20      --round-ms N (500) --warmup-ms N (300) --only NAME,NAME --alone NAME --quick"
     );
     std::process::exit(2)
@@ -467,7 +472,7 @@ fn main() {
         .filter(|&(peer, name)| config.keeps(peer, name))
         .filter(|&(peer, _)| cfg!(tokio_unstable) || peer != Peer::TokioAlt)
         .collect();
-    let responder = Responder::start(config.deadline + GIVE_UP_AFTER_DEADLINE);
+    let responder = Responder::start(config.deadline + GIVE_UP_AFTER_DEADLINE, config.unanswered);
     // pingora's clock thread, from now on, for every row alike.
     drop(pingora_timeout::timeout(
         config.deadline,
@@ -475,11 +480,12 @@ fn main() {
     ));
 
     println!(
-        "rpc_tasks: {} connection tasks, {} workers, deadline {} ms, answers 1-60 ms (1 % never), \
+        "rpc_tasks: {} connection tasks, {} workers, deadline {} ms, answers 1-60 ms ({} % never), \
          {} rounds of {} ms load after {} ms warm-up, drain {} ms; tokio_unstable: {}",
         config.tasks,
         config.workers,
         config.deadline.as_millis(),
+        config.unanswered,
         config.rounds,
         config.load.as_millis(),
         config.warmup.as_millis(),

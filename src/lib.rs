@@ -77,7 +77,7 @@
 //! - You track very many timeouts that are mostly cancelled (RPC deadlines,
 //!   idle connections): schedule and cancel never take a lock, and a
 //!   pending timeout takes 56 bytes against tokio's 136. A timeout due
-//!   66 ms or more ahead waits in its producer's lane until it is 64 ms
+//!   98 ms or more ahead waits in its producer's lane until it is 64-96 ms
 //!   old, so the cancel RPC code makes a few milliseconds later happens
 //!   there, on the producer's core. In CPU per timeout, cancelled 1-60 ms
 //!   after it was made, callbacks cost 0.5-0.6x `tokio::time`'s CPU;

@@ -109,8 +109,9 @@ fn one_big_advance_still_fires_each_at_its_own_tick_in_order() {
     );
 }
 
-/// Timeouts due 66 ms or more after they are made wait in their lane
-/// before the driver files them (they are most often cancelled first).
+/// Timeouts due 98 ms or more after they are made wait in their lane
+/// before the driver files them (they are most often cancelled first);
+/// those due sooner are urgent, filed at the next look.
 /// However far one `advance` goes, each still fires at its own tick: the
 /// driver stops where held timeouts are due to be filed.
 #[test]
@@ -119,7 +120,7 @@ fn held_timeouts_fire_at_their_own_tick_in_one_big_advance() {
     let timer = manual(tick);
     let fired = Fired::default();
     // An urgent one first: it does not pull the later ones along.
-    let delays = [2u64, 66, 71, 100, 250, 512, 1500, 5000];
+    let delays = [2u64, 66, 71, 97, 98, 103, 250, 512, 1500, 5000];
     for (i, &ms) in delays.iter().enumerate() {
         fired.schedule(&timer, i, Duration::from_millis(ms));
     }
@@ -201,7 +202,7 @@ fn advance_to_next_moves_to_each_deadline_in_turn_held_ones_included() {
     let fired = Fired::default();
     let delays_ms = [3u64, 75, 1_500, 600_000];
     // The urgent one first: the later ones, queued after it, are held in
-    // the lane until they are 64 ms old.
+    // the lane until they are 64-96 ms old.
     for (label, ms) in delays_ms.iter().enumerate() {
         fired.schedule(&timer, label, Duration::from_millis(*ms));
     }

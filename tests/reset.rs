@@ -11,7 +11,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 
 const MS: Duration = Duration::from_millis(1);
 /// Old enough that the timer has filed a far timeout into the wheel: it
-/// holds one in its lane until it is 64 ms old (see the README's "How it
+/// holds one in its lane until it is 64-96 ms old (see the README's "How it
 /// works"). A reset before this finds it in its lane, after it in the wheel.
 const FILED: Duration = Duration::from_millis(70);
 

@@ -1,6 +1,6 @@
 //! The far end of the RPC pattern, for `rpc_tasks`: one plain std thread,
 //! the same for every row, that answers each request 1-60 ms after it
-//! arrives, and 1 % never. It uses none of the timers under test: pending
+//! arrives, and 1 % never (or the share `start` is given). It uses none of the timers under test: pending
 //! answers wait in its own ring of buckets, one a millisecond, and it
 //! sleeps 1 ms between sweeps.
 //!
@@ -24,12 +24,13 @@ pub struct Responder {
 }
 
 impl Responder {
-    /// Starts the thread. It runs as long as the process.
-    pub fn start(give_up: Duration) -> Responder {
+    /// Starts the thread, which leaves `unanswered_percent` of requests
+    /// unanswered. It runs as long as the process.
+    pub fn start(give_up: Duration, unanswered_percent: u8) -> Responder {
         let (requests, incoming) = mpsc::channel();
         std::thread::Builder::new()
             .name("responder".into())
-            .spawn(move || answer(incoming, give_up))
+            .spawn(move || answer(incoming, give_up, unanswered_percent))
             .expect("spawn the responder thread");
         Responder { requests }
     }
@@ -46,7 +47,7 @@ impl Responder {
 
 /// The thread: each millisecond, answers what is due, then files what
 /// arrived.
-fn answer(incoming: mpsc::Receiver<Reply>, give_up: Duration) {
+fn answer(incoming: mpsc::Receiver<Reply>, give_up: Duration, unanswered_percent: u8) {
     let give_up_ms = give_up.as_millis() as u64;
     // More buckets than the furthest a request is filed ahead.
     let len = (give_up_ms as usize + 2).next_power_of_two().max(64);
@@ -71,7 +72,7 @@ fn answer(incoming: mpsc::Receiver<Reply>, give_up: Duration) {
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => return,
             };
-            let answered = rng.u8(0..100) != 0;
+            let answered = rng.u8(0..100) >= unanswered_percent;
             let after = if answered {
                 rng.u64(1..=60)
             } else {

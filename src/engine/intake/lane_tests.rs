@@ -158,7 +158,8 @@ fn a_drain_stops_at_the_first_key_it_holds() {
 
 /// A steady stream of held keys, one a millisecond: a driver that looks
 /// only when told to files each key once it is `HOLD` old, and before it
-/// is `HOLD + BATCH` old (and a stamp, for rounding), in a look per `BATCH`.
+/// is `HOLD + BATCH` old (and a stamp, for rounding), in a look per `BATCH`,
+/// a tick or more before a key that is not urgent can be due.
 #[test]
 fn a_look_files_a_batch_of_held_keys() {
     let f = Fixture::new();
@@ -173,6 +174,10 @@ fn a_look_files_a_batch_of_held_keys() {
             let age = now - n as Nanos * ms;
             assert!(age >= HOLD_NS - stamps(1), "key {n} filed {age} ns old");
             assert!(age <= LOOK_NS + stamps(1), "key {n} filed {age} ns old");
+            // Filed by the end of the look's tick, a tick before the
+            // earliest deadline a key that is not urgent can have.
+            let filed_by = age - stamps(1) + ms;
+            assert!(filed_by + ms <= urgent_nanos(ms), "key {n} filed late");
             filed += 1;
         }
         now = look_by.unwrap_or(now);
