@@ -159,7 +159,16 @@ impl Builder {
     /// Callbacks run on the driver task, so a slow one delays the runtime
     /// thread it runs on as well as later timeouts; give the timer an
     /// [`executor`](Builder::executor) for heavy ones. When the runtime
-    /// shuts down, the timer shuts down with it. Take deadlines from
+    /// shuts down, the timer shuts down with it.
+    ///
+    /// **When the runtime stalls**, so does this timer: its driver is a task
+    /// woken by tokio's own timer. With one worker blocked, another free
+    /// worker runs it and the timer keeps time; with every worker blocked
+    /// (a synchronous call, a long loop without a yield), nothing fires,
+    /// callbacks included, until a worker is free, and then everything due
+    /// fires at once, late, never early. A timer on the real clock (the
+    /// default) has a thread of its own and keeps firing: see the README's
+    /// "When a worker is stuck" and `examples/stuck_worker.rs`. Take deadlines from
     /// [`HashedWheelTimer::now`] (or `tokio::time::Instant::now()` in the
     /// runtime), not `std::time::Instant::now()`, which a paused runtime
     /// does not follow. [`advance`](HashedWheelTimer::advance) does
