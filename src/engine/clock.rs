@@ -9,6 +9,8 @@
 
 use std::time::{Duration, Instant};
 
+use tokio::runtime::RuntimeFlavor;
+
 use crate::engine::sync::{AtomicU64, Ordering};
 
 /// Nanoseconds since the timer's start, at most `NEVER`.
@@ -57,6 +59,9 @@ enum Time {
     Tokio {
         handle: tokio::runtime::Handle,
         start: tokio::time::Instant,
+        /// Its clock can be paused: only a current-thread runtime's can.
+        /// Any other's is the real clock, read without entering it.
+        pausable: bool,
     },
 }
 
@@ -84,7 +89,15 @@ impl Clock {
                     let _entered = handle.enter();
                     tokio::time::Instant::now()
                 };
-                (start.into_std(), Time::Tokio { handle, start })
+                let pausable = handle.runtime_flavor() != RuntimeFlavor::MultiThread;
+                (
+                    start.into_std(),
+                    Time::Tokio {
+                        handle,
+                        start,
+                        pausable,
+                    },
+                )
             }
         };
         Clock {
@@ -98,14 +111,18 @@ impl Clock {
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
         match &self.time {
-            Time::Real => saturating_nanos(self.start.elapsed()),
             Time::Manual { now, .. } => now.load(Ordering::Acquire),
-            Time::Tokio { handle, start } => {
+            Time::Tokio {
+                handle,
+                start,
+                pausable: true,
+            } => {
                 // Enter it whatever the thread: tokio reads the current
                 // runtime's clock, maybe another runtime's or the real one.
                 let _entered = handle.enter();
                 saturating_nanos(tokio::time::Instant::now().saturating_duration_since(*start))
             }
+            Time::Real | Time::Tokio { .. } => saturating_nanos(self.start.elapsed()),
         }
     }
 
@@ -289,5 +306,31 @@ mod tests {
         clock.set_manual(50);
         clock.set_manual(20);
         assert_eq!(clock.now(), 50);
+    }
+
+    /// Only a current-thread runtime's clock can be paused: a multi-thread
+    /// one's is read as the real clock, with no `enter`, and a paused one's
+    /// through its runtime, from any thread.
+    #[test]
+    fn a_tokio_clock_enters_its_runtime_only_if_it_can_be_paused() {
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .unwrap();
+        let pausable = |c: &Clock| matches!(c.time, Time::Tokio { pausable: true, .. });
+        let clock = Clock::of(1, Source::Tokio(multi.handle().clone()));
+        assert!(!pausable(&clock));
+        let paused = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let clock = Clock::of(1, Source::Tokio(paused.handle().clone()));
+        assert!(pausable(&clock));
+        let hour = Duration::from_secs(3600);
+        paused.block_on(tokio::time::advance(hour));
+        let read = std::thread::spawn(move || clock.now()).join().unwrap();
+        assert!(read >= hour.as_nanos() as u64, "the paused clock");
     }
 }
