@@ -83,7 +83,9 @@ async fn what_advance_makes_due_is_ready_at_the_next_poll() {
     assert_pending!(sleep.poll());
     assert_pending!(call.poll());
     tokio::time::advance(10 * MS).await;
-    assert!(consumer.is_woken() && sleep.is_woken() && call.is_woken());
+    assert!(consumer.is_woken(), "the queue's consumer");
+    assert!(sleep.is_woken(), "the sleep");
+    assert!(call.is_woken(), "the timeout");
     let due = assert_ready!(consumer.poll_next()).unwrap();
     assert_eq!(due.into_inner(), "due");
     assert_ready!(sleep.poll());
