@@ -209,7 +209,11 @@ async fn tokio_instants_are_taken_as_they_are() {
     let out = consumer.enter(|cx, _| queue.poll_expired(cx));
     assert_eq!(assert_ready!(out).unwrap().into_inner(), "x");
     let deadline = timer.sleep(5 * MS).deadline();
-    assert_eq!(Instant::from_std(deadline), Instant::now() + 5 * MS, "back as tokio's");
+    assert_eq!(
+        Instant::from_std(deadline),
+        Instant::now() + 5 * MS,
+        "back as tokio's"
+    );
     let free = hashed_wheel_timer::sleep_until(Instant::now() + MS);
     drop(free); // the free functions take them too
 }
