@@ -91,8 +91,9 @@ impl fmt::Debug for TimeoutLayer {
 }
 
 /// A service whose requests each have a deadline: what [`TimeoutLayer`]
-/// makes, tower's `timeout::Timeout` (named apart from this crate's
-/// [`Timeout`](crate::Timeout) handle).
+/// makes, tower's `timeout::Timeout` with an explicit timer (named apart
+/// from this crate's [`Timeout`](crate::Timeout) handle;
+/// [`timeout::Timeout`] takes tower's arguments).
 #[derive(Clone)]
 pub struct TimeoutService<S> {
     inner: S,
@@ -185,61 +186,4 @@ impl<F> fmt::Debug for ResponseFuture<F> {
     }
 }
 
-/// `tower::timeout`, name for name, on the wheel: change the `use` line and
-/// nothing else.
-///
-/// ```
-/// use hashed_wheel_timer::tower::timeout::TimeoutLayer; // was tower::timeout::TimeoutLayer
-/// use hashed_wheel_timer::{set_default, HashedWheelTimer};
-/// use std::time::Duration;
-/// use tower::timeout::error::Elapsed;
-/// use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-/// let _guard = set_default(HashedWheelTimer::builder().tokio_clock().build()?);
-/// let mut svc = ServiceBuilder::new()
-///     .layer(TimeoutLayer::new(Duration::from_millis(100)))
-///     .service(service_fn(|()| async {
-///         tokio::time::sleep(Duration::from_secs(3600)).await;
-///         Ok::<_, std::convert::Infallible>("too late")
-///     }));
-/// let err = svc.ready().await?.call(()).await.unwrap_err();
-/// assert!(err.is::<Elapsed>());
-/// # Ok(())
-/// # }
-/// ```
-pub mod timeout {
-    use std::time::Duration;
-
-    use tower::Layer;
-
-    pub use super::{ResponseFuture, TimeoutService as Timeout};
-
-    /// tower's `timeout::error`.
-    pub mod error {
-        pub use tower::timeout::error::Elapsed;
-    }
-
-    /// tower's `TimeoutLayer::new(timeout)`, on the
-    /// [`current_timer`](crate::current_timer) when it is made.
-    #[derive(Clone, Debug)]
-    pub struct TimeoutLayer(super::TimeoutLayer);
-
-    impl TimeoutLayer {
-        /// A layer that gives each request `timeout`, on the timer
-        /// [`set_default`](crate::set_default) installed on this thread, or
-        /// else the process-wide default.
-        pub fn new(timeout: Duration) -> TimeoutLayer {
-            TimeoutLayer(super::TimeoutLayer::new(crate::current_timer(), timeout))
-        }
-    }
-
-    impl<S> Layer<S> for TimeoutLayer {
-        type Service = Timeout<S>;
-
-        fn layer(&self, inner: S) -> Timeout<S> {
-            self.0.layer(inner)
-        }
-    }
-}
+pub mod timeout;

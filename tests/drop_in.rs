@@ -68,8 +68,37 @@ fn a_timeout_reset_to_the_past_fires_at_the_next_turn() {
     assert!(late.is_expired());
 }
 
+/// After `tokio::time::advance`, what came due is ready at the next poll;
+/// a deadline moved to now is ready at once.
 #[tokio::test(start_paused = true)]
-async fn delay_queue_new_and_the_tower_layer_use_the_current_timer() {
+async fn what_advance_makes_due_is_ready_at_the_next_poll() {
+    let timer = paused();
+    let queue = timer.delay_queue();
+    queue.insert("due", 10 * MS).unwrap();
+    let later = queue.insert("later", Duration::from_secs(60)).unwrap();
+    let mut consumer = task::spawn(queue.clone());
+    let mut sleep = task::spawn(timer.sleep(10 * MS));
+    let mut call = task::spawn(timer.timeout(10 * MS, std::future::pending::<()>()));
+    assert_pending!(consumer.poll_next());
+    assert_pending!(sleep.poll());
+    assert_pending!(call.poll());
+    tokio::time::advance(10 * MS).await;
+    assert!(consumer.is_woken(), "the queue's consumer");
+    assert!(sleep.is_woken(), "the sleep");
+    assert!(call.is_woken(), "the timeout");
+    let due = assert_ready!(consumer.poll_next()).unwrap();
+    assert_eq!(due.into_inner(), "due");
+    assert_ready!(sleep.poll());
+    assert!(assert_ready!(call.poll()).is_err());
+    assert_pending!(consumer.poll_next());
+    assert!(queue.reset(&later, Duration::ZERO));
+    assert!(consumer.is_woken(), "due at once");
+    let moved = assert_ready!(consumer.poll_next()).unwrap();
+    assert_eq!(moved.into_inner(), "later");
+}
+
+#[tokio::test(start_paused = true)]
+async fn delay_queue_new_and_with_capacity_use_the_current_timer() {
     let timer = paused();
     let _guard = set_default(timer.clone());
     assert!(current_timer().is_same(&timer));
@@ -82,19 +111,57 @@ async fn delay_queue_new_and_the_tower_layer_use_the_current_timer() {
     assert!(!current_timer().is_same(&timer), "the default again");
 }
 
-/// Ported from tower's `tower-timeout/tests/timeout.rs`, with a oneshot in
-/// place of `tower-test`'s mock: a 1 h backend does not beat a 100 ms
-/// deadline on the paused clock.
+/// tokio-util's `try_remove`: the item as an `Expired`, once.
+#[test]
+fn try_remove_gives_the_item_with_its_key_and_deadline() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let queue = timer.delay_queue();
+    let key = queue.insert("x", 5 * MS).unwrap();
+    let removed = queue.try_remove(&key).expect("in the queue");
+    assert_eq!(removed.key(), key);
+    assert_eq!(removed.deadline(), timer.now() + 5 * MS);
+    assert_eq!(removed.into_inner(), "x");
+    assert!(queue.try_remove(&key).is_none());
+    assert_eq!(timer.pending_timeouts(), 0, "its timeout cancelled");
+}
+
+/// tower's `TimeoutLayer::new(d)` and `Timeout::new(inner, d)`, mirrored,
+/// run on the timer `set_default` installed.
+#[cfg(feature = "tower")]
+#[test]
+fn the_tower_mirror_runs_on_the_current_timer() {
+    use hashed_wheel_timer::tower::timeout::{error::Elapsed, Timeout, TimeoutLayer};
+    use tower::{service_fn, Layer, Service};
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let _guard = set_default(timer.clone());
+    let never = || service_fn(|()| std::future::pending::<Result<(), std::convert::Infallible>>());
+    let mut layered = TimeoutLayer::new(10 * MS).layer(never());
+    let mut wrapped = Timeout::new(never(), 10 * MS);
+    let mut calls = [task::spawn(layered.call(())), task::spawn(wrapped.call(()))];
+    for call in &mut calls {
+        assert_pending!(call.poll());
+    }
+    timer.advance(10 * MS);
+    for call in &mut calls {
+        assert!(call.is_woken(), "on the manual timer");
+        assert!(assert_ready!(call.poll()).unwrap_err().is::<Elapsed>());
+    }
+}
+
+/// Ported from tower's `tower-timeout/tests/timeout.rs` (tower's one
+/// timeout test), with a oneshot in place of `tower-test`'s mock: a
+/// response in time passes, and one the paused clock's 200 ms outlast
+/// fails with tower's `Elapsed` at its first poll.
 #[cfg(feature = "tower")]
 #[tokio::test(start_paused = true)]
 async fn tower_timeout_test_ported() {
-    use hashed_wheel_timer::tower::timeout::{error::Elapsed, TimeoutLayer};
+    use hashed_wheel_timer::tower::timeout::{error::Elapsed, Timeout, TimeoutLayer};
     use tower::{service_fn, Layer, Service, ServiceExt};
     let _guard = set_default(paused());
     let layer = TimeoutLayer::new(Duration::from_millis(100));
     let (answer, answered) = tokio::sync::oneshot::channel::<&str>();
     let answered = std::sync::Mutex::new(Some(answered));
-    let mut service = layer.layer(service_fn(move |request: &'static str| {
+    let mut service: Timeout<_> = layer.layer(service_fn(move |request: &'static str| {
         let next = answered.lock().unwrap().take();
         async move {
             match (request, next) {
@@ -106,10 +173,9 @@ async fn tower_timeout_test_ported() {
     let response = service.ready().await.unwrap().call("hello");
     answer.send("world").unwrap();
     assert_eq!(response.await.unwrap(), "world");
-    let response = service.ready().await.unwrap().call("two");
-    let slow = tokio::spawn(response);
+    let mut response = task::spawn(service.ready().await.unwrap().call("two"));
     tokio::time::advance(Duration::from_millis(200)).await;
-    let err = slow.await.unwrap().unwrap_err();
+    let err = assert_ready!(response.poll()).unwrap_err();
     assert!(err.is::<Elapsed>(), "tower's own error: {err}");
 }
 
@@ -142,6 +208,12 @@ async fn tokio_instants_are_taken_as_they_are() {
     let mut consumer = task::spawn(());
     let out = consumer.enter(|cx, _| queue.poll_expired(cx));
     assert_eq!(assert_ready!(out).unwrap().into_inner(), "x");
+    let deadline = timer.sleep(5 * MS).deadline();
+    assert_eq!(
+        Instant::from_std(deadline),
+        Instant::now() + 5 * MS,
+        "back as tokio's"
+    );
     let free = hashed_wheel_timer::sleep_until(Instant::now() + MS);
     drop(free); // the free functions take them too
 }

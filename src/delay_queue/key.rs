@@ -81,7 +81,8 @@ impl From<usize> for DelayKey {
 }
 
 /// An item whose deadline has passed, as the stream of a
-/// [`DelayQueue`](crate::DelayQueue) yields it. tokio-util's
+/// [`DelayQueue`](crate::DelayQueue) yields it, or an item
+/// [`try_remove`](crate::DelayQueue::try_remove) took out. tokio-util's
 /// `delay_queue::Expired`.
 #[derive(Debug)]
 pub struct Expired<T> {

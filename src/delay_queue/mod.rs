@@ -2,6 +2,7 @@
 //! tokio-util's `DelayQueue` on this crate's wheel, shared by handles that
 //! any thread or task may use at once.
 
+mod capacity;
 mod key;
 mod store;
 mod stream;
@@ -299,10 +300,35 @@ impl<T> DelayQueue<T> {
     /// stream, before. An item whose deadline fired but that the stream has
     /// not yet yielded is still in the queue, and this takes it.
     pub fn remove(&self, key: &DelayKey) -> Option<T> {
+        self.try_remove(key).map(Expired::into_inner)
+    }
+
+    /// [`remove`](Self::remove), giving the item as an [`Expired`] with its
+    /// key and deadline (which may be still ahead): tokio-util's
+    /// `try_remove`. `None` if the key names no item in the queue.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let queue = timer.delay_queue();
+    /// let key = queue.insert("request", Duration::from_secs(5))?;
+    /// let removed = queue.try_remove(&key).unwrap();
+    /// assert_eq!((removed.key(), removed.deadline()), (key, timer.now() + Duration::from_secs(5)));
+    /// assert_eq!(removed.into_inner(), "request");
+    /// assert!(queue.try_remove(&key).is_none(), "removed already");
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn try_remove(&self, key: &DelayKey) -> Option<Expired<T>> {
         let slot = self.inner.store.lock_of(key)?.take(key)?;
         slot.timeout.cancel();
         self.wake_if_ending();
-        Some(slot.item)
+        Some(Expired {
+            deadline: slot.timeout.deadline(),
+            item: slot.item,
+            key: *key,
+        })
     }
 
     /// The deadline of the item `key` names, on the timer's clock: the
@@ -401,60 +427,6 @@ impl<T> DelayQueue<T> {
     /// True once [`close`](Self::close) was called on any handle.
     pub fn is_closed(&self) -> bool {
         self.inner.signal.is_closed()
-    }
-
-    /// How many items the queue can hold before it allocates again: the
-    /// sum over its shards (a few per core; each thread inserts into one).
-    pub fn capacity(&self) -> usize {
-        self.inner
-            .store
-            .each()
-            .map(|shard| shard.slots.capacity())
-            .sum()
-    }
-
-    /// Makes room for `additional` more items inserted from this thread
-    /// (into its shard) without allocating.
-    pub fn reserve(&self, additional: usize) {
-        self.inner.store.lock_mine().slots.reserve(additional);
-    }
-
-    /// Gives back the memory of removed items past the last item in each
-    /// shard; keys stay valid. [`compact`](Self::compact) gives back all of
-    /// it.
-    pub fn shrink_to_fit(&self) {
-        self.inner
-            .store
-            .each()
-            .for_each(|mut shard| shard.slots.shrink_to_fit());
-    }
-
-    /// Moves items into the room removed ones left, and gives back the
-    /// rest: [`capacity`](Self::capacity) becomes [`len`](Self::len). Keys
-    /// stay valid (a key of a moved item finds it through a small map, kept
-    /// until the item leaves). tokio-util's `compact`.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let queue = timer.delay_queue_with_capacity(1_000);
-    /// assert!(queue.capacity() >= 1_000);
-    /// let keys: Vec<_> = (0..1_000).map(|i| queue.insert(i, Duration::from_secs(1))).collect::<Result<_, _>>()?;
-    /// for key in &keys[..999] {
-    ///     queue.remove(key);
-    /// }
-    /// queue.compact();
-    /// assert_eq!((queue.len(), queue.capacity()), (1, 1));
-    /// assert_eq!(queue.remove(&keys[999]), Some(999), "its key still finds it");
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
-    pub fn compact(&self) {
-        self.inner
-            .store
-            .each()
-            .for_each(|mut shard| shard.compact());
     }
 
     /// The timer the queue runs on.

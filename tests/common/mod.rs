@@ -1,9 +1,11 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use hashed_wheel_timer::{HashedWheelTimer, Timeout};
+use hashed_wheel_timer::{DelayQueue, Expired, HashedWheelTimer, Timeout};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::{Duration, Instant};
+use tokio_test::task;
 
 pub fn manual(tick: Duration) -> HashedWheelTimer {
     HashedWheelTimer::builder()
@@ -186,4 +188,22 @@ pub fn poll_with<F: std::future::Future + Unpin>(
 ) -> std::task::Poll<F::Output> {
     let mut cx = std::task::Context::from_waker(waker);
     std::pin::Pin::new(future).poll(&mut cx)
+}
+
+/// One poll of the queue's stream, on a test task.
+pub fn poll<T: Send + 'static>(
+    t: &mut task::Spawn<()>,
+    queue: &DelayQueue<T>,
+) -> Poll<Option<Expired<T>>> {
+    t.enter(|cx, _| queue.poll_expired(cx))
+}
+
+/// Every item ready now, in the order the stream gives them.
+pub fn drain<T: Send + 'static>(queue: &DelayQueue<T>) -> Vec<Expired<T>> {
+    let mut t = task::spawn(());
+    let mut out = Vec::new();
+    while let Poll::Ready(Some(e)) = poll(&mut t, queue) {
+        out.push(e);
+    }
+    out
 }

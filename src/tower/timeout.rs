@@ -1,0 +1,127 @@
+//! `tower::timeout`, name for name, on the wheel: change the `use` line and
+//! nothing else. [`TimeoutLayer::new`] and [`Timeout::new`] take tower's
+//! arguments and run on the [`current_timer`](crate::current_timer) when
+//! they are called, as tower's run on the ambient tokio runtime.
+//!
+//! ```
+//! use hashed_wheel_timer::tower::timeout::TimeoutLayer; // was tower::timeout::TimeoutLayer
+//! use hashed_wheel_timer::{set_default, HashedWheelTimer};
+//! use std::time::Duration;
+//! use tower::timeout::error::Elapsed;
+//! use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let _guard = set_default(HashedWheelTimer::builder().tokio_clock().build()?);
+//! let mut svc = ServiceBuilder::new()
+//!     .layer(TimeoutLayer::new(Duration::from_millis(100)))
+//!     .service(service_fn(|()| async {
+//!         tokio::time::sleep(Duration::from_secs(3600)).await;
+//!         Ok::<_, std::convert::Infallible>("too late")
+//!     }));
+//! let err = svc.ready().await?.call(()).await.unwrap_err();
+//! assert!(err.is::<Elapsed>());
+//! # Ok(())
+//! # }
+//! ```
+
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tower::{Layer, Service};
+
+pub use super::ResponseFuture;
+use super::{BoxError, TimeoutService};
+
+/// tower's `timeout::error`.
+pub mod error {
+    pub use tower::timeout::error::Elapsed;
+}
+
+/// tower's `TimeoutLayer::new(timeout)`, on the
+/// [`current_timer`](crate::current_timer) when it is made.
+#[derive(Clone, Debug)]
+pub struct TimeoutLayer(super::TimeoutLayer);
+
+impl TimeoutLayer {
+    /// A layer that gives each request `timeout`, on the timer
+    /// [`set_default`](crate::set_default) installed on this thread, or
+    /// else the process-wide default.
+    pub fn new(timeout: Duration) -> TimeoutLayer {
+        TimeoutLayer(super::TimeoutLayer::new(crate::current_timer(), timeout))
+    }
+}
+
+impl<S> Layer<S> for TimeoutLayer {
+    type Service = Timeout<S>;
+
+    fn layer(&self, inner: S) -> Timeout<S> {
+        Timeout(self.0.layer(inner))
+    }
+}
+
+/// tower's `timeout::Timeout`: a [`TimeoutService`] made with tower's
+/// arguments, on the [`current_timer`](crate::current_timer).
+///
+/// ```
+/// use hashed_wheel_timer::tower::timeout::Timeout; // was tower::timeout::Timeout
+/// use hashed_wheel_timer::{set_default, HashedWheelTimer};
+/// use std::time::Duration;
+/// use tokio_test::{assert_pending, assert_ready, task};
+/// use tower::timeout::error::Elapsed;
+/// use tower::{service_fn, Service};
+///
+/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+/// let _guard = set_default(timer.clone());
+/// let never = service_fn(|()| std::future::pending::<Result<(), std::convert::Infallible>>());
+/// let mut svc = Timeout::new(never, Duration::from_millis(100));
+/// let mut call = task::spawn(svc.call(()));
+/// assert_pending!(call.poll());
+/// timer.advance(Duration::from_millis(100));
+/// assert!(assert_ready!(call.poll()).unwrap_err().is::<Elapsed>());
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Timeout<S>(TimeoutService<S>);
+
+impl<S> Timeout<S> {
+    /// Wraps `inner`, giving each request `timeout` on the timer
+    /// [`set_default`](crate::set_default) installed on this thread, or
+    /// else the process-wide default.
+    pub fn new(inner: S, timeout: Duration) -> Timeout<S> {
+        Timeout(TimeoutService::new(inner, crate::current_timer(), timeout))
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        self.0.get_ref()
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        self.0.get_mut()
+    }
+
+    /// The wrapped service, by value.
+    pub fn into_inner(self) -> S {
+        self.0.into_inner()
+    }
+}
+
+impl<S, Request> Service<Request> for Timeout<S>
+where
+    S: Service<Request>,
+    S::Error: Into<BoxError>,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> ResponseFuture<S::Future> {
+        self.0.call(request)
+    }
+}
