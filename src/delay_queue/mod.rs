@@ -358,8 +358,8 @@ impl<T> DelayQueue<T> {
     }
 
     /// The key of the item that comes out next: the one with the earliest
-    /// deadline (among equal ones, the first inserted into its shard), or
-    /// `None` if the queue is empty. tokio-util's `peek`. It looks at every
+    /// deadline (among equal ones, any of them, not always the one that
+    /// comes out first), or `None` if the queue is empty. tokio-util's `peek`. It looks at every
     /// item, locking each shard in turn: a snapshot, for tests and
     /// occasional looks, not for a loop over a large queue.
     ///
