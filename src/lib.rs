@@ -212,6 +212,7 @@
 
 mod builder;
 mod default_timer;
+mod delay_map;
 mod delay_queue;
 mod engine;
 mod error;
@@ -235,6 +236,7 @@ pub use default_timer::{
     current_timer, default_timer, interval, interval_at, new_timeout, new_timeout_at, set_default,
     sleep, sleep_until, timeout, timeout_at, try_interval, try_interval_at, DefaultGuard,
 };
+pub use delay_map::DelayMap;
 pub use delay_queue::{DelayKey, DelayQueue, Expired};
 pub use engine::driver::turn::DRAIN_CAP_PER_TICK;
 /// A handle to a task scheduled on a [`HashedWheelTimer`],
