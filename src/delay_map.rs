@@ -265,10 +265,11 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
     /// Moves the deadline of `key` to `delay` from now, later or earlier:
     /// it comes out then, never before. True if the key is in the map (not
     /// yet yielded by the stream, even if its old deadline has fired);
-    /// false, changing nothing, if it is not, or if the timer refused the
-    /// new deadline (it was stopped; or at its pending limit, for a key
-    /// whose old deadline had fired, which then comes out as it would
-    /// have).
+    /// false, changing nothing, if it is not, or if the timer was stopped.
+    /// A key whose old deadline has fired takes a new one as an insert
+    /// does: if the map is [closed](Self::close), or the timer at its
+    /// pending limit, it keeps the old one, comes out as it would have,
+    /// and this returns false.
     pub fn reset<Q>(&self, key: &Q, delay: Duration) -> bool
     where
         K: Borrow<Q>,
@@ -382,8 +383,9 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
 
     /// Ends the stream once the map is empty: inserts fail with
     /// [`TimerError::QueueClosed`] from now on, the keys already in come
-    /// out as before, and then every consumer gets `None`. Reset and
-    /// remove work as before. As [`DelayQueue::close`].
+    /// out as before, and then every consumer gets `None`. Remove works
+    /// as before, and so does reset, but for a key whose deadline has
+    /// already fired (see [`reset`](Self::reset)). As [`DelayQueue::close`].
     pub fn close(&self) {
         self.queue.close();
     }
