@@ -7,12 +7,13 @@
 //! look-up that misses at the key's index looks there.
 //!
 //! No user code runs under a shard's lock: items are taken out, and
-//! dropped or returned after it.
+//! dropped or returned after it. The locks are loom's under `cfg(loom)`,
+//! so that the models in `tests/loom.rs` see them.
 
+use crate::engine::sync::{Mutex, MutexGuard};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use crossbeam_utils::CachePadded;
 use slab::Slab;
