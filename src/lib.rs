@@ -125,7 +125,12 @@
 //! [`HashedWheelTimer::delay_queue`] gives a [`DelayQueue`]: tokio-util's
 //! `DelayQueue` on the wheel, shared by `Clone + Send + Sync` handles whose
 //! methods take `&self`, and a `futures::Stream` of [`Expired`] items that
-//! waits while the queue is empty. With the cargo feature `tower`,
+//! waits while the queue is empty. [`HashedWheelTimer::delay_map`] gives
+//! a [`DelayMap`], deadlines by a key of your own (a cache's entries,
+//! sessions, leases): `insert(k, v, d)` replaces a key's value and
+//! deadline, `reset(&k, d)` and `remove(&k)` take the key, and its stream
+//! yields each expired `(K, V)` once, never a removed or replaced value;
+//! no `HashMap` of [`DelayKey`]s to keep in step. With the cargo feature `tower`,
 //! `TimeoutLayer` is tower's timeout layer on the wheel (see the
 //! `tower` module).
 //!
@@ -180,8 +185,9 @@
 //!
 //! Every function that takes a deadline (`sleep_until`, `timeout_at`,
 //! `interval_at`, [`Sleep::reset`], `new_timeout_at`,
-//! [`Timeout::reset_at`], [`DelayQueue::insert_at`] and
-//! [`reset_at`](DelayQueue::reset_at)) takes a `std::time::Instant` or a
+//! [`Timeout::reset_at`], [`DelayQueue::insert_at`],
+//! [`reset_at`](DelayQueue::reset_at), [`DelayMap::insert_at`] and
+//! [`DelayMap::reset_at`]) takes a `std::time::Instant` or a
 //! `tokio::time::Instant`, so code written for tokio passes its instants
 //! as they are. Take the deadline from the clock the timer reads:
 //!
@@ -212,6 +218,7 @@
 
 mod builder;
 mod default_timer;
+mod delay_map;
 mod delay_queue;
 mod engine;
 mod error;
@@ -235,6 +242,7 @@ pub use default_timer::{
     current_timer, default_timer, interval, interval_at, new_timeout, new_timeout_at, set_default,
     sleep, sleep_until, timeout, timeout_at, try_interval, try_interval_at, DefaultGuard,
 };
+pub use delay_map::DelayMap;
 pub use delay_queue::{DelayKey, DelayQueue, Expired};
 pub use engine::driver::turn::DRAIN_CAP_PER_TICK;
 /// A handle to a task scheduled on a [`HashedWheelTimer`],

@@ -644,8 +644,7 @@ fn loom_models_a_release_that_was_not_the_last_never_frees_the_slot_reused_after
 fn a_consumer_turning_at_its_poll_against_a_producer_and_advance() {
     model_long(|| {
         let timer = manual();
-        // The arena's first chunk made here: the queue's own locks, which
-        // order the threads' looks at the entry, are std's, unseen by loom.
+        // The arena's first chunk made here, before the race.
         assert!(timer.new_timeout(|_| {}, TICK).unwrap().cancel());
         let queue = timer.delay_queue::<u8>();
         let poll_once = |queue: &hashed_wheel_timer::DelayQueue<u8>| {
@@ -673,4 +672,80 @@ fn a_consumer_turning_at_its_poll_against_a_producer_and_advance() {
         assert!(queue.is_empty());
         assert_eq!(timer.pending_timeouts(), 0);
     });
+}
+
+/// A `DelayMap`'s one key, due now, against a replacing `insert` on one
+/// thread and a consumer's poll on another while this thread turns the
+/// wheel. The map's shard lock decides: the old value comes back to the
+/// inserter or out of the stream, never both, and the new value comes
+/// out once, after its own deadline, never lost.
+#[test]
+fn a_delay_map_insert_replacing_a_key_against_its_expiry() {
+    model_long(|| {
+        let timer = manual();
+        let map = timer.delay_map::<u8, u8>();
+        map.insert(0, 1, TICK).unwrap();
+        timer.advance(Duration::ZERO); // filed into its bucket
+        let inserter = {
+            let map = map.clone();
+            thread::spawn(move || map.insert(0, 2, TICK * 3).unwrap())
+        };
+        let consumer = {
+            let map = map.clone();
+            thread::spawn(move || poll_map(&map))
+        };
+        timer.advance(TICK);
+        let replaced = inserter.join().unwrap();
+        let mut out: Vec<u8> = consumer.join().unwrap().into_iter().collect();
+        out.extend(poll_map(&map));
+        assert_eq!(replaced.is_some(), !out.contains(&1), "1 comes back once");
+        assert!(!out.contains(&2), "2 is not due");
+        timer.advance(TICK * 3);
+        out.extend(poll_map(&map));
+        out.extend(replaced);
+        out.sort_unstable();
+        assert_eq!(out, [1, 2], "each value once");
+        assert!(map.is_empty());
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+/// A `DelayMap`'s key, due now, removed on one thread while a consumer
+/// polls on another and this thread turns the wheel: exactly one of them
+/// gets the value.
+#[test]
+fn a_delay_map_remove_against_expiry() {
+    model_long(|| {
+        let timer = manual();
+        let map = timer.delay_map::<u8, u8>();
+        map.insert(0, 1, TICK).unwrap();
+        timer.advance(Duration::ZERO);
+        let remover = {
+            let map = map.clone();
+            thread::spawn(move || map.remove(&0))
+        };
+        let consumer = {
+            let map = map.clone();
+            thread::spawn(move || poll_map(&map))
+        };
+        timer.advance(TICK);
+        let removed = remover.join().unwrap();
+        let yielded = consumer.join().unwrap().or_else(|| poll_map(&map));
+        assert_eq!(
+            removed.is_some() as u8 + yielded.is_some() as u8,
+            1,
+            "exactly one gets it"
+        );
+        assert!(map.is_empty());
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+/// One poll of a `DelayMap`'s stream: the value it yields, if any.
+fn poll_map(map: &hashed_wheel_timer::DelayMap<u8, u8>) -> Option<u8> {
+    let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+    match map.poll_expired(&mut cx) {
+        std::task::Poll::Ready(Some((_, value))) => Some(value),
+        _ => None,
+    }
 }

@@ -7,12 +7,13 @@
 //! look-up that misses at the key's index looks there.
 //!
 //! No user code runs under a shard's lock: items are taken out, and
-//! dropped or returned after it.
+//! dropped or returned after it. The locks are loom's under `cfg(loom)`,
+//! so that the models in `tests/loom.rs` see them.
 
+use crate::engine::sync::{Mutex, MutexGuard};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use crossbeam_utils::CachePadded;
 use slab::Slab;
@@ -48,9 +49,7 @@ impl<T> Store<T> {
         let start = NEXT_QUEUE
             .fetch_add(1, Ordering::Relaxed)
             .wrapping_mul(0x9E37_79B9);
-        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
-        let count = (threads * 2).next_power_of_two().clamp(2, 64);
-        let shards: Box<[_]> = (0..count)
+        let shards: Box<[_]> = (0..shard_count())
             .map(|index| {
                 CachePadded::new(Mutex::new(Shard {
                     index: index as u32,
@@ -134,6 +133,13 @@ impl<T> Shard<T> {
         self.moved.clear();
         std::mem::take(&mut self.slots)
     }
+}
+
+/// How many shards a store, or a `DelayMap`'s map, has: two per core
+/// rounded up to a power of two, from 2 to 64.
+pub(crate) fn shard_count() -> usize {
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+    (threads * 2).next_power_of_two().clamp(2, 64)
 }
 
 fn lock<T>(shard: &Mutex<Shard<T>>) -> MutexGuard<'_, Shard<T>> {

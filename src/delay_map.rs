@@ -1,0 +1,485 @@
+//! `DelayMap`: deadlines by the user's own key, a face over the crate's
+//! `DelayQueue`, which alone schedules, resets and cancels.
+//!
+//! The map keeps each key's value and the `DelayKey` of its deadline in a
+//! `HashMap`, sharded by the key's hash, one lock each; the queue holds a
+//! clone of the key under that `DelayKey`. The shard's lock decides every
+//! race on a key: the stream yields a key only if, under that lock, the
+//! map still names the `DelayKey` that came out of the queue. A removed
+//! key names none, and a replaced or moved one names another, so their
+//! old deadline comes out of the queue and is skipped. Locks are taken in
+//! one order, a map shard's before a queue shard's, never the reverse.
+
+use std::borrow::Borrow;
+use std::collections::hash_map::{Entry, HashMap, RandomState};
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use futures::Stream;
+
+use crate::delay_queue::shard_count;
+use crate::engine::sync::{Mutex, MutexGuard};
+use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
+
+/// Values by key, each given back with its key once its deadline passes:
+/// a cache with a time to live, sessions and leases, retry schedules,
+/// keyed by the id the application already has. Made by
+/// [`HashedWheelTimer::delay_map`] or [`DelayMap::new`].
+///
+/// It is what code builds today from tokio-util's `DelayQueue` and a
+/// `HashMap<K, Key>` kept in step beside it, in one type:
+/// [`insert`](Self::insert) a key with a delay (replacing the value and
+/// deadline of a key already there), [`reset`](Self::reset) its deadline,
+/// [`remove`](Self::remove) it; keys whose deadline passes come out of the
+/// map's [`Stream`] of `(K, V)` pairs, in deadline order, never before
+/// their deadline, each exactly once.
+///
+/// # Shared, not owned
+///
+/// `Clone + Send + Sync`, and every method takes `&self`: clones are
+/// handles to one map. The keys are spread over shards (two per core),
+/// each behind its own lock, so threads and tasks working on different
+/// keys seldom meet on one. Several consumers may drain the stream; each
+/// expired key goes to one of them. As with [`DelayQueue`], give each
+/// consuming task its own clone.
+///
+/// # Races
+///
+/// The map decides each race on a key under its shard's lock:
+///
+/// - a value removed, or replaced by an [`insert`](Self::insert), never
+///   comes out of the stream, even if its deadline fired a moment before;
+///   the value that replaced it stays, with its own deadline;
+/// - a key stays in the map until the stream yields it: until then
+///   [`remove`](Self::remove) takes it back, and [`reset`](Self::reset)
+///   gives it a new deadline, later or earlier, even one that has just
+///   fired (that one is then skipped);
+/// - nothing comes out before the deadline in force.
+///
+/// # Refusals
+///
+/// An insert into a [closed](Self::close) map fails with
+/// [`TimerError::QueueClosed`]; one the timer refuses, with its error
+/// ([`Shutdown`](TimerError::Shutdown), [`AtCapacity`](TimerError::AtCapacity):
+/// each key in the map is one pending timeout). A refused insert changes
+/// nothing: a key already there keeps its value and deadline, and the
+/// offered key and value are dropped.
+///
+/// `K`'s `Hash`, `Eq`, `Clone` and `Drop` may run under a shard's lock, as
+/// in any `Mutex<HashMap>`; `V`'s code never does. Each key is kept twice:
+/// in the map, and with its deadline; for large keys use `Arc<str>` and
+/// the like.
+///
+/// # Examples
+///
+/// ```
+/// use futures::StreamExt;
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), hashed_wheel_timer::TimerError> {
+/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+/// let mut sessions = timer.delay_map();
+/// sessions.insert("alice", 1, Duration::from_secs(30))?;
+/// sessions.insert("bob", 2, Duration::from_secs(10))?;
+/// assert_eq!(sessions.insert("bob", 3, Duration::from_secs(20))?, Some(2)); // replaced
+/// assert!(sessions.reset(&"alice", Duration::from_secs(5))); // earlier
+///
+/// timer.advance(Duration::from_secs(20));
+/// assert_eq!(sessions.next().await, Some(("alice", 1)));
+/// assert_eq!(sessions.next().await, Some(("bob", 3)));
+/// assert!(sessions.is_empty());
+/// # Ok(())
+/// # }
+/// ```
+pub struct DelayMap<K, V> {
+    /// The deadlines: each holds a clone of its key.
+    queue: DelayQueue<K>,
+    map: Arc<Shards<K, V>>,
+}
+
+/// One shard's keys: each key's value, and the name of its deadline in
+/// the queue.
+type Map<K, V> = HashMap<K, (DelayKey, V)>;
+
+type Shard<K, V> = CachePadded<Mutex<Map<K, V>>>;
+
+struct Shards<K, V> {
+    /// Picks a key's shard; each shard's map hashes with its own.
+    hasher: RandomState,
+    shards: Box<[Shard<K, V>]>,
+}
+
+impl<K: Hash + Eq, V> Shards<K, V> {
+    fn lock<Q: Hash + ?Sized>(&self, key: &Q) -> MutexGuard<'_, Map<K, V>> {
+        let index = self.hasher.hash_one(key) as usize & (self.shards.len() - 1);
+        lock(&self.shards[index])
+    }
+}
+
+fn lock<M>(shard: &Mutex<M>) -> MutexGuard<'_, M> {
+    // A panicking `Hash` or `Eq` of a key leaves the map sound.
+    shard.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// When a deadline falls, as given: after a delay from now, or at an
+/// instant. Passed on to the queue's method of the same form.
+#[derive(Clone, Copy)]
+enum When {
+    After(Duration),
+    At(Instant),
+}
+
+impl When {
+    fn reset<K>(self, queue: &DelayQueue<K>, key: &DelayKey) -> bool {
+        match self {
+            When::After(delay) => queue.reset(key, delay),
+            When::At(deadline) => queue.reset_at(key, deadline),
+        }
+    }
+
+    fn insert<K: Send + 'static>(
+        self,
+        queue: &DelayQueue<K>,
+        key: K,
+    ) -> Result<DelayKey, TimerError> {
+        match self {
+            When::After(delay) => queue.insert(key, delay),
+            When::At(deadline) => queue.insert_at(key, deadline),
+        }
+    }
+}
+
+impl HashedWheelTimer {
+    /// A new, empty [`DelayMap`] on this timer. The map keeps the timer
+    /// alive.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::{DelayMap, HashedWheelTimer};
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let leases: DelayMap<u64, String> = timer.delay_map();
+    /// leases.insert(7, "worker-a".to_string(), Duration::from_secs(1))?;
+    /// assert_eq!(leases.get_deadline(&7), Some(timer.now() + Duration::from_secs(1)));
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn delay_map<K: Hash + Eq + Clone + Send + 'static, V>(&self) -> DelayMap<K, V> {
+        let shards = (0..shard_count())
+            .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
+            .collect();
+        DelayMap {
+            queue: self.delay_queue(),
+            map: Arc::new(Shards {
+                hasher: RandomState::new(),
+                shards,
+            }),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
+    /// A new, empty map on [`current_timer`]: the timer
+    /// [`set_default`](crate::set_default) installed on this thread, or
+    /// else the process-wide default.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::{set_default, DelayMap, HashedWheelTimer};
+    /// use std::time::Duration;
+    ///
+    /// let manual = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let _guard = set_default(manual.clone());
+    /// let map = DelayMap::new();
+    /// map.insert("job", (), Duration::from_millis(5))?;
+    /// assert!(map.timer().is_same(&manual));
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn new() -> DelayMap<K, V> {
+        current_timer().delay_map()
+    }
+
+    /// Inserts `key` with `value`, to come out of the stream `delay` from
+    /// now: never before, and at most a tick after. If the key is already
+    /// in the map, its value and deadline are replaced, and the old value
+    /// is returned: it will not come out.
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError::QueueClosed`] after [`close`](Self::close), and the
+    /// timer's refusals, as [`DelayQueue::insert`]'s. Then nothing
+    /// changes: a key already there keeps its value and deadline.
+    pub fn insert(&self, key: K, value: V, delay: Duration) -> Result<Option<V>, TimerError> {
+        self.put(key, value, When::After(delay))
+    }
+
+    /// [`insert`](Self::insert) with an absolute deadline on the timer's
+    /// clock (see [which instant to use](crate#deadlines)). A deadline
+    /// already past is due at once.
+    pub fn insert_at(
+        &self,
+        key: K,
+        value: V,
+        deadline: impl Into<Instant>,
+    ) -> Result<Option<V>, TimerError> {
+        self.put(key, value, When::At(deadline.into()))
+    }
+
+    fn put(&self, key: K, value: V, when: When) -> Result<Option<V>, TimerError> {
+        if self.is_closed() {
+            return Err(TimerError::QueueClosed);
+        }
+        let mut shard = self.map.lock(&key);
+        match shard.entry(key) {
+            Entry::Occupied(mut entry) => {
+                let deadline = self.rearm(entry.key(), entry.get().0, when)?;
+                let slot = entry.get_mut();
+                slot.0 = deadline;
+                Ok(Some(std::mem::replace(&mut slot.1, value)))
+            }
+            Entry::Vacant(entry) => {
+                let deadline = when.insert(&self.queue, entry.key().clone())?;
+                entry.insert((deadline, value));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Moves the deadline `deadline` of `key` (whose shard the caller
+    /// holds) with `when`, in place; or, if it has already fired and is on
+    /// its way to a consumer, who will now skip it, files a fresh one.
+    /// Returns the name of the deadline in force.
+    fn rearm(&self, key: &K, deadline: DelayKey, when: When) -> Result<DelayKey, TimerError> {
+        if when.reset(&self.queue, &deadline) {
+            Ok(deadline)
+        } else {
+            when.insert(&self.queue, key.clone())
+        }
+    }
+
+    /// Moves the deadline of `key` to `delay` from now, later or earlier:
+    /// it comes out then, never before. True if the key is in the map (not
+    /// yet yielded by the stream, even if its old deadline has fired);
+    /// false, changing nothing, if it is not, or if the timer was stopped.
+    /// A key whose old deadline has fired takes a new one as an insert
+    /// does: if the map is [closed](Self::close), or the timer at its
+    /// pending limit, it keeps the old one, comes out as it would have,
+    /// and this returns false.
+    pub fn reset<Q>(&self, key: &Q, delay: Duration) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.moved(key, When::After(delay))
+    }
+
+    /// [`reset`](Self::reset) to an absolute deadline on the timer's clock
+    /// (see [which instant to use](crate#deadlines)).
+    pub fn reset_at<Q>(&self, key: &Q, deadline: impl Into<Instant>) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.moved(key, When::At(deadline.into()))
+    }
+
+    fn moved<Q>(&self, key: &Q, when: When) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let mut shard = self.map.lock(key);
+        let Some((owned, &(deadline, _))) = shard.get_key_value(key) else {
+            return false;
+        };
+        match self.rearm(owned, deadline, when) {
+            Ok(fresh) if fresh != deadline => {
+                if let Some(slot) = shard.get_mut(key) {
+                    slot.0 = fresh;
+                }
+                true
+            }
+            moved => moved.is_ok(),
+        }
+    }
+}
+
+impl<K: Hash + Eq, V> DelayMap<K, V> {
+    /// Takes `key` and its value out of the map, and cancels its deadline:
+    /// the value will not come out of the stream. `None` if the key is not
+    /// in the map: never inserted, removed, or yielded by the stream. A key
+    /// whose deadline fired but that the stream has not yet yielded is
+    /// still in the map, and this takes it.
+    pub fn remove<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (deadline, value) = self.map.lock(key).remove(key)?;
+        // Outside the map's lock: the stream finds the key gone meanwhile.
+        self.queue.remove(&deadline);
+        Some(value)
+    }
+
+    /// The deadline of `key`, on the timer's clock: the last it was given.
+    /// `None` if the key is not in the map, or if a consumer is yielding
+    /// it at this moment.
+    pub fn get_deadline<Q>(&self, key: &Q) -> Option<Instant>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let shard = self.map.lock(key);
+        self.queue.deadline(&shard.get(key)?.0)
+    }
+
+    /// A clone of the value of `key`, if it is in the map.
+    pub fn get<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        V: Clone,
+    {
+        let value = self.map.lock(key).get(key).map(|slot| slot.1.clone());
+        value
+    }
+
+    /// True if `key` is in the map: inserted, and neither removed nor
+    /// yielded by the stream.
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.lock(key).contains_key(key)
+    }
+
+    /// The number of keys in the map. It locks each shard in turn, so
+    /// under concurrent use it is a snapshot.
+    pub fn len(&self) -> usize {
+        self.map.shards.iter().map(|s| lock(s).len()).sum()
+    }
+
+    /// True if [`len`](Self::len) is zero.
+    pub fn is_empty(&self) -> bool {
+        self.map.shards.iter().all(|s| lock(s).is_empty())
+    }
+
+    /// Removes every key: their deadlines are cancelled, and the keys and
+    /// values dropped. A key inserted while it runs may stay.
+    pub fn clear(&self) {
+        for shard in self.map.shards.iter() {
+            let taken = std::mem::take(&mut *lock(shard));
+            for (deadline, _) in taken.values() {
+                self.queue.remove(deadline);
+            }
+        }
+    }
+
+    /// Ends the stream once the map is empty: inserts fail with
+    /// [`TimerError::QueueClosed`] from now on, the keys already in come
+    /// out as before, and then every consumer gets `None`. Remove works
+    /// as before, and so does reset, but for a key whose deadline has
+    /// already fired (see [`reset`](Self::reset)). As [`DelayQueue::close`].
+    pub fn close(&self) {
+        self.queue.close();
+    }
+
+    /// True once [`close`](Self::close) was called on any handle.
+    pub fn is_closed(&self) -> bool {
+        self.queue.is_closed()
+    }
+
+    /// The timer the map runs on.
+    pub fn timer(&self) -> &HashedWheelTimer {
+        self.queue.timer()
+    }
+
+    /// The next expired key and its value: `Ready(Some)` with one whose
+    /// deadline has passed, `Pending` if there is none yet (`cx`'s waker is
+    /// woken when there is), and `Ready(None)` once the map is empty and
+    /// [closed](Self::close), or its timer stopped. As
+    /// [`DelayQueue::poll_expired`]: deadline order, each key once, to one
+    /// consumer.
+    ///
+    /// ```
+    /// use hashed_wheel_timer::HashedWheelTimer;
+    /// use std::task::{Context, Poll};
+    /// use std::time::Duration;
+    ///
+    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+    /// let map = timer.delay_map();
+    /// map.insert("k", "v", Duration::from_millis(5))?;
+    /// let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    /// assert!(map.poll_expired(&mut cx).is_pending());
+    /// timer.advance(Duration::from_millis(5));
+    /// assert_eq!(map.poll_expired(&mut cx), Poll::Ready(Some(("k", "v"))));
+    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
+    /// ```
+    pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<(K, V)>> {
+        loop {
+            let Some(expired) = ready!(self.queue.poll_expired(cx)) else {
+                return Poll::Ready(None);
+            };
+            let deadline = expired.key();
+            let mut shard = self.map.lock(expired.get_ref());
+            // Yielded only if the key still names this deadline: else it
+            // was removed, replaced or moved, and this one is skipped.
+            if let Entry::Occupied(entry) = shard.entry(expired.into_inner()) {
+                if entry.get().0 == deadline {
+                    let (key, (_, value)) = entry.remove_entry();
+                    return Poll::Ready(Some((key, value)));
+                }
+            }
+        }
+    }
+}
+
+/// The expired pairs, as [`poll_expired`](DelayMap::poll_expired) gives
+/// them. Use [`StreamExt::next`](futures::StreamExt::next) on it.
+impl<K: Hash + Eq, V> Stream for DelayMap<K, V> {
+    type Item = (K, V);
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<(K, V)>> {
+        self.poll_expired(cx)
+    }
+}
+
+/// A shared reference is a stream too.
+impl<K: Hash + Eq, V> Stream for &DelayMap<K, V> {
+    type Item = (K, V);
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<(K, V)>> {
+        self.poll_expired(cx)
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + 'static, V> Default for DelayMap<K, V> {
+    /// [`DelayMap::new`].
+    fn default() -> DelayMap<K, V> {
+        DelayMap::new()
+    }
+}
+
+impl<K, V> Clone for DelayMap<K, V> {
+    /// Another handle to the same map, a consumer of its own.
+    fn clone(&self) -> DelayMap<K, V> {
+        DelayMap {
+            queue: self.queue.clone(),
+            map: self.map.clone(),
+        }
+    }
+}
+
+impl<K: Hash + Eq, V> fmt::Debug for DelayMap<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DelayMap")
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}
