@@ -138,10 +138,10 @@ enum When {
 
 impl When {
     fn reset<K>(self, queue: &DelayQueue<K>, key: &DelayKey) -> bool {
-        match self {
-            When::After(delay) => queue.reset(key, delay),
-            When::At(deadline) => queue.reset_at(key, deadline),
-        }
+        queue.moved(key, false, |timeout| match self {
+            When::After(delay) => timeout.reset(delay),
+            When::At(deadline) => timeout.reset_at(deadline),
+        })
     }
 
     fn insert<K: Send + 'static>(

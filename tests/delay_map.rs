@@ -343,3 +343,26 @@ async fn advancing_the_paused_clock_past_a_replaced_key() {
     tokio::time::advance(Duration::from_millis(40)).await;
     assert_eq!(drain(&map), [(7, "new")]);
 }
+
+/// A reset or a replacing insert earlier wakes no consumer (a wake-up per
+/// earlier reset is a context switch for a poll that finds nothing): the
+/// key's timeout wakes it at the new deadline. A reset to now wakes it at once.
+#[test]
+fn an_earlier_reset_wakes_the_consumer_only_when_due() {
+    let timer = manual(MS);
+    let map = timer.delay_map();
+    map.insert("a", 1, 10 * MS).unwrap();
+    map.insert("b", 2, 10 * MS).unwrap();
+    let mut consumer = tokio_test::task::spawn(());
+    assert!(consumer.enter(|cx, _| map.poll_expired(cx)).is_pending());
+    assert!(map.reset(&"a", 5 * MS));
+    assert_eq!(map.insert("b", 3, 4 * MS).unwrap(), Some(2));
+    assert!(!consumer.is_woken(), "earlier, not yet due");
+    timer.advance(4 * MS);
+    assert!(consumer.is_woken(), "due at the new deadline");
+    assert_eq!(drain(&map), [("b", 3)]);
+    let mut consumer = tokio_test::task::spawn(());
+    assert!(consumer.enter(|cx, _| map.poll_expired(cx)).is_pending());
+    assert!(map.reset(&"a", Duration::ZERO));
+    assert!(consumer.is_woken(), "a reset to now");
+}

@@ -264,7 +264,7 @@ impl<T> DelayQueue<T> {
     /// key names no item in the queue, or if the item's deadline has
     /// already fired (it is on its way out of the stream).
     pub fn reset(&self, key: &DelayKey, delay: Duration) -> bool {
-        self.moved(key, |timeout| timeout.reset(delay))
+        self.moved(key, true, |timeout| timeout.reset(delay))
     }
 
     /// [`reset`](Self::reset) to an absolute deadline on the timer's clock.
@@ -273,16 +273,24 @@ impl<T> DelayQueue<T> {
     /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
     pub fn reset_at(&self, key: &DelayKey, deadline: impl Into<Instant>) -> bool {
         let deadline = deadline.into();
-        self.moved(key, |timeout| timeout.reset_at(deadline))
+        self.moved(key, true, |timeout| timeout.reset_at(deadline))
     }
 
     /// Moves the item `key` names with `reset`. A deadline moved earlier
-    /// wakes the consumers, as tokio-util's queue wakes its task, so one
-    /// that plans by [`peek`](Self::peek) looks again.
-    fn moved(&self, key: &DelayKey, reset: impl FnOnce(&crate::Timeout) -> bool) -> bool {
+    /// wakes the consumers if `wake_if_earlier`, as tokio-util's queue wakes
+    /// its task, so one that plans by [`peek`](Self::peek) looks again; one
+    /// due at once always does (a `DelayMap`, which has no `peek`, asks no
+    /// more: a wake-up per earlier reset is a context switch for nothing).
+    pub(crate) fn moved(
+        &self,
+        key: &DelayKey,
+        wake_if_earlier: bool,
+        reset: impl FnOnce(&crate::Timeout) -> bool,
+    ) -> bool {
         let moved = self.with_slot(key, |slot| {
             let before = slot.timeout.deadline();
-            reset(&slot.timeout).then(|| slot.timeout.deadline() < before)
+            let wake = |t: &crate::Timeout| wake_if_earlier || t.remaining().is_zero();
+            reset(&slot.timeout).then(|| slot.timeout.deadline() < before && wake(&slot.timeout))
         });
         match moved.flatten() {
             Some(earlier) => {
