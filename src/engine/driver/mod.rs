@@ -4,9 +4,12 @@
 
 pub(crate) mod counts;
 pub(crate) mod dispatch;
+pub(crate) mod lateness;
 #[cfg(all(test, loom))]
 mod loom_models;
 pub(crate) mod manual;
+#[cfg(feature = "metrics")]
+mod publish;
 pub(crate) mod stop;
 pub(crate) mod turn;
 pub(crate) mod worker;
@@ -102,6 +105,9 @@ pub(crate) struct Shared {
     pub(crate) mailbox: Queue<Key>,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
+    /// When the driver last set the gauges (`publish.rs`); `u64::MAX`: never.
+    #[cfg(feature = "metrics")]
+    published_at: AtomicU64,
     /// Calls to `unpark_worker`, for tests.
     #[cfg(test)]
     pub(crate) unparks: AtomicUsize,
@@ -140,6 +146,8 @@ impl Shared {
             mailbox: Queue::new(),
             housekeeping_requested: AtomicBool::new(false),
             planned_wake: AtomicU64::new(BUSY),
+            #[cfg(feature = "metrics")]
+            published_at: AtomicU64::new(u64::MAX),
             #[cfg(test)]
             unparks: AtomicUsize::new(0),
             jobs: Mutex::new(Jobs::new()),

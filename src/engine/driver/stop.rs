@@ -77,6 +77,8 @@ impl Shared {
             self.counts.uncount(uncounted, Ended::Stopped);
         }
         released.into_iter().for_each(|key| self.slots.release(key));
+        #[cfg(feature = "metrics")]
+        self.publish(self.clock.now(), true);
         // Futures are woken, not returned: they see the shutdown and end.
         all.retain(|&key| {
             let future = wake_if_future(self.entry(key));

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::clock::Nanos;
+use crate::engine::clock::{saturating_nanos, Nanos};
 use crate::engine::driver::counts::Ended;
 use crate::engine::driver::{Core, Shared, IDLE};
 use crate::engine::entry::key::Key;
@@ -28,7 +28,9 @@ pub(crate) struct Turn {
 }
 
 impl Shared {
+    /// The time it takes counts as `driver_busy`: one pair of readings.
     pub(crate) fn turn(self: &Arc<Self>, now: Nanos, due: &mut Vec<Key>) -> Turn {
+        let started = std::time::Instant::now();
         let now_tick = self.clock.ticks_at(now);
         let next = {
             let mut core = self.lock_core();
@@ -45,6 +47,9 @@ impl Shared {
         };
         let fired = !due.is_empty();
         self.fire(due);
+        self.counts.note_busy(saturating_nanos(started.elapsed()));
+        #[cfg(feature = "metrics")]
+        self.publish(now, next.is_none());
         Turn { fired, next }
     }
 
@@ -212,6 +217,8 @@ impl Shared {
             due.sort_by_cached_key(deadline);
         }
         let now = self.clock.now();
+        #[cfg(feature = "metrics")]
+        let lateness = self.lateness_metric();
         let mut moved = Vec::new();
         let mut keys = due.drain(..);
         while let Some(key) = keys.next() {
@@ -235,8 +242,10 @@ impl Shared {
                 // A periodic entry stays counted while it runs.
                 self.counts.uncount(1, Ended::Fired);
             }
-            self.counts
-                .note_lateness(now.saturating_sub(entry.deadline()));
+            let late = now.saturating_sub(entry.deadline());
+            self.counts.note_lateness(late);
+            #[cfg(feature = "metrics")]
+            lateness.record(std::time::Duration::from_nanos(late));
             match entry.take_task() {
                 Some(task) => self.dispatch(key, task),
                 None => self.slots.release(key),
