@@ -220,6 +220,8 @@ mod interval;
 mod lateness;
 mod one_shot;
 mod periodic;
+#[cfg(feature = "metrics")]
+mod publish;
 mod registry;
 mod sleep;
 mod stats;

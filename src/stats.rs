@@ -109,7 +109,7 @@ impl HashedWheelTimer {
     /// A snapshot of this timer's counters; see [`TimerStats`].
     pub fn stats(&self) -> TimerStats {
         let totals = self.shared().totals();
-        let (buckets, max_lateness) = self.shared().counts.lateness();
+        let (buckets, max_lateness) = self.shared().counts.lateness.read();
         TimerStats {
             scheduled: totals.scheduled,
             fired: totals.fired,

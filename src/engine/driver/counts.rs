@@ -6,7 +6,7 @@
 //! a timeout leaves it only after `reserve` (what ends it exists only
 //! after), and one atomic's changes have one order.
 
-use crate::engine::driver::lateness::{Lateness, BUCKETS};
+use crate::engine::driver::lateness::Lateness;
 use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::task::Task;
 use crate::engine::sync::{AtomicU64, AtomicUsize, Ordering};
@@ -44,7 +44,7 @@ pub(crate) struct Counts {
     /// driver writes these and `lateness`: no read-modify-write.
     driver_wakeups: AtomicU64,
     driver_busy: AtomicU64,
-    lateness: Lateness,
+    pub(crate) lateness: Lateness,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -127,16 +127,6 @@ impl Counts {
     /// The driver turned for `nanos`.
     pub(crate) fn note_busy(&self, nanos: u64) {
         add(&self.driver_busy, nanos);
-    }
-
-    #[inline]
-    pub(crate) fn note_lateness(&self, nanos: u64) {
-        self.lateness.record(nanos);
-    }
-
-    /// The lateness histogram's counts by bucket and its most, in nanoseconds.
-    pub(crate) fn lateness(&self) -> ([u64; BUCKETS], u64) {
-        self.lateness.read()
     }
 
     /// The totals, exact only when quiet; `queued` is the caller's to fill.

@@ -8,8 +8,6 @@ pub(crate) mod lateness;
 #[cfg(all(test, loom))]
 mod loom_models;
 pub(crate) mod manual;
-#[cfg(feature = "metrics")]
-mod publish;
 pub(crate) mod stop;
 pub(crate) mod turn;
 pub(crate) mod worker;
@@ -77,6 +75,17 @@ pub(crate) struct Config {
     pub(crate) ticks_per_wheel: usize,
     pub(crate) max_pending: Option<usize>,
     pub(crate) thread_name: String,
+    #[cfg(feature = "metrics")]
+    pub(crate) publish: Box<dyn Publish>,
+}
+
+/// Feature `metrics`: the face's publisher (`src/publish.rs`). The driver
+/// tells it each turn's end (`idle`: it will sleep with nothing planned, or
+/// stopped) and, per turn that fires, takes its lateness histogram.
+#[cfg(feature = "metrics")]
+pub(crate) trait Publish: Send + Sync {
+    fn lateness(&self) -> metrics::Histogram;
+    fn turned(&self, shared: &Shared, now: crate::engine::clock::Nanos, idle: bool);
 }
 
 /// What only the driver touches, and `stop()` once the driver is done.
@@ -105,9 +114,6 @@ pub(crate) struct Shared {
     pub(crate) mailbox: Queue<Key>,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
-    /// When the driver last set the gauges (`publish.rs`); `u64::MAX`: never.
-    #[cfg(feature = "metrics")]
-    published_at: AtomicU64,
     /// Calls to `unpark_worker`, for tests.
     #[cfg(test)]
     pub(crate) unparks: AtomicUsize,
@@ -146,8 +152,6 @@ impl Shared {
             mailbox: Queue::new(),
             housekeeping_requested: AtomicBool::new(false),
             planned_wake: AtomicU64::new(BUSY),
-            #[cfg(feature = "metrics")]
-            published_at: AtomicU64::new(u64::MAX),
             #[cfg(test)]
             unparks: AtomicUsize::new(0),
             jobs: Mutex::new(Jobs::new()),

@@ -78,7 +78,7 @@ impl Shared {
         }
         released.into_iter().for_each(|key| self.slots.release(key));
         #[cfg(feature = "metrics")]
-        self.publish(self.clock.now(), true);
+        self.config.publish.turned(self, self.clock.now(), true);
         // Futures are woken, not returned: they see the shutdown and end.
         all.retain(|&key| {
             let future = wake_if_future(self.entry(key));

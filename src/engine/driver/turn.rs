@@ -49,7 +49,7 @@ impl Shared {
         self.fire(due);
         self.counts.note_busy(saturating_nanos(started.elapsed()));
         #[cfg(feature = "metrics")]
-        self.publish(now, next.is_none());
+        self.config.publish.turned(self, now, next.is_none());
         Turn { fired, next }
     }
 
@@ -218,7 +218,7 @@ impl Shared {
         }
         let now = self.clock.now();
         #[cfg(feature = "metrics")]
-        let lateness = self.lateness_metric();
+        let lateness = self.config.publish.lateness();
         let mut moved = Vec::new();
         let mut keys = due.drain(..);
         while let Some(key) = keys.next() {
@@ -243,7 +243,7 @@ impl Shared {
                 self.counts.uncount(1, Ended::Fired);
             }
             let late = now.saturating_sub(entry.deadline());
-            self.counts.note_lateness(late);
+            self.counts.lateness.record(late);
             #[cfg(feature = "metrics")]
             lateness.record(std::time::Duration::from_nanos(late));
             match entry.take_task() {
