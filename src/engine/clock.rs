@@ -63,10 +63,8 @@ enum Time {
 impl Clock {
     #[cfg(test)]
     pub(crate) fn new(tick_nanos: u64, manual: bool) -> Clock {
-        Clock::of(
-            tick_nanos,
-            if manual { Source::Manual } else { Source::Real },
-        )
+        let source = if manual { Source::Manual } else { Source::Real };
+        Clock::of(tick_nanos, source)
     }
 
     pub(crate) fn of(tick_nanos: u64, source: Source) -> Clock {
@@ -190,6 +188,11 @@ impl Clock {
     pub(crate) fn time_of(&self, tick: u64) -> Nanos {
         tick.saturating_mul(self.tick_nanos)
     }
+}
+
+/// The earlier of two optional times.
+pub(crate) fn earliest(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
+    a.zip(b).map(|(a, b)| a.min(b)).or(a).or(b)
 }
 
 pub(crate) fn tick_of(deadline: Nanos, tick_nanos: u64) -> u64 {

@@ -7,13 +7,13 @@
 
 use std::sync::Arc;
 
-use crate::engine::clock::{saturating_nanos, Nanos};
+use crate::engine::clock::{earliest, saturating_nanos, Nanos};
 use crate::engine::driver::counts::Ended;
 use crate::engine::driver::{Core, Shared, IDLE};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Fire;
 use crate::engine::intake::lane::{Lane, KEEP_HALF};
-use crate::engine::intake::{earliest, Drain};
+use crate::engine::intake::Drain;
 use crate::engine::sync::{fence, Ordering};
 
 /// The most new timeouts the driver files per turn, as in Netty, so a flood
@@ -64,10 +64,9 @@ impl Shared {
         })
     }
 
-    /// Files the oldest half of a full `lane`, on its owner's thread, young
-    /// keys too: the youngest half stays, for cancels to withdraw. Returns
-    /// the earliest deadline filed (`u64::MAX`: none); `None` after a
-    /// shutdown.
+    /// Files the oldest half of a full `lane`, on its owner's thread, young keys too:
+    /// the youngest half stays, for cancels to withdraw. Returns the earliest
+    /// deadline filed (`u64::MAX`: none); `None` after a shutdown.
     pub(crate) fn file_lane(&self, lane: &Lane) -> Option<Nanos> {
         let mut core = self.lock_core();
         if self.is_shutdown() {

@@ -1,21 +1,17 @@
-//! The worker thread: one per timer on a real clock, started by the first
-//! timeout, ended by `stop()` or the last handle's drop. Each round: a
-//! `turn`, then sleep until the time it asked for; with nothing pending,
-//! park with no timeout, so an idle timer costs no wake-ups. While
-//! producers cancel young (withdrawn lane cells, an empty wheel), it sleeps
-//! a round instead: parked, it would be woken by every new timeout, to file
-//! timeouts about to be cancelled.
+//! The worker thread: one per timer on a real clock, started by the first timeout,
+//! ended by `stop()` or the last handle's drop. Each round: a `turn`, then sleep
+//! until the time it asked for; with nothing pending, park with no timeout, so an
+//! idle timer costs no wake-ups. While producers cancel young (withdrawn lane cells,
+//! an empty wheel), it sleeps a round instead: parked, every new timeout would wake
+//! it, to file timeouts about to be cancelled.
 //!
-//! # On a tokio runtime
-//!
-//! For `Builder::tokio_clock`, the driver is a task on that runtime
-//! (`spawn_on_tokio`): the same rounds, waiting on `sleep_until` or a
-//! producer's `Notify`, so a paused runtime moves the timer as its own
-//! timers. The sleep's waker turns the wheel before it wakes the task
-//! (`TurnOnWake`), so what is due at an instant has fired when tokio's own
-//! timers of that instant wake. A round holds the driver lock (`stop()`
-//! waits for it), never across an `await`. The runtime's shutdown drops
-//! the task, which shuts the timer down.
+//! **On a tokio runtime** (`Builder::tokio_clock`) the driver is a task
+//! (`spawn_on_tokio`): the same rounds, waiting on `sleep_until` or a producer's
+//! `Notify`, so a paused runtime moves the timer as its own timers. The sleep's waker
+//! turns the wheel before it wakes the task (`TurnOnWake`): what is due at an instant
+//! has fired when tokio's own timers of that instant wake. A round holds the driver
+//! lock (`stop()` waits for it), never across an `await`. The runtime's shutdown
+//! drops the task, which shuts the timer down.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -67,16 +63,13 @@ fn run(shared: Arc<Shared>) {
         match round(&shared, &mut due) {
             Round::Exit => return,
             Round::Again => {}
-            Round::Sleep(None) => {
-                thread::park();
-                shared.counts.note_wakeup();
-            }
-            Round::Sleep(Some(wake_at)) => {
-                let now = clock.now();
-                if wake_at > now {
-                    thread::park_timeout(Duration::from_nanos(wake_at - now));
-                    shared.counts.note_wakeup();
+            Round::Sleep(wake_at) => {
+                match wake_at.map(|at| at.saturating_sub(clock.now())) {
+                    None => thread::park(),
+                    Some(0) => continue,
+                    Some(nanos) => thread::park_timeout(Duration::from_nanos(nanos)),
                 }
+                shared.counts.note_wakeup();
             }
         }
     }

@@ -31,29 +31,28 @@
 //! | `STOPPED` | `CANCELLED` | `cancel()` after `stop()` | = |
 //! | `EXPIRED` | `STOPPED` | `stop()` took back a one-shot job not started, or the executor dropped it unrun | = |
 //!
-//! - `state` holds the *true* deadline, `filed` (the driver's alone) the one
-//!   the wheel filed it by (tokio's "registered vs true deadline"). A reset
-//!   writes only `state`; at the filed tick the driver fires the entry if the
-//!   true deadline has come (`fire_due`), else files it again; a reset to
-//!   earlier also tells the driver (`intake/producer.rs`). A status change
-//!   keeps the deadline: `Timeout::deadline` reads it in every state.
-//! - `RUNNING` counts as pending: the pending count goes down once, by
-//!   whoever moves the entry from `PENDING` or `RUNNING` to a final state.
-//! - Whoever wins the swap out of `PENDING` owns `task`. A periodic runner
-//!   puts it back *before* `RUNNING -> PENDING`, and drops it if that swap
-//!   fails (cancelled). So the slot's lock is contended only by a `Sleep`
-//!   swapping its waker during a fire, or a cancel racing the put-back.
-//! - `flags`: `PERIODIC` never changes while the slot is occupied; `PANICKED`
-//!   is set once, on an entry out of `PENDING`; `IN_WHEEL`, the driver's to
-//!   write, says it is in a bucket: a cancel reads it to know whether to
-//!   tell the driver.
-//! - `prev` and `next`, the wheel's list links (`wheel/list.rs`), are the
-//!   driver's; `next` also links a lane's stack of vacant entries, and `prev`
-//!   holds a queued entry's lane mark (`intake/lane.rs`), written by its
-//!   producer before the driver can see the key.
+//! - `state` holds the *true* deadline, `filed` (the driver's alone) the one the
+//!   wheel filed it by (tokio's "registered vs true deadline"). A reset writes only
+//!   `state`; at the filed tick the driver fires the entry if the true deadline has
+//!   come (`fire_due`), else files it again; a reset to earlier also tells the driver
+//!   (`intake/producer.rs`). A status change keeps the deadline: `Timeout::deadline`
+//!   reads it in every state.
+//! - `RUNNING` counts as pending: the pending count goes down once, by whoever moves
+//!   the entry from `PENDING` or `RUNNING` to a final state.
+//! - Whoever wins the swap out of `PENDING` owns `task`. A periodic runner puts it
+//!   back *before* `RUNNING -> PENDING`, and drops it if that swap fails (cancelled).
+//!   So the slot's lock is contended only by a `Sleep` swapping its waker during a
+//!   fire, or a cancel racing the put-back.
+//! - `flags`: `PERIODIC` never changes while the slot is occupied; `PANICKED` is set
+//!   once, on an entry out of `PENDING`; `IN_WHEEL`, the driver's to write, says it
+//!   is in a bucket: a cancel reads it to know whether to tell the driver.
+//! - `prev` and `next`, the wheel's list links (`wheel/list.rs`), are the driver's;
+//!   `next` also links a lane's stack of vacant entries, and `prev` holds a queued
+//!   entry's lane mark (`intake/lane.rs`), written by its producer before the driver
+//!   can see the key.
 //! - `refs` counts who may still name the entry (`arena.rs`). Only the last
-//!   reference's holder vacates it, and only the thread that took it from a
-//!   free list fills it: both touch `task` without its lock.
+//!   reference's holder vacates it, and only the thread that took it from a free list
+//!   fills it: both touch `task` without its lock.
 
 pub(crate) mod arena;
 pub(crate) mod handle;

@@ -24,7 +24,7 @@ mod list;
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
-use crate::engine::clock::tick_of;
+use crate::engine::clock::{earliest, tick_of};
 use crate::engine::entry::arena::Slots;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
@@ -117,10 +117,7 @@ impl Wheel {
             .next_set(from)
             .map(|bucket| round_start + bucket as u64);
         let later = self.overflow.keys().next().map(|round| round << self.shift);
-        match (in_round, later) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(in_round, later)
     }
 
     /// `next_work_tick`, but for a later round its earliest entry's tick,
