@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::engine::driver::lateness::{bucket_end, BUCKETS};
+use crate::engine::driver::lateness::{bucket_of, BUCKETS};
 
 /// How late each fire came after its deadline: a histogram of fixed size
 /// (1.8 KiB), in [`TimerStats::lateness`](crate::TimerStats::lateness).
@@ -88,6 +88,22 @@ impl LatenessHistogram {
         }
         self.max()
     }
+}
+
+/// The most lateness bucket `i` holds, in nanoseconds (the last: any), by a
+/// binary search of the engine's `bucket_of`, which rises with lateness.
+fn bucket_end(i: usize) -> u64 {
+    // `lo` is always in a bucket at or below `i`, and everything past `hi` above it.
+    let (mut lo, mut hi) = (0u64, u64::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2 + 1;
+        if bucket_of(mid) <= i {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
 }
 
 impl Default for LatenessHistogram {

@@ -144,11 +144,8 @@ impl Clock {
         let Time::Tokio { start, .. } = &self.time else {
             return None;
         };
-        Some(
-            start
-                .checked_add(Duration::from_nanos(at))
-                .unwrap_or_else(|| *start + FAR_FUTURE),
-        )
+        let at = start.checked_add(Duration::from_nanos(at));
+        Some(at.unwrap_or_else(|| *start + FAR_FUTURE))
     }
 
     /// Moves a manual clock forward to `to`; never backwards.

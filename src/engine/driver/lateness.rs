@@ -11,28 +11,14 @@ const SUB: u64 = 8;
 const UNIT_SHIFT: u32 = 10;
 pub(crate) const BUCKETS: usize = 224;
 
-/// The bucket of `nanos` of lateness.
-fn bucket_of(nanos: u64) -> usize {
+/// The bucket of `nanos` of lateness; it rises with `nanos`.
+pub(crate) fn bucket_of(nanos: u64) -> usize {
     let units = nanos.div_ceil(1 << UNIT_SHIFT).min((1 << 30) - 1);
     if units < SUB {
         return units as usize;
     }
     let top = u64::from(63 - units.leading_zeros()); // 3 or more
     ((top - 2) * SUB + ((units >> (top - 3)) & (SUB - 1))) as usize
-}
-
-/// The most lateness bucket `i` holds, in nanoseconds (the last: any).
-pub(crate) fn bucket_end(i: usize) -> u64 {
-    let next = i as u64 + 1;
-    if next >= BUCKETS as u64 {
-        return u64::MAX;
-    }
-    let start = if next < SUB {
-        next
-    } else {
-        (SUB + next % SUB) << (next / SUB - 1)
-    };
-    (start - 1) << UNIT_SHIFT
 }
 
 pub(crate) struct Lateness {
