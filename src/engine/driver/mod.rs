@@ -170,10 +170,6 @@ impl Shared {
         self.owner.get()?.upgrade()
     }
 
-    pub(crate) fn pending(&self) -> usize {
-        self.counts.pending()
-    }
-
     pub(crate) fn totals(&self) -> Totals {
         Totals {
             queued: self.intake.len(),

@@ -119,11 +119,9 @@ fn wake_if_future(entry: &Entry) -> bool {
             Err(())
         }
     });
-    match waker {
-        Ok(waker) => {
-            waker.into_iter().for_each(Waker::wake);
-            true
-        }
-        Err(()) => false,
-    }
+    let Ok(waker) = waker else {
+        return false;
+    };
+    waker.into_iter().for_each(Waker::wake);
+    true
 }

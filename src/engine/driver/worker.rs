@@ -204,6 +204,7 @@ impl Drop for ShutDownOnDrop {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use crate::engine::driver::{BUSY, IDLE};
     use crate::HashedWheelTimer;
     use std::time::Duration;
 
@@ -223,7 +224,6 @@ pub(crate) mod tests {
     /// 10 ms ticks, or to a timeout 60 s away): an earlier one still wakes it.
     #[test]
     fn a_worker_sleeping_far_ahead_still_fires_an_earlier_timeout_in_time() {
-        use crate::engine::driver::{BUSY, IDLE};
         let timer = HashedWheelTimer::builder()
             .tick_duration(MS * 10)
             .build()
@@ -260,7 +260,6 @@ pub(crate) mod tests {
     /// long before anything is due; deadlines within 4 ticks are not held.
     #[test]
     fn a_reset_earlier_within_its_tick_keeps_the_worker_plan_within_a_tick() {
-        use crate::engine::driver::{BUSY, IDLE};
         use std::sync::atomic::Ordering::SeqCst;
         let tick = Duration::from_secs(10);
         let timer = HashedWheelTimer::builder()
@@ -280,10 +279,7 @@ pub(crate) mod tests {
         let planned = || shared.planned_wake.load(SeqCst);
         let filed_and_asleep =
             || shared.lock_core().wheel.len() == 2 && planned() != BUSY && planned() != IDLE;
-        assert!(
-            eventually(filed_and_asleep),
-            "the worker filed both and sleeps"
-        );
+        assert!(eventually(filed_and_asleep), "filed both, asleep");
         let to = start + tick * 21 / 10;
         assert!(reset.reset_at(to));
         let due = shared.clock.to_nanos(to);

@@ -235,11 +235,6 @@ impl Entry {
         self.status() == PENDING
     }
 
-    #[cfg(test)]
-    pub(crate) fn is_running(&self) -> bool {
-        self.status() == RUNNING
-    }
-
     pub(crate) fn is_expired(&self) -> bool {
         self.status() == EXPIRED
     }

@@ -255,8 +255,9 @@ mod tests {
         let looks = (0..3 * super::SHARED_LOOK_EVERY)
             .filter(|_| {
                 let task = crate::engine::entry::task::Task::Wake(None);
+                // Counted and queued as a thread with no lane does.
+                shared.counts.reserve(&task).unwrap();
                 let key = shared.slots.insert(1_000, task, 1).unwrap();
-                // As a thread with no lane queues it.
                 shared.intake.push_shared(key, shared.entry(key))
             })
             .count();

@@ -48,7 +48,7 @@ impl Shared {
         let Some((key, entry)) = taken else {
             self.counts.unreserve();
             return Err(Refusal::AtCapacity {
-                pending: self.pending(),
+                pending: self.counts.pending(),
                 max: MAX_ENTRIES,
             });
         };

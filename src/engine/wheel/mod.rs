@@ -13,7 +13,6 @@
 //! Buckets and rounds are lists through the entries' own links (`list.rs`),
 //! in insertion order: no memory per entry, and equal deadlines stay FIFO.
 //! Insert, cancel and expire are O(1) but for `overflow`'s O(log rounds).
-//!
 //! An entry's tick is not stored: it is its filed deadline's tick, or, if
 //! that tick was processed before the entry arrived, the next one. So a
 //! late entry's tick is `current + 1` (at a cascade, the round's first).
@@ -237,12 +236,8 @@ mod tests {
         (Wheel::new(ticks_per_wheel, 1), Slots::new())
     }
 
-    fn entry(slots: &Slots, deadline: u64) -> Key {
-        slots.insert(deadline, Task::Wake(None), 1).unwrap()
-    }
-
     fn insert(wheel: &mut Wheel, slots: &Slots, deadline: u64) -> Key {
-        let key = entry(slots, deadline);
+        let key = slots.insert(deadline, Task::Wake(None), 1).unwrap();
         wheel.insert(slots, key);
         key
     }
