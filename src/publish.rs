@@ -1,27 +1,8 @@
 //! Feature `metrics`: the figures of `stats()`, published through the
-//! `metrics` facade by the timer's own driver, so that an exporter
-//! installed as the global recorder (Prometheus, say) shows them with no
-//! code of the user's.
-//!
-//! | name | kind | what |
-//! |---|---|---|
-//! | `hashed_wheel_timer_pending` | gauge | timeouts pending now |
-//! | `hashed_wheel_timer_scheduled` | gauge | timeouts scheduled, in all |
-//! | `hashed_wheel_timer_fired` | gauge | timeouts fired, in all |
-//! | `hashed_wheel_timer_cancelled` | gauge | timeouts cancelled, in all |
-//! | `hashed_wheel_timer_stopped` | gauge | timeouts `stop()` ended, in all |
-//! | `hashed_wheel_timer_driver_wakeups` | gauge | times the driver woke |
-//! | `hashed_wheel_timer_driver_busy_seconds` | gauge | time the driver spent turning and firing |
-//! | `hashed_wheel_timer_lateness_seconds` | histogram | how late each fire came after its deadline |
-//!
-//! Each carries the label `thread`, the timer's
-//! [`thread_name`](crate::Builder::thread_name): name timers to tell them
-//! apart. The driver sets the gauges at the end of a turn, at most once
-//! per 100 ms of the timer's clock, and always before it sleeps with
-//! nothing planned and at `stop()`, so an idle timer's figures are its
-//! last; it records each fire's lateness as it fires, looking the
-//! histogram up once per turn, so a recorder installed after the timer was
-//! built is found.
+//! `metrics` facade by the timer's own driver (the engine's `Publish`).
+//! The names, the `thread` label and when the gauges are set are the
+//! crate docs' "Metrics" (`lib.rs`) and the README's; keep all three in
+//! step.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
