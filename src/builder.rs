@@ -260,6 +260,8 @@ impl Builder {
             ticks_per_wheel,
             max_pending: self.max_pending_timeouts,
             thread_name: self.thread_name.clone(),
+            #[cfg(feature = "metrics")]
+            publish: Box::new(crate::publish::Publisher::new(&self.thread_name)),
         })
     }
 }

@@ -102,7 +102,9 @@
 //! idle-connection check does on every message: a reset to a later
 //! deadline costs the worker nothing until the old one comes.
 //! [`HashedWheelTimer::stats`] returns a [`TimerStats`] snapshot whose
-//! totals add up: `scheduled = fired + cancelled + stopped + pending`.
+//! totals add up: `scheduled = fired + cancelled + stopped + pending`, and
+//! the driver's health: a [`LatenessHistogram`] of how late fires came,
+//! `driver_wakeups` and `driver_busy`; see [Metrics](#metrics).
 //!
 //! ```
 //! use hashed_wheel_timer::HashedWheelTimer;
@@ -119,6 +121,33 @@
 //! assert_eq!((s.scheduled, s.fired, s.pending), (1, 1, 0));
 //! # Ok::<(), hashed_wheel_timer::TimerError>(())
 //! ```
+//!
+//! # Metrics
+//!
+//! With the cargo feature `metrics`, each timer's driver publishes the
+//! figures of [`stats`](HashedWheelTimer::stats) through the
+//! [`metrics`](https://docs.rs/metrics) facade, so an exporter installed as
+//! the global recorder (Prometheus, say) shows them with no code of yours:
+//!
+//! | name | kind | what |
+//! |---|---|---|
+//! | `hashed_wheel_timer_pending` | gauge | [`TimerStats::pending`] |
+//! | `hashed_wheel_timer_scheduled` | gauge | [`TimerStats::scheduled`] |
+//! | `hashed_wheel_timer_fired` | gauge | [`TimerStats::fired`] |
+//! | `hashed_wheel_timer_cancelled` | gauge | [`TimerStats::cancelled`] |
+//! | `hashed_wheel_timer_stopped` | gauge | [`TimerStats::stopped`] |
+//! | `hashed_wheel_timer_driver_wakeups` | gauge | [`TimerStats::driver_wakeups`] |
+//! | `hashed_wheel_timer_driver_busy_seconds` | gauge | [`TimerStats::driver_busy`], in seconds |
+//! | `hashed_wheel_timer_lateness_seconds` | histogram | each fire's lateness, in seconds ([`TimerStats::lateness`]) |
+//!
+//! Each is labelled `thread` with the timer's
+//! [`thread_name`](Builder::thread_name): name timers to tell them apart.
+//! The driver sets the gauges at the end of a turn, at most once per 100 ms
+//! of the timer's clock, and always before it goes idle and at
+//! [`stop`](HashedWheelTimer::stop), so an idle timer shows its last
+//! figures; it records each fire's lateness as it fires, looking the
+//! histogram up once per turn (a recorder installed after the timer was
+//! built is found).
 //!
 //! # Delay queues and tower
 //!
@@ -224,8 +253,11 @@ mod engine;
 mod error;
 mod executor;
 mod interval;
+mod lateness;
 mod one_shot;
 mod periodic;
+#[cfg(feature = "metrics")]
+mod publish;
 mod registry;
 mod sleep;
 mod stats;
@@ -293,6 +325,7 @@ pub use engine::entry::handle::Timeout;
 pub use error::{Elapsed, TimerError};
 pub use executor::{Executor, Job, TokioExecutor};
 pub use interval::{Interval, MissedTickBehavior};
+pub use lateness::LatenessHistogram;
 pub use registry::TOO_MANY_TIMERS;
 pub use sleep::Sleep;
 pub use stats::TimerStats;

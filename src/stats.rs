@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::HashedWheelTimer;
+use crate::{HashedWheelTimer, LatenessHistogram};
 
 /// A snapshot of a timer's counters, from [`HashedWheelTimer::stats`].
 ///
@@ -38,6 +38,29 @@ use crate::HashedWheelTimer;
 /// assert_eq!(s.scheduled, s.fired + s.cancelled + s.stopped + s.pending as u64);
 /// # Ok::<(), hashed_wheel_timer::TimerError>(())
 /// ```
+///
+/// The driver's health: [`lateness`](TimerStats::lateness) (how late each
+/// fire came), [`driver_wakeups`](TimerStats::driver_wakeups) and
+/// [`driver_busy`](TimerStats::driver_busy) (what turning the wheel
+/// costs). With the cargo feature `metrics` the timer also publishes these
+/// figures itself, through the `metrics` crate (see the README's
+/// "Metrics").
+///
+/// ```
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+///
+/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+/// timer.new_timeout(|_| {}, Duration::from_millis(10))?;
+/// timer.advance(Duration::from_millis(10));
+///
+/// let s = timer.stats();
+/// assert_eq!(s.lateness.count(), 1);
+/// assert_eq!(s.lateness.quantile(0.99), Duration::ZERO, "on time");
+/// assert!(s.driver_busy > Duration::ZERO, "advance() turned the wheel");
+/// assert_eq!(s.driver_wakeups, 0, "a manual clock has no driver to wake");
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct TimerStats {
@@ -54,13 +77,25 @@ pub struct TimerStats {
     pub stopped: u64,
     /// Timeouts pending now, as [`HashedWheelTimer::pending_timeouts`].
     pub pending: usize,
-    /// Times the worker thread woke from sleep: from its planned wake-up,
-    /// or woken early by a new deadline. 0 on a manual clock. An idle timer
-    /// adds none.
+    /// Times the driver (the worker thread, or for a `tokio_clock()` timer
+    /// its task) woke from sleep: at its planned wake-up, or early for a new
+    /// deadline. 0 on a manual clock. An idle timer adds none.
+    pub driver_wakeups: u64,
+    /// The same figure as [`driver_wakeups`](TimerStats::driver_wakeups),
+    /// under its first name.
     pub worker_wakeups: u64,
+    /// Time the driver spent turning the wheel and firing (callbacks run on
+    /// it included), not asleep, on the real clock (`std::time::Instant`,
+    /// whatever clock the timer reads); on a manual clock, inside
+    /// [`advance`](HashedWheelTimer::advance). Read once before and once
+    /// after each turn, never per timeout.
+    pub driver_busy: Duration,
+    /// How late each fire came after its deadline; see [`LatenessHistogram`].
+    pub lateness: LatenessHistogram,
     /// The most any timeout fired after its deadline, as the timer's thread
     /// saw it when it fired (the tick's rounding included: up to one tick
-    /// on time). Zero until something fires.
+    /// on time). Zero until something fires. The same as
+    /// [`lateness.max()`](LatenessHistogram::max).
     pub max_lateness: Duration,
     /// Timeouts queued for the timer's thread and not yet filed into the
     /// wheel: the drain backlog. It counts cells of cancelled timeouts the
@@ -74,14 +109,18 @@ impl HashedWheelTimer {
     /// A snapshot of this timer's counters; see [`TimerStats`].
     pub fn stats(&self) -> TimerStats {
         let totals = self.shared().totals();
+        let (buckets, max_lateness) = self.shared().counts.lateness.read();
         TimerStats {
             scheduled: totals.scheduled,
             fired: totals.fired,
             cancelled: totals.cancelled,
             stopped: totals.stopped,
             pending: totals.pending,
-            worker_wakeups: totals.worker_wakeups,
-            max_lateness: Duration::from_nanos(totals.max_lateness_nanos),
+            driver_wakeups: totals.driver_wakeups,
+            worker_wakeups: totals.driver_wakeups,
+            driver_busy: Duration::from_nanos(totals.driver_busy_nanos),
+            lateness: LatenessHistogram::new(buckets, max_lateness),
+            max_lateness: Duration::from_nanos(max_lateness),
             queued: totals.queued,
         }
     }

@@ -157,7 +157,7 @@ impl HashedWheelTimer {
     #[inline(always)]
     fn ensure_worker(&self) -> Result<(), TimerError> {
         let shared = self.shared();
-        if shared.clock.is_manual() || shared.clock.is_tokio() {
+        if !shared.clock.is_real() {
             return Ok(()); // no thread: driven by `advance`, or a task
         }
         Ok(worker::ensure_started(shared)?)
@@ -168,7 +168,7 @@ impl HashedWheelTimer {
     /// periodic task counts as one for its whole life, runs included, until
     /// it is cancelled, ended by a panic, or stopped.
     pub fn pending_timeouts(&self) -> usize {
-        self.shared().pending()
+        self.shared().counts.pending()
     }
 
     /// Stops the timer: ends and joins the worker, and returns every timeout

@@ -68,10 +68,8 @@ enum Time {
 impl Clock {
     #[cfg(test)]
     pub(crate) fn new(tick_nanos: u64, manual: bool) -> Clock {
-        Clock::of(
-            tick_nanos,
-            if manual { Source::Manual } else { Source::Real },
-        )
+        let source = if manual { Source::Manual } else { Source::Real };
+        Clock::of(tick_nanos, source)
     }
 
     pub(crate) fn of(tick_nanos: u64, source: Source) -> Clock {
@@ -147,10 +145,6 @@ impl Clock {
         matches!(self.time, Time::Manual { .. })
     }
 
-    pub(crate) fn is_tokio(&self) -> bool {
-        matches!(self.time, Time::Tokio { .. })
-    }
-
     pub(crate) fn tokio_runtime(&self) -> Option<&tokio::runtime::Handle> {
         match &self.time {
             Time::Tokio { handle, .. } => Some(handle),
@@ -163,11 +157,8 @@ impl Clock {
         let Time::Tokio { start, .. } = &self.time else {
             return None;
         };
-        Some(
-            start
-                .checked_add(Duration::from_nanos(at))
-                .unwrap_or_else(|| *start + FAR_FUTURE),
-        )
+        let at = start.checked_add(Duration::from_nanos(at));
+        Some(at.unwrap_or_else(|| *start + FAR_FUTURE))
     }
 
     /// Moves a manual clock forward to `to`; never backwards.
@@ -209,6 +200,11 @@ impl Clock {
     }
 }
 
+/// The earlier of two optional times.
+pub(crate) fn earliest(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
+    a.zip(b).map(|(a, b)| a.min(b)).or(a).or(b)
+}
+
 pub(crate) fn tick_of(deadline: Nanos, tick_nanos: u64) -> u64 {
     deadline.div_ceil(tick_nanos)
 }
@@ -238,10 +234,7 @@ mod tests {
         for deadline in 0..1_000u64 {
             let tick = clock.tick_of(deadline);
             assert!(clock.time_of(tick) >= deadline, "never early");
-            assert!(
-                tick == 0 || clock.time_of(tick - 1) < deadline,
-                "first such tick"
-            );
+            assert!(tick == 0 || clock.time_of(tick - 1) < deadline, "the first");
         }
     }
 
@@ -253,10 +246,8 @@ mod tests {
             let last = clock.ticks_at(NEVER);
             assert!(last < clock.tick_of(NEVER), "{tick_nanos}");
             assert_eq!(clock.ticks_at(u64::MAX), last, "{tick_nanos}");
-            assert_eq!(
-                clock.ticks_at(NEVER - 1),
-                last.min((NEVER - 1) / tick_nanos)
-            );
+            let before = NEVER - 1;
+            assert_eq!(clock.ticks_at(before), last.min(before / tick_nanos));
         }
     }
 
@@ -279,11 +270,9 @@ mod tests {
         assert_eq!(clock.to_nanos(clock.to_instant(12_345)), 12_345);
         let before = start.checked_sub(Duration::from_secs(1));
         assert_eq!(before.map(|b| clock.to_nanos(b)).unwrap_or(0), 0);
-        assert!(saturating_add(start, Duration::MAX) > start);
-        assert_eq!(
-            clock.to_nanos(saturating_add(start, Duration::MAX)),
-            FAR_FUTURE.as_nanos() as u64
-        );
+        let far = saturating_add(start, Duration::MAX);
+        assert!(far > start);
+        assert_eq!(clock.to_nanos(far), FAR_FUTURE.as_nanos() as u64);
     }
 
     #[test]

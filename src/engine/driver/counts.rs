@@ -1,11 +1,11 @@
-//! Why a timeout is refused, the pending count, and the totals behind
-//! `stats()`. A pending timeout leaves the pending count once, and only
-//! then counts as fired, cancelled or stopped (invariant 5); `scheduled`
-//! is their sum, so `stats()` adds up.
-//! A refused call counts nowhere. The pending count never goes below zero:
-//! a timeout leaves it only after `reserve` (what ends it exists only
-//! after), and one atomic's changes have one order.
+//! Why a timeout is refused, the pending count, and the totals behind `stats()`. A
+//! pending timeout leaves the pending count once, and only then counts as fired,
+//! cancelled or stopped (invariant 5); `scheduled` is their sum, so `stats()` adds
+//! up. A refused call counts nowhere. The pending count never goes below zero: a
+//! timeout leaves it only after `reserve` (what ends it exists only after), and one
+//! atomic's changes have one order.
 
+use crate::engine::driver::lateness::Lateness;
 use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::task::Task;
 use crate::engine::sync::{AtomicU64, AtomicUsize, Ordering};
@@ -39,21 +39,22 @@ pub(crate) struct Counts {
     cancelled: AtomicU64,
     fired: AtomicU64,
     stopped: AtomicU64,
-    /// Times a sleeping driver woke.
-    worker_wakeups: AtomicU64,
-    /// The most a timeout fired after its deadline, in nanoseconds.
-    max_lateness: AtomicU64,
+    /// Times a sleeping driver woke; nanoseconds it spent turning. Only the
+    /// driver writes these and `lateness`: no read-modify-write.
+    driver_wakeups: AtomicU64,
+    driver_busy: AtomicU64,
+    pub(crate) lateness: Lateness,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Totals {
     pub(crate) scheduled: u64,
     pub(crate) fired: u64,
     pub(crate) cancelled: u64,
     pub(crate) stopped: u64,
     pub(crate) pending: usize,
-    pub(crate) worker_wakeups: u64,
-    pub(crate) max_lateness_nanos: u64,
+    pub(crate) driver_wakeups: u64,
+    pub(crate) driver_busy_nanos: u64,
     pub(crate) queued: usize,
 }
 
@@ -65,8 +66,9 @@ impl Counts {
             cancelled: AtomicU64::new(0),
             fired: AtomicU64::new(0),
             stopped: AtomicU64::new(0),
-            worker_wakeups: AtomicU64::new(0),
-            max_lateness: AtomicU64::new(0),
+            driver_wakeups: AtomicU64::new(0),
+            driver_busy: AtomicU64::new(0),
+            lateness: Lateness::new(),
         }
     }
 
@@ -116,17 +118,14 @@ impl Counts {
         self.pending.fetch_sub(n, Ordering::AcqRel);
     }
 
-    /// A sleeping driver woke. Only the driver counts: no read-modify-write.
+    /// A sleeping driver woke.
     pub(crate) fn note_wakeup(&self) {
-        let wakeups = &self.worker_wakeups;
-        wakeups.store(wakeups.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        add(&self.driver_wakeups, 1);
     }
 
-    #[inline]
-    pub(crate) fn note_lateness(&self, nanos: u64) {
-        if nanos > self.max_lateness.load(Ordering::Relaxed) {
-            self.max_lateness.fetch_max(nanos, Ordering::Relaxed);
-        }
+    /// The driver turned for `nanos`.
+    pub(crate) fn note_busy(&self, nanos: u64) {
+        add(&self.driver_busy, nanos);
     }
 
     /// The totals, exact only when quiet; `queued` is the caller's to fill.
@@ -141,9 +140,17 @@ impl Counts {
             cancelled,
             stopped,
             pending,
-            worker_wakeups: self.worker_wakeups.load(Ordering::Relaxed),
-            max_lateness_nanos: self.max_lateness.load(Ordering::Relaxed),
+            driver_wakeups: self.driver_wakeups.load(Ordering::Relaxed),
+            driver_busy_nanos: self.driver_busy.load(Ordering::Relaxed),
             queued: 0,
         }
     }
+}
+
+/// Adds `n` to a total only the driver writes.
+fn add(total: &AtomicU64, n: u64) {
+    total.store(
+        total.load(Ordering::Relaxed).saturating_add(n),
+        Ordering::Relaxed,
+    );
 }

@@ -88,10 +88,9 @@ impl Shared {
         Some(jobs)
     }
 
-    /// On shutdown, under the core lock: takes back into `taken_back` each job
-    /// not started (stopped, task in place, a new reference), and stops each
-    /// periodic run in progress (it finishes, not re-armed). Returns how many
-    /// were still pending.
+    /// On shutdown, under the core lock: takes back into `taken_back` each job not
+    /// started (stopped, task in place, a new reference), and stops each periodic run
+    /// in progress (it finishes, not re-armed). Returns how many were still pending.
     pub(crate) fn reclaim_jobs(&self, taken_back: &mut Vec<Key>) -> usize {
         let mut uncounted = 0;
         for (key, state) in self.lock_jobs().drain() {

@@ -4,6 +4,7 @@
 
 pub(crate) mod counts;
 pub(crate) mod dispatch;
+pub(crate) mod lateness;
 #[cfg(all(test, loom))]
 mod loom_models;
 pub(crate) mod manual;
@@ -20,8 +21,7 @@ use crate::engine::clock::{Clock, Source};
 use crate::engine::driver::counts::{Counts, Totals};
 use crate::engine::entry::arena::Slots;
 use crate::engine::entry::key::Key;
-use crate::engine::entry::task::Handoff;
-use crate::engine::entry::task::Jobs;
+use crate::engine::entry::task::{Handoff, Jobs};
 use crate::engine::entry::Entry;
 use crate::engine::intake::lane::urgent_nanos;
 use crate::engine::intake::Intake;
@@ -74,6 +74,17 @@ pub(crate) struct Config {
     pub(crate) ticks_per_wheel: usize,
     pub(crate) max_pending: Option<usize>,
     pub(crate) thread_name: String,
+    #[cfg(feature = "metrics")]
+    pub(crate) publish: Box<dyn Publish>,
+}
+
+/// Feature `metrics`: the face's publisher (`src/publish.rs`). The driver
+/// tells it each turn's end (`idle`: it will sleep with nothing planned, or
+/// stopped) and, per turn that fires, takes its lateness histogram.
+#[cfg(feature = "metrics")]
+pub(crate) trait Publish: Send + Sync {
+    fn lateness(&self) -> metrics::Histogram;
+    fn turned(&self, shared: &Shared, now: crate::engine::clock::Nanos, idle: bool);
 }
 
 /// What only the driver touches, and `stop()` once the driver is done.
@@ -157,10 +168,6 @@ impl Shared {
 
     pub(crate) fn owner(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         self.owner.get()?.upgrade()
-    }
-
-    pub(crate) fn pending(&self) -> usize {
-        self.counts.pending()
     }
 
     pub(crate) fn totals(&self) -> Totals {

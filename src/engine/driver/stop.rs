@@ -77,6 +77,8 @@ impl Shared {
             self.counts.uncount(uncounted, Ended::Stopped);
         }
         released.into_iter().for_each(|key| self.slots.release(key));
+        #[cfg(feature = "metrics")]
+        self.config.publish.turned(self, self.clock.now(), true);
         // Futures are woken, not returned: they see the shutdown and end.
         all.retain(|&key| {
             let future = wake_if_future(self.entry(key));
@@ -117,11 +119,9 @@ fn wake_if_future(entry: &Entry) -> bool {
             Err(())
         }
     });
-    match waker {
-        Ok(waker) => {
-            waker.into_iter().for_each(Waker::wake);
-            true
-        }
-        Err(()) => false,
-    }
+    let Ok(waker) = waker else {
+        return false;
+    };
+    waker.into_iter().for_each(Waker::wake);
+    true
 }

@@ -7,13 +7,13 @@
 
 use std::sync::Arc;
 
-use crate::engine::clock::Nanos;
+use crate::engine::clock::{earliest, saturating_nanos, Nanos};
 use crate::engine::driver::counts::Ended;
 use crate::engine::driver::{Core, Shared, IDLE};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Fire;
 use crate::engine::intake::lane::{Lane, KEEP_HALF};
-use crate::engine::intake::{earliest, Drain};
+use crate::engine::intake::Drain;
 use crate::engine::sync::{fence, Ordering};
 
 /// The most new timeouts the driver files per turn, as in Netty, so a flood
@@ -28,7 +28,9 @@ pub(crate) struct Turn {
 }
 
 impl Shared {
+    /// The time it takes counts as `driver_busy`: one pair of readings.
     pub(crate) fn turn(self: &Arc<Self>, now: Nanos, due: &mut Vec<Key>) -> Turn {
+        let started = std::time::Instant::now();
         let now_tick = self.clock.ticks_at(now);
         let next = {
             let mut core = self.lock_core();
@@ -45,6 +47,9 @@ impl Shared {
         };
         let fired = !due.is_empty();
         self.fire(due);
+        self.counts.note_busy(saturating_nanos(started.elapsed()));
+        #[cfg(feature = "metrics")]
+        self.config.publish.turned(self, now, next.is_none());
         Turn { fired, next }
     }
 
@@ -59,10 +64,9 @@ impl Shared {
         })
     }
 
-    /// Files the oldest half of a full `lane`, on its owner's thread, young
-    /// keys too: the youngest half stays, for cancels to withdraw. Returns
-    /// the earliest deadline filed (`u64::MAX`: none); `None` after a
-    /// shutdown.
+    /// Files the oldest half of a full `lane`, on its owner's thread, young keys too:
+    /// the youngest half stays, for cancels to withdraw. Returns the earliest
+    /// deadline filed (`u64::MAX`: none); `None` after a shutdown.
     pub(crate) fn file_lane(&self, lane: &Lane) -> Option<Nanos> {
         let mut core = self.lock_core();
         if self.is_shutdown() {
@@ -212,6 +216,8 @@ impl Shared {
             due.sort_by_cached_key(deadline);
         }
         let now = self.clock.now();
+        #[cfg(feature = "metrics")]
+        let lateness = self.config.publish.lateness();
         let mut moved = Vec::new();
         let mut keys = due.drain(..);
         while let Some(key) = keys.next() {
@@ -235,8 +241,10 @@ impl Shared {
                 // A periodic entry stays counted while it runs.
                 self.counts.uncount(1, Ended::Fired);
             }
-            self.counts
-                .note_lateness(now.saturating_sub(entry.deadline()));
+            let late = now.saturating_sub(entry.deadline());
+            self.counts.lateness.record(late);
+            #[cfg(feature = "metrics")]
+            lateness.record(std::time::Duration::from_nanos(late));
             match entry.take_task() {
                 Some(task) => self.dispatch(key, task),
                 None => self.slots.release(key),

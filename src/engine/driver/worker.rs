@@ -1,21 +1,17 @@
-//! The worker thread: one per timer on a real clock, started by the first
-//! timeout, ended by `stop()` or the last handle's drop. Each round: a
-//! `turn`, then sleep until the time it asked for; with nothing pending,
-//! park with no timeout, so an idle timer costs no wake-ups. While
-//! producers cancel young (withdrawn lane cells, an empty wheel), it sleeps
-//! a round instead: parked, it would be woken by every new timeout, to file
-//! timeouts about to be cancelled.
+//! The worker thread: one per timer on a real clock, started by the first timeout,
+//! ended by `stop()` or the last handle's drop. Each round: a `turn`, then sleep
+//! until the time it asked for; with nothing pending, park with no timeout, so an
+//! idle timer costs no wake-ups. While producers cancel young (withdrawn lane cells,
+//! an empty wheel), it sleeps a round instead: parked, every new timeout would wake
+//! it, to file timeouts about to be cancelled.
 //!
-//! # On a tokio runtime
-//!
-//! For `Builder::tokio_clock`, the driver is a task on that runtime
-//! (`spawn_on_tokio`): the same rounds, waiting on `sleep_until` or a
-//! producer's `Notify`, so a paused runtime moves the timer as its own
-//! timers. The sleep's waker turns the wheel before it wakes the task
-//! (`TurnOnWake`), so what is due at an instant has fired when tokio's own
-//! timers of that instant wake. A round holds the driver lock (`stop()`
-//! waits for it), never across an `await`. The runtime's shutdown drops
-//! the task, which shuts the timer down.
+//! **On a tokio runtime** (`Builder::tokio_clock`) the driver is a task
+//! (`spawn_on_tokio`): the same rounds, waiting on `sleep_until` or a producer's
+//! `Notify`, so a paused runtime moves the timer as its own timers. The sleep's waker
+//! turns the wheel before it wakes the task (`TurnOnWake`): what is due at an instant
+//! has fired when tokio's own timers of that instant wake. A round holds the driver
+//! lock (`stop()` waits for it), never across an `await`. The runtime's shutdown
+//! drops the task, which shuts the timer down.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -67,16 +63,13 @@ fn run(shared: Arc<Shared>) {
         match round(&shared, &mut due) {
             Round::Exit => return,
             Round::Again => {}
-            Round::Sleep(None) => {
-                thread::park();
-                shared.counts.note_wakeup();
-            }
-            Round::Sleep(Some(wake_at)) => {
-                let now = clock.now();
-                if wake_at > now {
-                    thread::park_timeout(Duration::from_nanos(wake_at - now));
-                    shared.counts.note_wakeup();
+            Round::Sleep(wake_at) => {
+                match wake_at.map(|at| at.saturating_sub(clock.now())) {
+                    None => thread::park(),
+                    Some(0) => continue,
+                    Some(nanos) => thread::park_timeout(Duration::from_nanos(nanos)),
                 }
+                shared.counts.note_wakeup();
             }
         }
     }
@@ -211,6 +204,7 @@ impl Drop for ShutDownOnDrop {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use crate::engine::driver::{BUSY, IDLE};
     use crate::HashedWheelTimer;
     use std::time::Duration;
 
@@ -230,7 +224,6 @@ pub(crate) mod tests {
     /// 10 ms ticks, or to a timeout 60 s away): an earlier one still wakes it.
     #[test]
     fn a_worker_sleeping_far_ahead_still_fires_an_earlier_timeout_in_time() {
-        use crate::engine::driver::{BUSY, IDLE};
         let timer = HashedWheelTimer::builder()
             .tick_duration(MS * 10)
             .build()
@@ -267,7 +260,6 @@ pub(crate) mod tests {
     /// long before anything is due; deadlines within 4 ticks are not held.
     #[test]
     fn a_reset_earlier_within_its_tick_keeps_the_worker_plan_within_a_tick() {
-        use crate::engine::driver::{BUSY, IDLE};
         use std::sync::atomic::Ordering::SeqCst;
         let tick = Duration::from_secs(10);
         let timer = HashedWheelTimer::builder()
@@ -287,10 +279,7 @@ pub(crate) mod tests {
         let planned = || shared.planned_wake.load(SeqCst);
         let filed_and_asleep =
             || shared.lock_core().wheel.len() == 2 && planned() != BUSY && planned() != IDLE;
-        assert!(
-            eventually(filed_and_asleep),
-            "the worker filed both and sleeps"
-        );
+        assert!(eventually(filed_and_asleep), "filed both, asleep");
         let to = start + tick * 21 / 10;
         assert!(reset.reset_at(to));
         let due = shared.clock.to_nanos(to);

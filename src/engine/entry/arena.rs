@@ -1,28 +1,22 @@
-//! The timer's entries, in an arena: no allocation per timeout, and the
-//! wheel's links live in the entry itself.
+//! The timer's entries, in an arena: no allocation per timeout, and the wheel's links
+//! live in the entry itself. An entry is named by its [`Key`], an index. Its `refs`
+//! count says who still names it: the timer (from `schedule` until the worker is done
+//! with it), each `Timeout` and `Sleep`, and a key in the driver's mailbox. A key is
+//! never used after its holder released it, so a reused slot is never mistaken for
+//! its previous entry.
 //!
-//! An entry is named by its [`Key`], an index. Its `refs` count says who
-//! still names it: the timer (from `schedule` until the worker is done with
-//! it), each `Timeout` and `Sleep`, and a key in the driver's mailbox. A key
-//! is never used after its holder released it, so a reused slot is never
-//! mistaken for its previous entry.
-//!
-//! Entries sit in chunks of `CHUNK` under a two-level directory, each chunk
-//! allocated with its first key and kept until the timer drops. Each entry
-//! has a cache line of its own, so two threads' hot entries never share one.
-//! A freed slot goes to its thread's lane if it has room (`intake/lane.rs`),
-//! else to the shared free list.
+//! Entries sit in chunks of `CHUNK` under a two-level directory, each chunk allocated
+//! with its first key and kept until the timer drops. Each entry has a cache line of
+//! its own, so two threads' hot entries never share one. A freed slot goes to its
+//! thread's lane if it has room (`intake/lane.rs`), else to the shared free list.
 
 use std::sync::OnceLock;
 
-#[cfg(test)]
-use crate::engine::clock::Nanos;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
-
-#[cfg(test)]
-use crate::engine::entry::task::Task;
 use crate::engine::sync::{AtomicU64, Ordering, Queue};
+#[cfg(test)]
+use crate::engine::{clock::Nanos, entry::task::Task};
 
 /// Entries per chunk (a few under loom, which tracks every atomic).
 const CHUNK_BITS: u32 = if cfg!(loom) { 2 } else { 10 };

@@ -44,10 +44,7 @@ impl Timeout {
 impl Clone for Timeout {
     fn clone(&self) -> Timeout {
         self.shared().slots.retain(self.key);
-        Timeout {
-            shared: self.shared.clone(),
-            key: self.key,
-        }
+        Timeout::from_parts(self.key, &self.shared)
     }
 }
 

@@ -31,29 +31,28 @@
 //! | `STOPPED` | `CANCELLED` | `cancel()` after `stop()` | = |
 //! | `EXPIRED` | `STOPPED` | `stop()` took back a one-shot job not started, or the executor dropped it unrun | = |
 //!
-//! - `state` holds the *true* deadline, `filed` (the driver's alone) the one
-//!   the wheel filed the entry by: tokio's "registered vs true deadline". A
-//!   reset writes only `state`; at the filed tick the driver fires the entry
-//!   if the true deadline has come (`fire_due`), else files it again. A reset
-//!   to earlier also tells the driver (`intake/producer.rs`). A status change
-//!   keeps the deadline: `Timeout::deadline` reads it in every state.
-//! - `RUNNING` counts as pending: the pending count goes down once per
-//!   entry, by whoever moves it from `PENDING` or `RUNNING` to a final state.
-//! - Whoever wins the swap out of `PENDING` owns `task`. A periodic runner
-//!   puts it back *before* `RUNNING -> PENDING`, and drops it if that swap
-//!   fails (cancelled). So the slot's lock is contended only by a `Sleep`
-//!   swapping its waker during a fire, or a cancel racing the put-back.
-//! - `flags`: `PERIODIC` never changes while the slot is occupied;
-//!   `PANICKED` is set once, on an entry already out of `PENDING`;
-//!   `IN_WHEEL`, written only by the driver, is true while the entry is in
-//!   a bucket: a cancel reads it to know whether to tell the driver.
-//! - `prev` and `next` are the wheel's list links (`wheel/list.rs`), the
-//!   driver's alone; `next` also links a lane's stack of vacant entries,
-//!   and `prev` holds a queued entry's lane mark (`intake/lane.rs`), written
-//!   by its producer before the driver can see the key.
-//! - `refs` counts who may still name the entry (`arena.rs`). Only the
-//!   holder of the last reference vacates it, and only the thread that took
-//!   it from a free list fills it: both touch `task` without its lock.
+//! - `state` holds the *true* deadline, `filed` (the driver's alone) the one the
+//!   wheel filed it by (tokio's "registered vs true deadline"). A reset writes only
+//!   `state`; at the filed tick the driver fires the entry if the true deadline has
+//!   come (`fire_due`), else files it again; a reset to earlier also tells the driver
+//!   (`intake/producer.rs`). A status change keeps the deadline: `Timeout::deadline`
+//!   reads it in every state.
+//! - `RUNNING` counts as pending: the pending count goes down once, by whoever moves
+//!   the entry from `PENDING` or `RUNNING` to a final state.
+//! - Whoever wins the swap out of `PENDING` owns `task`. A periodic runner puts it
+//!   back *before* `RUNNING -> PENDING`, and drops it if that swap fails (cancelled).
+//!   So the slot's lock is contended only by a `Sleep` swapping its waker during a
+//!   fire, or a cancel racing the put-back.
+//! - `flags`: `PERIODIC` never changes while the slot is occupied; `PANICKED` is set
+//!   once, on an entry out of `PENDING`; `IN_WHEEL`, the driver's to write, says it
+//!   is in a bucket: a cancel reads it to know whether to tell the driver.
+//! - `prev` and `next`, the wheel's list links (`wheel/list.rs`), are the driver's;
+//!   `next` also links a lane's stack of vacant entries, and `prev` holds a queued
+//!   entry's lane mark (`intake/lane.rs`), written by its producer before the driver
+//!   can see the key.
+//! - `refs` counts who may still name the entry (`arena.rs`). Only the last
+//!   reference's holder vacates it, and only the thread that took it from a free list
+//!   fills it: both touch `task` without its lock.
 
 pub(crate) mod arena;
 pub(crate) mod handle;
@@ -236,11 +235,6 @@ impl Entry {
         self.status() == PENDING
     }
 
-    #[cfg(test)]
-    pub(crate) fn is_running(&self) -> bool {
-        self.status() == RUNNING
-    }
-
     pub(crate) fn is_expired(&self) -> bool {
         self.status() == EXPIRED
     }
@@ -367,12 +361,12 @@ impl Entry {
         self.with_task(Option::take)
     }
 
-    /// Takes the task without the lock, for the cancel that won the entry
-    /// from `PENDING`. Nobody else touches the slot then: the fire, `stop()`
-    /// and a runner do only after their own transition, which the cancel
-    /// excluded (a runner put it back before `RUNNING -> PENDING`, which the
-    /// cancel's swap read); a `Sleep` swaps its waker only while polled,
-    /// never while it cancels; `Timeout::take_task` needs `STOPPED`.
+    /// Takes the task without the lock, for the cancel that won the entry from
+    /// `PENDING`. Nobody else touches the slot then: the fire, `stop()` and a
+    /// runner do only after their own transition, which the cancel excluded
+    /// (a runner put it back before `RUNNING -> PENDING`, which the cancel's
+    /// swap read); a `Sleep` swaps its waker only while polled, never while
+    /// it cancels; `Timeout::take_task` needs `STOPPED`.
     #[inline(always)]
     pub(crate) fn take_task_won(&self) -> Option<Task> {
         self.with_task_alone(Option::take)
@@ -457,9 +451,7 @@ impl Entry {
             _ => "stopped",
         }
     }
-}
 
-impl Entry {
     /// Empties a slot whose last reference is gone; returns any task left.
     #[inline(always)]
     pub(crate) fn vacate(&self) -> Option<Task> {

@@ -1,10 +1,9 @@
-//! What runs when a timeout expires: a user callback, a periodic task, or a
-//! future's waker; and, with an executor, the `Job` it runs as there.
-//!
-//! A task is user code when it runs and when it is dropped unrun; either may
-//! panic. The runner catches a run's panic (`dispatch.rs`), a [`UserBox`] its
-//! drop's: a destructor's panic never unwinds out of the worker, `advance`,
-//! `stop`, a dropped handle, or a destructor already unwinding.
+//! What runs when a timeout expires (a user callback, a periodic task, a
+//! future's waker), and with an executor the `Job` it runs as there. A task
+//! is user code when it runs and when it is dropped unrun; either may panic.
+//! The runner catches a run's panic (`dispatch.rs`), a [`UserBox`] its drop's:
+//! a destructor's panic never unwinds out of the worker, `advance`, `stop`, a
+//! dropped handle, or a destructor already unwinding.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -142,10 +141,9 @@ impl<T: ?Sized + 'static> UserBox<T> {
     pub(crate) fn into_inner(self) -> Box<T> {
         // Skips `Drop`, which would only find the box gone.
         let mut this = std::mem::ManuallyDrop::new(self);
-        match this.0.take() {
-            Some(task) => task,
-            None => unreachable!("only drop and into_inner take the box"),
-        }
+        this.0
+            .take()
+            .expect("only drop and into_inner take the box")
     }
 }
 

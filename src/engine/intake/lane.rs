@@ -1,7 +1,6 @@
-//! A lane: one producer thread's private way into its timer's driver, which
-//! keeps a busy producer's traffic on its core, not a shared queue's cache
-//! lines: a ring of key cells only its owner writes and the driver drains,
-//! and a stack of free slots only the owner touches.
+//! A lane: one producer thread's way into its timer's driver, keeping a busy
+//! producer's traffic on its core: a ring of key cells only its owner writes and the
+//! driver drains, and a stack of free slots only the owner touches.
 //!
 //! A cancel that finds its key still in the ring *withdraws* it (swaps the
 //! cell to 0): the driver never sees it, and the owner reuses the slot warm.
@@ -11,25 +10,18 @@
 //! the driver, and files a ring full of live keys itself, under the core
 //! lock (`Shared::file_lane`), as Go runs timers on the thread at hand.
 //!
-//! # Holding
-//!
-//! RPC code cancels most timeouts within milliseconds: in the ring, one
-//! swap on the producer's core; once filed, a trip to the driver, a bucket
-//! unlink and a slot freed on another core. So a drain leaves a key until
-//! it is `HOLD` old by its cell's *stamp* (the clock at the push,
-//! `stamp_of`), unless it is *urgent* (`urgent_nanos`). It stops at the
-//! first key it holds: later keys are younger (one owner pushes in time
-//! order), so a lane is filed in push order. That key's stamp plus `HOLD`
-//! plus `BATCH` is when to look again (`Drained::look_by`): a look files a
-//! batch of keys, so a steady stream of held keys wakes a sleeping driver
+//! **Holding.** RPC code cancels most timeouts within milliseconds: in the ring, one
+//! swap on the producer's core; once filed, a trip to the driver on another core. So
+//! a drain leaves a key until it is `HOLD` old by its cell's *stamp* (the clock at
+//! the push, `stamp_of`), unless it is *urgent* (`urgent_nanos`), and stops at the
+//! first key it holds: later keys are younger (one owner pushes in time order), so a
+//! lane is filed in push order. That key's stamp plus `HOLD + BATCH` is when to look
+//! again (`Drained::look_by`): a steady stream of held keys wakes a sleeping driver
 //! once a `BATCH`, not once a tick.
 //!
-//! # Owner-only fields
-//!
-//! Only the owner writes `tail`, `head_seen`, `urgent`, `free` and
-//! `free_len`, with plain loads and stores. The owner is the thread holding
-//! the lane's index (`intake/mod.rs`), and an index passes between threads
-//! only through the pool's lock.
+//! **Owner-only fields**, written with plain loads and stores: `tail`, `head_seen`,
+//! `urgent`, `free`, `free_len`. The owner is the thread holding the lane's index
+//! (`intake/mod.rs`), which passes between threads only through the pool's lock.
 
 use crossbeam_utils::CachePadded;
 
@@ -74,10 +66,9 @@ fn wait(stamp: u32, now: Nanos) -> u64 {
     (HOLD_NANOS - age).max(0) as u64
 }
 
-/// A key due within this long of its push (ticks of `tick_nanos`) is urgent.
-/// Any other, due `HOLD + BATCH` and two ticks or more after its stamp, is
-/// filed by the end of the tick it is `HOLD + BATCH` old in: a tick or more
-/// before it is due.
+/// A key due within this long of its push (ticks of `tick_nanos`) is urgent. Any
+/// other, due `HOLD + BATCH` and two ticks or more after its stamp, is filed by the
+/// end of the tick it is `HOLD + BATCH` old in: a tick or more before it is due.
 pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
     (HOLD_NANOS as u64 + BATCH_NANOS).saturating_add(tick_nanos.saturating_mul(2))
 }
@@ -113,8 +104,7 @@ pub(crate) struct Drained {
     pub(crate) skipped: bool,
     /// Keys this drain was to take were left behind: drain again now.
     pub(crate) more: bool,
-    /// The time by which the driver must drain again, for the key it held:
-    /// when it is `HOLD + BATCH` old.
+    /// When to drain again, for the key it held: when it is `HOLD + BATCH` old.
     pub(crate) look_by: Option<Nanos>,
 }
 
@@ -201,11 +191,10 @@ impl Lane {
         })
     }
 
-    /// Driver only: passes to `out` up to `limit` keys, oldest first: those
-    /// `HOLD` old, before the last urgent key, or older than the `keep`
-    /// newest cells. A `reclaim` may move `head` past cells yet to read, even
-    /// rewrite one after a wrap: that key is taken early, harmless, as one
-    /// swap claims each key.
+    /// Driver only: passes to `out` up to `limit` keys, oldest first: those `HOLD`
+    /// old, before the last urgent key, or older than the `keep` newest cells. A
+    /// `reclaim` may move `head` past cells yet to read, even rewrite one after a
+    /// wrap: that key is taken early, harmless, as one swap claims each key.
     pub(crate) fn drain(
         &self,
         now: Nanos,

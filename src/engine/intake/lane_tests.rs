@@ -191,14 +191,9 @@ fn a_look_files_a_batch_of_held_keys() {
 #[test]
 fn a_stamps_age_wraps_round() {
     let top = stamps(1 << 32);
-    assert_eq!(
-        wait(stamp_of(top - stamps(2)), top + stamps(3)),
-        HOLD_NS - stamps(5)
-    );
-    assert_eq!(
-        wait(stamp_of(top + stamps(3)), top - stamps(2)),
-        HOLD_NS + stamps(5)
-    );
+    let (before, after) = (top - stamps(2), top + stamps(3));
+    assert_eq!(wait(stamp_of(before), after), HOLD_NS - stamps(5));
+    assert_eq!(wait(stamp_of(after), before), HOLD_NS + stamps(5));
     assert_eq!(wait(stamp_of(top - HOLD_NS), top), 0);
 }
 

@@ -1,23 +1,17 @@
-//! The intake: how new, reset and cancelled entries reach the driver.
-//! `producer.rs` holds the producer paths; `lane.rs` each thread's queue.
+//! The intake: how new, reset and cancelled entries reach the driver (`producer.rs`
+//! the producer paths, `lane.rs` each thread's queue). A thread with no lane (past
+//! 256 live producer threads, or scheduling from a thread-local destructor after
+//! giving its index back) and a re-armed periodic task use the shared MPSC queue. The
+//! driver drains each lane's due keys, then the shared queue.
 //!
-//! A thread with no lane (past 256 live producer threads, or scheduling
-//! from a thread-local destructor after giving its index back) and a
-//! re-armed periodic task use the shared MPSC queue. The driver drains each lane's
-//! due keys, then the shared queue.
-//!
-//! # Order
-//!
-//! One thread's equal deadlines fire in submission order, a full ring
-//! included, except across a move between the shared queue and a lane, or
-//! when a drain stalled while the owner wrapped the ring round past
+//! **Order**: one thread's equal deadlines fire in submission order, a full
+//! ring included, except across a move between the shared queue and a lane,
+//! or when a drain stalled while the owner wrapped the ring round past
 //! withdrawn cells (see `Lane::drain`).
 //!
-//! # Which lane is this thread's
-//!
-//! A thread takes an index from a process-wide pool on its first schedule
-//! and gives it back when it exits, so a pool's threads reuse indices. Its
-//! lane in each timer is the one at its index, made on first use; a new
+//! **Which lane is this thread's**: a thread takes an index from a process-wide pool
+//! on its first schedule and gives it back when it exits, so a pool's threads reuse
+//! indices. Its lane in each timer is the one at its index, made on first use; a new
 //! holder of the index goes on where the last one stopped.
 
 pub(crate) mod lane;
@@ -26,7 +20,7 @@ mod producer;
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-use crate::engine::clock::Nanos;
+use crate::engine::clock::{earliest, Nanos};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
 use crate::engine::intake::lane::{unmark, Lane, KEEP_NONE, KEEP_YOUNG};
@@ -35,8 +29,7 @@ use crate::engine::sync::{AtomicBool, AtomicUsize, Ordering, Queue};
 /// Lane indices: at most this many live threads queue without contention.
 const MAX_LANES: usize = 256;
 
-/// Every this many keys on the shared queue ask the driver to look, which
-/// bounds the backlog it would find there.
+/// Every this many keys on the shared queue ask the driver to look.
 const SHARED_LOOK_EVERY: usize = 1024;
 
 /// What a drain of the intake did.
@@ -46,14 +39,6 @@ pub(crate) struct Drain {
     pub(crate) more: bool,
     /// The time by which the driver must drain again, for keys it holds.
     pub(crate) look_by: Option<Nanos>,
-}
-
-/// The earlier of two optional times.
-pub(crate) fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 pub(crate) struct Intake {
@@ -191,20 +176,19 @@ impl Pool {
     }
 }
 
-#[cfg(not(loom))]
-static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool {
+const EMPTY: Pool = Pool {
     free: Vec::new(),
     next: 0,
-});
+};
+
+#[cfg(not(loom))]
+static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(EMPTY);
 
 /// Runs `f` on the pool. (Under loom, a pool of its own per model run.)
 fn with_pool<R>(f: impl FnOnce(&mut Pool) -> R) -> R {
     #[cfg(loom)]
     loom::lazy_static! {
-        static ref POOL: loom::sync::Mutex<Pool> = loom::sync::Mutex::new(Pool {
-            free: Vec::new(),
-            next: 0,
-        });
+        static ref POOL: loom::sync::Mutex<Pool> = loom::sync::Mutex::new(EMPTY);
     }
     f(&mut POOL.lock().unwrap_or_else(|p| p.into_inner()))
 }
@@ -271,8 +255,9 @@ mod tests {
         let looks = (0..3 * super::SHARED_LOOK_EVERY)
             .filter(|_| {
                 let task = crate::engine::entry::task::Task::Wake(None);
+                // Counted and queued as a thread with no lane does.
+                shared.counts.reserve(&task).unwrap();
                 let key = shared.slots.insert(1_000, task, 1).unwrap();
-                // As a thread with no lane queues it.
                 shared.intake.push_shared(key, shared.entry(key))
             })
             .count();

@@ -1,33 +1,25 @@
 //! The producer side: `schedule`, `cancel`, `reset` and `release`, from
 //! any thread, without a lock.
 //!
-//! # Waking the driver
+//! **Waking the driver.** A driver about to sleep publishes in `planned_wake` the
+//! earliest deadline it would still fire in time (`IDLE`: parked for good, `BUSY`:
+//! awake), then looks at the queues once more. A producer pushes, then reads
+//! `planned_wake`, and unparks it only for an earlier deadline. A `SeqCst` fence on
+//! each side (store; fence; load) means one sees the other: no wake-up is lost, and a
+//! later deadline costs none. `housekeeping_requested` does the same for what has no
+//! deadline (a cancel that must reach the driver's mailbox, the shared queue's
+//! backlog): the first ask after the driver cleared the flag unparks it, and the
+//! driver clears it at most once a tick.
 //!
-//! A driver about to sleep publishes in `planned_wake` the earliest
-//! deadline it would still fire in time (`IDLE`: parked for good, `BUSY`:
-//! awake), then looks at the queues once more. A producer pushes, then
-//! reads `planned_wake`, and unparks it only for an earlier deadline. A
-//! `SeqCst` fence on each side (store; fence; load) means one sees the
-//! other: no wake-up is lost, and a later deadline costs none.
-//!
-//! `housekeeping_requested` does the same for what has no deadline (a
-//! cancel that must reach the driver's mailbox, the shared queue's
-//! backlog): the first ask after the driver cleared the flag unparks it,
-//! and the driver clears it at most once a tick.
-//!
-//! # Reset
-//!
-//! A reset swaps the deadline in the entry's state word; the wheel keeps
+//! **Reset** swaps the deadline in the entry's state word; the wheel keeps
 //! the entry where it was filed (tokio's "registered vs true deadline").
-//! **Later** (a reset on every message): the driver does nothing until the
-//! filed deadline, then files the entry again: a thousand resets cost one
-//! filing. **Earlier**: the key goes to the driver's mailbox, waking the
-//! driver if it would sleep past the new deadline, and the driver moves
-//! the entry out of its bucket or lane.
+//! Later (a reset on every message): the driver files it again at the
+//! filed deadline, once for a thousand resets. Earlier: the key goes to the
+//! mailbox, waking the driver if it would sleep past the new deadline, and
+//! the driver moves the entry out of its bucket or lane.
 
 use crate::engine::clock::Nanos;
-use crate::engine::driver::counts::Ended;
-use crate::engine::driver::counts::Refusal;
+use crate::engine::driver::counts::{Ended, Refusal};
 use crate::engine::driver::Shared;
 use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::key::Key;
@@ -56,7 +48,7 @@ impl Shared {
         let Some((key, entry)) = taken else {
             self.counts.unreserve();
             return Err(Refusal::AtCapacity {
-                pending: self.pending(),
+                pending: self.counts.pending(),
                 max: MAX_ENTRIES,
             });
         };
@@ -183,10 +175,9 @@ impl Shared {
         self.request_housekeeping();
     }
 
-    /// Puts `key` in the driver's mailbox, with a reference. The fence
-    /// pairs with the driver's store of `planned_wake` or clearing of
-    /// `housekeeping_requested`, then read of the mailbox: it sees our key,
-    /// or we see its plan or the flag.
+    /// Puts `key` in the driver's mailbox, with a reference. The fence pairs with the
+    /// driver's store of `planned_wake` or clearing of `housekeeping_requested`, then
+    /// read of the mailbox: it sees our key, or we see its plan or the flag.
     fn mail(&self, key: Key) {
         self.slots.retain(key);
         self.mailbox.push(key);

@@ -36,10 +36,7 @@ impl Bitmap {
     /// The first set index at or after `from`, without wrapping.
     pub(crate) fn next_set(&self, from: usize) -> Option<usize> {
         let w = from / BITS;
-        if w >= self.words.len() {
-            return None;
-        }
-        let here = self.words[w] & (u64::MAX << (from % BITS));
+        let here = *self.words.get(w)? & (u64::MAX << (from % BITS));
         if here != 0 {
             return Some(w * BITS + here.trailing_zeros() as usize);
         }

@@ -75,13 +75,7 @@ mod tests {
     use crate::engine::entry::task::Task;
 
     fn collect(slots: &Slots, list: List) -> Vec<Key> {
-        let mut out = vec![];
-        let mut at = list.head;
-        while let Some(key) = at {
-            out.push(key);
-            at = slots.get(key).next_link();
-        }
-        out
+        list.iter(slots).collect()
     }
 
     #[test]

@@ -13,7 +13,6 @@
 //! Buckets and rounds are lists through the entries' own links (`list.rs`),
 //! in insertion order: no memory per entry, and equal deadlines stay FIFO.
 //! Insert, cancel and expire are O(1) but for `overflow`'s O(log rounds).
-//!
 //! An entry's tick is not stored: it is its filed deadline's tick, or, if
 //! that tick was processed before the entry arrived, the next one. So a
 //! late entry's tick is `current + 1` (at a cascade, the round's first).
@@ -24,7 +23,7 @@ mod list;
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
-use crate::engine::clock::tick_of;
+use crate::engine::clock::{earliest, tick_of};
 use crate::engine::entry::arena::Slots;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
@@ -117,10 +116,7 @@ impl Wheel {
             .next_set(from)
             .map(|bucket| round_start + bucket as u64);
         let later = self.overflow.keys().next().map(|round| round << self.shift);
-        match (in_round, later) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(in_round, later)
     }
 
     /// `next_work_tick`, but for a later round its earliest entry's tick,
@@ -240,12 +236,8 @@ mod tests {
         (Wheel::new(ticks_per_wheel, 1), Slots::new())
     }
 
-    fn entry(slots: &Slots, deadline: u64) -> Key {
-        slots.insert(deadline, Task::Wake(None), 1).unwrap()
-    }
-
     fn insert(wheel: &mut Wheel, slots: &Slots, deadline: u64) -> Key {
-        let key = entry(slots, deadline);
+        let key = slots.insert(deadline, Task::Wake(None), 1).unwrap();
         wheel.insert(slots, key);
         key
     }

@@ -1,0 +1,125 @@
+//! `LatenessHistogram`: how late a timer's fires came, in `TimerStats`.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::engine::driver::lateness::{bucket_of, BUCKETS};
+
+/// How late each fire came after its deadline: a histogram of fixed size
+/// (1.8 KiB), in [`TimerStats::lateness`](crate::TimerStats::lateness).
+///
+/// A fire's lateness is the timer's clock when it fired less the deadline
+/// in force, as the timer's driver saw it (a periodic task's every run
+/// counts). A fire that has to wait for its tick's end counts as late by
+/// that much, so with nothing blocking the driver the lateness stays
+/// within one tick plus the operating system's wake-up noise; what lies
+/// above that is the driver being held up (slow callbacks on the driver,
+/// a busy machine, a stalled runtime for a `tokio_clock()` timer).
+///
+/// The buckets are log-scale: one per 1.024 µs below 8.2 µs, then 8 per
+/// doubling, so a [`quantile`](Self::quantile) is at most an eighth above
+/// the true one (and never above [`max`](Self::max), which is exact). An
+/// exact zero, as on a manual or paused clock, has a bucket of its own.
+/// Lateness past 18 minutes shares the last bucket. The driver records
+/// each fire with no atomic read-modify-write, at the cost of a few loads
+/// and stores.
+///
+/// ```
+/// use hashed_wheel_timer::HashedWheelTimer;
+/// use std::time::Duration;
+///
+/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
+/// assert_eq!(timer.stats().lateness.count(), 0);
+///
+/// // A callback that holds the driver up for 30 ms of the timer's time
+/// // (here by moving the manual clock) makes the next fire 20 ms late.
+/// let clock = timer.clone();
+/// timer.new_timeout(move |_| clock.advance(Duration::from_millis(30)), Duration::from_millis(10))?;
+/// timer.new_timeout(|_| {}, Duration::from_millis(20))?;
+/// timer.advance(Duration::from_millis(100));
+///
+/// let lateness = timer.stats().lateness;
+/// assert_eq!(lateness.count(), 2);
+/// assert_eq!(lateness.quantile(0.5), Duration::ZERO, "the first was on time");
+/// assert_eq!(lateness.quantile(0.99), Duration::from_millis(20));
+/// assert_eq!(lateness.max(), Duration::from_millis(20));
+/// # Ok::<(), hashed_wheel_timer::TimerError>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct LatenessHistogram {
+    buckets: [u64; BUCKETS],
+    max_nanos: u64,
+}
+
+impl LatenessHistogram {
+    pub(crate) fn new(buckets: [u64; BUCKETS], max_nanos: u64) -> LatenessHistogram {
+        LatenessHistogram { buckets, max_nanos }
+    }
+
+    /// Fires recorded.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// The most any fire came after its deadline; zero until one fires.
+    pub fn max(&self) -> Duration {
+        Duration::from_nanos(self.max_nanos)
+    }
+
+    /// The lateness that a share `q` of fires did not exceed: `quantile(0.99)`
+    /// is the 99th percentile. `q` is taken within `0.0..=1.0` (`NaN` as 0);
+    /// the answer is its bucket's upper end, at most [`max`](Self::max), so at
+    /// most an eighth (or 1.024 µs) above the true figure, never below it.
+    /// Zero while nothing has fired.
+    pub fn quantile(&self, q: f64) -> Duration {
+        let count = self.count();
+        if count == 0 {
+            return Duration::ZERO;
+        }
+        let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
+        // The rank of the fire asked for, from 1 (the least late) to `count`.
+        let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
+        let mut seen = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Duration::from_nanos(bucket_end(i).min(self.max_nanos));
+            }
+        }
+        self.max()
+    }
+}
+
+/// The most lateness bucket `i` holds, in nanoseconds (the last: any), by a
+/// binary search of the engine's `bucket_of`, which rises with lateness.
+fn bucket_end(i: usize) -> u64 {
+    // `lo` is always in a bucket at or below `i`, and everything past `hi` above it.
+    let (mut lo, mut hi) = (0u64, u64::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2 + 1;
+        if bucket_of(mid) <= i {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
+}
+
+impl Default for LatenessHistogram {
+    /// Empty: nothing fired.
+    fn default() -> LatenessHistogram {
+        LatenessHistogram::new([0; BUCKETS], 0)
+    }
+}
+
+impl fmt::Debug for LatenessHistogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LatenessHistogram")
+            .field("count", &self.count())
+            .field("p50", &self.quantile(0.5))
+            .field("p99", &self.quantile(0.99))
+            .field("max", &self.max())
+            .finish()
+    }
+}
