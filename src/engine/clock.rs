@@ -35,6 +35,9 @@ pub(crate) struct Clock {
     /// What `to_instant` and `to_nanos` count from, on every clock.
     start: Instant,
     time: Time,
+    /// `now()` is `start.elapsed()`: on the real clock, and on a tokio
+    /// runtime's that cannot be paused (only a current-thread one's can).
+    real_time: bool,
     tick_nanos: u64,
     /// The last tick the clock reaches: the one before a saturated deadline's.
     last_tick: u64,
@@ -59,9 +62,6 @@ enum Time {
     Tokio {
         handle: tokio::runtime::Handle,
         start: tokio::time::Instant,
-        /// Its clock can be paused: only a current-thread runtime's can.
-        /// Any other's is the real clock, read without entering it.
-        pausable: bool,
     },
 }
 
@@ -87,20 +87,17 @@ impl Clock {
                     let _entered = handle.enter();
                     tokio::time::Instant::now()
                 };
-                let pausable = handle.runtime_flavor() != RuntimeFlavor::MultiThread;
-                (
-                    start.into_std(),
-                    Time::Tokio {
-                        handle,
-                        start,
-                        pausable,
-                    },
-                )
+                (start.into_std(), Time::Tokio { handle, start })
             }
+        };
+        let real_time = match &time {
+            Time::Tokio { handle, .. } => handle.runtime_flavor() == RuntimeFlavor::MultiThread,
+            other => matches!(other, Time::Real),
         };
         Clock {
             start,
             time,
+            real_time,
             tick_nanos,
             last_tick: tick_of(NEVER, tick_nanos) - 1,
         }
@@ -110,17 +107,13 @@ impl Clock {
     pub(crate) fn now(&self) -> Nanos {
         match &self.time {
             Time::Manual { now, .. } => now.load(Ordering::Acquire),
-            Time::Tokio {
-                handle,
-                start,
-                pausable: true,
-            } => {
+            Time::Tokio { handle, start } if !self.real_time => {
                 // Enter it whatever the thread: tokio reads the current
                 // runtime's clock, maybe another runtime's or the real one.
                 let _entered = handle.enter();
                 saturating_nanos(tokio::time::Instant::now().saturating_duration_since(*start))
             }
-            Time::Real | Time::Tokio { .. } => saturating_nanos(self.start.elapsed()),
+            _ => saturating_nanos(self.start.elapsed()),
         }
     }
 
@@ -307,16 +300,14 @@ mod tests {
             .enable_time()
             .build()
             .unwrap();
-        let pausable = |c: &Clock| matches!(c.time, Time::Tokio { pausable: true, .. });
-        let clock = Clock::of(1, Source::Tokio(multi.handle().clone()));
-        assert!(!pausable(&clock));
+        assert!(Clock::of(1, Source::Tokio(multi.handle().clone())).real_time);
         let paused = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
             .build()
             .unwrap();
         let clock = Clock::of(1, Source::Tokio(paused.handle().clone()));
-        assert!(pausable(&clock));
+        assert!(!clock.real_time);
         let hour = Duration::from_secs(3600);
         paused.block_on(tokio::time::advance(hour));
         let read = std::thread::spawn(move || clock.now()).join().unwrap();
