@@ -9,12 +9,14 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use hashed_wheel_timer::HashedWheelTimer;
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
 
 const SLEEP: Duration = Duration::from_millis(10);
 const ALLOWED: Duration = Duration::from_millis(500);
 const BLOCKED_FOR: Duration = Duration::from_secs(2);
 
-fn runtime(workers: usize) -> tokio::runtime::Runtime {
+fn runtime(workers: usize) -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
@@ -24,7 +26,7 @@ fn runtime(workers: usize) -> tokio::runtime::Runtime {
 
 /// Blocks `workers` of `rt`'s workers for `BLOCKED_FOR`, each in a task that
 /// never yields; returns once every one of them is blocked.
-fn block_workers(rt: &tokio::runtime::Runtime, workers: usize) {
+fn block_workers(rt: &Runtime, workers: usize) {
     let started = Arc::new(Barrier::new(workers + 1));
     for _ in 0..workers {
         let started = started.clone();
@@ -36,34 +38,37 @@ fn block_workers(rt: &tokio::runtime::Runtime, workers: usize) {
     started.wait();
 }
 
+/// A task that sleeps `SLEEP` on `timer`, and says how long it slept.
+fn spawn_sleep(timer: &HashedWheelTimer) -> JoinHandle<Duration> {
+    let timer = timer.clone();
+    tokio::spawn(async move {
+        let made = Instant::now();
+        timer.sleep(SLEEP).await;
+        made.elapsed()
+    })
+}
+
+/// Every one of `sleeps` woke, none early, all by `ALLOWED` after `start`.
+fn assert_in_time(rt: &Runtime, sleeps: Vec<JoinHandle<Duration>>, start: Instant) {
+    for slept in sleeps {
+        let slept = rt.block_on(slept).unwrap();
+        assert!(slept >= SLEEP, "woke {slept:?} after {SLEEP:?}: early");
+    }
+    let took = start.elapsed();
+    assert!(took < ALLOWED, "100 sleeps of {SLEEP:?} took {took:?}");
+}
+
 #[test]
 fn sleeps_complete_in_time_while_one_of_two_workers_is_blocked() {
     let rt = runtime(2);
     let timer = HashedWheelTimer::new();
     block_workers(&rt, 1);
     let start = Instant::now();
-    let sleeps: Vec<_> = (0..100)
-        .map(|_| {
-            let timer = timer.clone();
-            rt.spawn(async move {
-                let made = Instant::now();
-                timer.sleep(SLEEP).await;
-                made.elapsed()
-            })
-        })
-        .collect();
-    for slept in sleeps {
-        let slept = rt.block_on(slept).unwrap();
-        assert!(
-            slept >= SLEEP,
-            "woke {slept:?} after a {SLEEP:?} sleep: early"
-        );
-    }
-    let took = start.elapsed();
-    assert!(
-        took < ALLOWED,
-        "100 sleeps of {SLEEP:?} took {took:?} with one worker blocked"
-    );
+    let sleeps = {
+        let _in_runtime = rt.enter();
+        (0..100).map(|_| spawn_sleep(&timer)).collect()
+    };
+    assert_in_time(&rt, sleeps, start);
     rt.shutdown_background();
 }
 
@@ -78,34 +83,14 @@ fn sleeps_made_on_a_worker_that_then_blocks_complete_in_time() {
     let (handed, handles) = mpsc::channel();
     let start = Instant::now();
     rt.spawn(async move {
-        let sleeps: Vec<_> = (0..100)
-            .map(|_| {
-                let timer = timer.clone();
-                tokio::spawn(async move {
-                    let made = Instant::now();
-                    timer.sleep(SLEEP).await;
-                    made.elapsed()
-                })
-            })
-            .collect();
+        let sleeps: Vec<_> = (0..100).map(|_| spawn_sleep(&timer)).collect();
         for _ in 0..4 {
             tokio::task::yield_now().await;
         }
         handed.send(sleeps).unwrap();
         std::thread::sleep(BLOCKED_FOR);
     });
-    for slept in handles.recv().unwrap() {
-        let slept = rt.block_on(slept).unwrap();
-        assert!(
-            slept >= SLEEP,
-            "woke {slept:?} after a {SLEEP:?} sleep: early"
-        );
-    }
-    let took = start.elapsed();
-    assert!(
-        took < ALLOWED,
-        "100 sleeps of {SLEEP:?} took {took:?} with one worker blocked"
-    );
+    assert_in_time(&rt, handles.recv().unwrap(), start);
     rt.shutdown_background();
 }
 
