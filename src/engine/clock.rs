@@ -1,11 +1,10 @@
 //! The timer's own time: nanoseconds since its start, and tick arithmetic.
 //!
-//! A timer reads one of three clocks (`Time`): the real one; a manual counter
-//! that only [`HashedWheelTimer::advance`](crate::HashedWheelTimer::advance)
-//! moves, so tests are exact; or a tokio runtime's, so a paused runtime's
-//! time is the timer's. `Clock::now` is the one reading: deadlines,
-//! `remaining()` and firing all take it (invariant 8). Times and deadlines
-//! saturate at `NEVER`: a huge delay never overflows, and never fires.
+//! A timer reads one of three clocks (`Time`): the real one; a manual counter that only
+//! [`HashedWheelTimer::advance`](crate::HashedWheelTimer::advance) moves, so tests are exact; or a
+//! tokio runtime's, so a paused runtime's time is the timer's. `Clock::now` is the one reading:
+//! deadlines, `remaining()` and firing all take it (invariant 8). Times and deadlines saturate at
+//! `NEVER`: a huge delay never overflows, and never fires.
 
 use std::time::{Duration, Instant};
 
@@ -16,9 +15,8 @@ use crate::engine::sync::{AtomicU64, Ordering};
 /// Nanoseconds since the timer's start, at most `NEVER`.
 pub(crate) type Nanos = u64;
 
-/// The end of a timer's time, 2^61 ns (73 years) from its start: no clock
-/// reads later, so a deadline there never comes. It fits an entry's state
-/// word beside the status (`entry/mod.rs`).
+/// The end of a timer's time, 2^61 ns (73 years) from its start: no clock reads later, so a
+/// deadline there never comes. It fits an entry's state word beside the status (`entry/mod.rs`).
 pub(crate) const NEVER: Nanos = u64::MAX >> 3;
 
 /// `d` in nanoseconds, saturated at `NEVER`.
@@ -290,9 +288,8 @@ mod tests {
         assert_eq!(clock.now(), 50);
     }
 
-    /// Only a current-thread runtime's clock can be paused: a multi-thread
-    /// one's is read as the real clock, with no `enter`, and a paused one's
-    /// through its runtime, from any thread.
+    /// Only a current-thread runtime's clock can be paused: a multi-thread one's is read as the
+    /// real clock, with no `enter`, and a paused one's through its runtime, from any thread.
     #[test]
     fn a_tokio_clock_enters_its_runtime_only_if_it_can_be_paused() {
         let multi = tokio::runtime::Builder::new_multi_thread()

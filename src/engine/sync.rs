@@ -1,26 +1,18 @@
-//! Synchronisation primitives: std's, or loom's under `cfg(loom)` for the
-//! models in `tests/loom.rs`. Statics (timer ids, the live-timer count)
-//! stay std's: loom's types cannot be statics. The engine's queues are
-//! crossbeam's `SegQueue`, or under loom a locked `VecDeque`, so that loom
-//! sees a push happen before the pop that takes it.
-
-#[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{
-    fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
-#[cfg(not(loom))]
-pub(crate) use std::sync::{Mutex, MutexGuard};
-#[cfg(not(loom))]
-pub(crate) use std::thread::LocalKey;
+//! Synchronisation primitives: std's, or loom's under `cfg(loom)` for the models in
+//! `tests/loom.rs`. Statics (timer ids, the live-timer count) stay std's: loom's types cannot be
+//! statics. The engine's queues are crossbeam's `SegQueue`, or under loom a locked `VecDeque`, so
+//! that loom sees a push happen before the pop that takes it.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{
+use loom as base;
+#[cfg(not(loom))]
+use std as base;
+
+pub(crate) use base::sync::atomic::{
     fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
-#[cfg(loom)]
-pub(crate) use loom::sync::{Mutex, MutexGuard};
-#[cfg(loom)]
-pub(crate) use loom::thread::LocalKey;
+pub(crate) use base::sync::{Mutex, MutexGuard};
+pub(crate) use base::thread::LocalKey;
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;

@@ -1,9 +1,8 @@
-//! Why a timeout is refused, the pending count, and the totals behind `stats()`. A
-//! pending timeout leaves the pending count once, and only then counts as fired,
-//! cancelled or stopped (invariant 5); `scheduled` is their sum, so `stats()` adds
-//! up. A refused call counts nowhere. The pending count never goes below zero: a
-//! timeout leaves it only after `reserve` (what ends it exists only after), and one
-//! atomic's changes have one order.
+//! Why a timeout is refused, the pending count, and the totals behind `stats()`. A pending timeout
+//! leaves the pending count once, and only then counts as fired, cancelled or stopped (invariant
+//! 5); `scheduled` is their sum, so `stats()` adds up. A refused call counts nowhere. The pending
+//! count never goes below zero: a timeout leaves it only after `reserve` (what ends it exists only
+//! after), and one atomic's changes have one order.
 
 use crate::engine::driver::lateness::Lateness;
 use crate::engine::entry::arena::MAX_ENTRIES;

@@ -1,10 +1,9 @@
-//! Running a fired task here or on the [`Executor`](crate::Executor) (the
-//! face's `Handoff`, `entry/task.rs`), and ending a periodic run (`rearm`).
-//! A task runs marked as its timer's (`stop()` in it is an error, not a
-//! deadlock); a panic is caught, logged and recorded on the entry. Wakers
-//! and notices run where they fired, even with an executor: cheap, and in
-//! firing order. An executor costs a boxed job per fire and a short lock on
-//! the table of jobs, from which `stop()` takes back those not started.
+//! Running a fired task here or on the [`Executor`](crate::Executor) (the face's `Handoff`,
+//! `entry/task.rs`), and ending a periodic run (`rearm`). A task runs marked as its timer's
+//! (`stop()` in it is an error, not a deadlock); a panic is caught, logged and recorded on the
+//! entry. Wakers and notices run where they fired, even with an executor: cheap, and in firing
+//! order. An executor costs a boxed job per fire and a short lock on the table of jobs, from which
+//! `stop()` takes back those not started.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};

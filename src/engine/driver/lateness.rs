@@ -1,8 +1,7 @@
-//! How late fires came, in log-scale buckets: lateness in units of 1.024 µs, rounded
-//! up (only an exact zero is in bucket 0), a bucket per unit below 8, then `SUB` per
-//! doubling; past 2^30 units (18 minutes), the last. The driver records alone (one
-//! turn at a time): relaxed loads and stores, no read-modify-write. std's atomics
-//! under loom too: no ordering rests on them.
+//! How late fires came, in log-scale buckets: lateness in units of 1.024 µs, rounded up (only an
+//! exact zero is in bucket 0), a bucket per unit below 8, then `SUB` per doubling; past 2^30 units
+//! (18 minutes), the last. The driver records alone (one turn at a time): relaxed loads and stores,
+//! no read-modify-write. std's atomics under loom too: no ordering rests on them.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

@@ -1,6 +1,5 @@
-//! loom models of engine paths the public API cannot reach from
-//! `tests/loom.rs`: a driver's plan to sleep, against a producer queueing a
-//! timeout or moving one earlier.
+//! loom models of engine paths the public API cannot reach from `tests/loom.rs`: a driver's plan to
+//! sleep, against a producer queueing a timeout or moving one earlier.
 //!
 //!     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
 //!         cargo test --release --lib --target-dir target/loom -- loom_models

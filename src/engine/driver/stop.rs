@@ -40,10 +40,9 @@ impl Shared {
         }
     }
 
-    /// Stops the timer; returns every entry that never ran, stopped, each
-    /// with a reference. `wait`: first waits until no thread drives, so
-    /// nothing fires after. States and counts change under the core lock, so
-    /// a second call finds them done; wakers and releases (user code) after.
+    /// Stops the timer; returns every entry that never ran, stopped, each with a reference. `wait`:
+    /// first waits until no thread drives, so nothing fires after. States and counts change under
+    /// the core lock, so a second call finds them done; wakers and releases (user code) after.
     pub(crate) fn shut_down(&self, wait: bool) -> Vec<Key> {
         self.begin_shutdown();
         if wait {

@@ -1,8 +1,7 @@
-//! `turn(now)`, the one routine every driver runs (Netty's `Worker.run`,
-//! tokio's `process_at_time`). Under the core lock: read the mailbox (take
-//! cancelled entries out, file again those a reset moved earlier), file at
-//! most `DRAIN_CAP_PER_TICK` arrivals, expire every tick up to `now`. Then,
-//! unlocked, fire what is due, by deadline then submission (`dispatch.rs`),
+//! `turn(now)`, the one routine every driver runs (Netty's `Worker.run`, tokio's
+//! `process_at_time`). Under the core lock: read the mailbox (take cancelled entries out, file
+//! again those a reset moved earlier), file at most `DRAIN_CAP_PER_TICK` arrivals, expire every
+//! tick up to `now`. Then, unlocked, fire what is due, by deadline then submission (`dispatch.rs`),
 //! and say when to turn next; a sleeping driver publishes it (`plan_sleep`).
 
 use std::sync::Arc;
@@ -187,10 +186,9 @@ impl Shared {
         Some(self.clock.time_of(core.wheel.next_work_tick()?))
     }
 
-    /// `prepare` for keys queued while the driver looked busy (so unwoken):
-    /// when to wake, sooner for held keys; `Err`: turn at once. It holds young
-    /// keys too, or the driver would spin beside a busy producer, filing each
-    /// timeout just before its cancel.
+    /// `prepare` for keys queued while the driver looked busy (so unwoken): when to wake, sooner
+    /// for held keys; `Err`: turn at once. It holds young keys too, or the driver would spin beside
+    /// a busy producer, filing each timeout just before its cancel.
     fn file_late_arrivals(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         let mut core = self.lock_core();
         let drained = self.prepare(&mut core, self.clock.now(), false);

@@ -1,17 +1,15 @@
-//! The worker thread: one per timer on a real clock, started by the first timeout,
-//! ended by `stop()` or the last handle's drop. Each round: a `turn`, then sleep
-//! until the time it asked for; with nothing pending, park with no timeout, so an
-//! idle timer costs no wake-ups. While producers cancel young (withdrawn lane cells,
-//! an empty wheel), it sleeps a round instead: parked, every new timeout would wake
-//! it, to file timeouts about to be cancelled.
+//! The worker thread: one per timer on a real clock, started by the first timeout, ended by
+//! `stop()` or the last handle's drop. Each round: a `turn`, then sleep until the time it asked
+//! for; with nothing pending, park with no timeout, so an idle timer costs no wake-ups. While
+//! producers cancel young (withdrawn lane cells, an empty wheel), it sleeps a round instead:
+//! parked, every new timeout would wake it, to file timeouts about to be cancelled.
 //!
-//! **On a tokio runtime** (`Builder::tokio_clock`) the driver is a task
-//! (`spawn_on_tokio`): the same rounds, waiting on `sleep_until` or a producer's
-//! `Notify`, so a paused runtime moves the timer as its own timers. The sleep's waker
-//! turns the wheel before it wakes the task (`TurnOnWake`): what is due at an instant
-//! has fired when tokio's own timers of that instant wake. A round holds the driver
-//! lock (`stop()` waits for it), never across an `await`. The runtime's shutdown
-//! drops the task, which shuts the timer down.
+//! **On a tokio runtime** (`Builder::tokio_clock`) the driver is a task (`spawn_on_tokio`): the
+//! same rounds, waiting on `sleep_until` or a producer's `Notify`, so a paused runtime moves the
+//! timer as its own timers. The sleep's waker turns the wheel before it wakes the task
+//! (`TurnOnWake`): what is due at an instant has fired when tokio's own timers of that instant
+//! wake. A round holds the driver lock (`stop()` waits for it), never across an `await`. The
+//! runtime's shutdown drops the task, which shuts the timer down.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -99,8 +97,7 @@ pub(crate) fn round(shared: &Arc<Shared>, due: &mut Vec<Key>) -> Round {
 pub(crate) fn spawn_on_tokio(shared: &Arc<Shared>, runtime: &tokio::runtime::Handle) {
     let notify = Arc::new(Notify::new());
     shared.set_wake(Unpark::Task(notify.clone()));
-    // The guard is the future's from the start: a task dropped before its
-    // first poll drops it too.
+    // The guard is the future's from the start: a task dropped before its first poll drops it too.
     runtime.spawn(drive(ShutDownOnDrop(shared.clone()), notify));
 }
 
@@ -195,10 +192,9 @@ struct ShutDownOnDrop(Arc<Shared>);
 
 impl Drop for ShutDownOnDrop {
     fn drop(&mut self) {
-        if self.0.is_shutdown() {
-            return;
+        if !self.0.is_shutdown() {
+            self.0.shut_down_dropping(false);
         }
-        self.0.shut_down_dropping(false);
     }
 }
 

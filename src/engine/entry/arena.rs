@@ -1,9 +1,8 @@
-//! The timer's entries, in an arena: no allocation per timeout, and the wheel's links
-//! live in the entry itself. An entry is named by its [`Key`], an index. Its `refs`
-//! count says who still names it: the timer (from `schedule` until the worker is done
-//! with it), each `Timeout` and `Sleep`, and a key in the driver's mailbox. A key is
-//! never used after its holder released it, so a reused slot is never mistaken for
-//! its previous entry.
+//! The timer's entries, in an arena: no allocation per timeout, and the wheel's links live in the
+//! entry itself. An entry is named by its [`Key`], an index. Its `refs` count says who still names
+//! it: the timer (from `schedule` until the worker is done with it), each `Timeout` and `Sleep`,
+//! and a key in the driver's mailbox. A key is never used after its holder released it, so a reused
+//! slot is never mistaken for its previous entry.
 //!
 //! Entries sit in chunks of `CHUNK` under a two-level directory, each chunk allocated
 //! with its first key and kept until the timer drops. Each entry has a cache line of
@@ -103,9 +102,8 @@ impl Slots {
         }
     }
 
-    /// `release` under the core lock, where no user code may run: the task
-    /// must be gone already. Tests and loom assert it; elsewhere a task left
-    /// behind is still dropped, its panic caught.
+    /// `release` under the core lock, where no user code may run: the task must be gone already.
+    /// Tests and loom assert it; elsewhere a task left behind is still dropped, its panic caught.
     pub(crate) fn release_locked(&self, key: Key) {
         let entry = self.get(key);
         if entry.release() {
@@ -152,15 +150,11 @@ fn boxed_array<T, const N: usize>(make: impl FnMut() -> T) -> Box<[T; N]> {
 mod tests {
     use super::*;
 
-    fn task() -> Task {
-        Task::Wake(None)
-    }
-
     #[test]
     fn a_released_slot_is_reused_before_a_fresh_one() {
         let slots = Slots::new();
         let keys: Vec<Key> = (0..4)
-            .map(|i| slots.insert(i as u64, task(), 2).unwrap())
+            .map(|i| slots.insert(i as u64, Task::Wake(None), 2).unwrap())
             .collect();
         assert_eq!(slots.live(), 4);
         let a = keys[1];
@@ -168,7 +162,7 @@ mod tests {
         assert_eq!(slots.live(), 4, "a still has a reference");
         slots.release(a);
         assert_eq!(slots.live(), 3);
-        let c = slots.insert(9, task(), 1).unwrap();
+        let c = slots.insert(9, Task::Wake(None), 1).unwrap();
         assert_eq!(c, a, "the freed slot comes back");
         assert_eq!(slots.get(c).deadline(), 9);
         keys.iter().for_each(|&k| slots.release(k));
@@ -195,7 +189,7 @@ mod tests {
         let slots = Slots::new();
         let n = CHUNK * TABLE + 3 * CHUNK + 5;
         let keys: Vec<Key> = (0..n)
-            .map(|i| slots.insert(i as u64, task(), 1).unwrap())
+            .map(|i| slots.insert(i as u64, Task::Wake(None), 1).unwrap())
             .collect();
         for (i, &key) in keys.iter().enumerate() {
             assert_eq!(slots.get(key).deadline(), i as u64);
@@ -234,7 +228,7 @@ mod tests {
                 s.spawn(move || {
                     for i in 0..if cfg!(miri) { 200 } else { 20_000u64 } {
                         let mark = t << 32 | i;
-                        let key = slots.insert(mark, task(), 1).unwrap();
+                        let key = slots.insert(mark, Task::Wake(None), 1).unwrap();
                         assert_eq!(slots.get(key).deadline(), mark, "slot shared");
                         slots.release(key);
                     }

@@ -11,8 +11,7 @@ use crate::engine::entry::Entry;
 // Its public docs are on the face's re-export (`lib.rs`).
 #[allow(missing_docs)]
 pub struct Timeout {
-    /// Keeps the timer's memory alive (not its driver: that goes with the
-    /// last `HashedWheelTimer`).
+    /// Keeps the timer's memory alive (not its driver: that goes with the last `HashedWheelTimer`).
     shared: Arc<Shared>,
     /// Holds one of the entry's references.
     key: Key,

@@ -31,25 +31,22 @@
 //! | `STOPPED` | `CANCELLED` | `cancel()` after `stop()` | = |
 //! | `EXPIRED` | `STOPPED` | `stop()` took back a one-shot job not started, or the executor dropped it unrun | = |
 //!
-//! - `state` holds the *true* deadline, `filed` (the driver's alone) the one the
-//!   wheel filed it by (tokio's "registered vs true deadline"). A reset writes only
-//!   `state`; at the filed tick the driver fires the entry if the true deadline has
-//!   come (`fire_due`), else files it again; a reset to earlier also tells the driver
-//!   (`intake/producer.rs`). A status change keeps the deadline: `Timeout::deadline`
-//!   reads it in every state.
+//! - `state` holds the *true* deadline, `filed` (the driver's alone) the one the wheel filed it by
+//!   (tokio's "registered vs true deadline"). A reset writes only `state`; at the filed tick the
+//!   driver fires the entry if the true deadline has come (`fire_due`), else files it again; a
+//!   reset to earlier also tells the driver (`intake/producer.rs`). A status change keeps the
+//!   deadline: `Timeout::deadline` reads it in every state.
 //! - `RUNNING` counts as pending: the pending count goes down once, by whoever moves
 //!   the entry from `PENDING` or `RUNNING` to a final state.
-//! - Whoever wins the swap out of `PENDING` owns `task`. A periodic runner puts it
-//!   back *before* `RUNNING -> PENDING`, and drops it if that swap fails (cancelled).
-//!   So the slot's lock is contended only by a `Sleep` swapping its waker during a
-//!   fire, or a cancel racing the put-back.
+//! - Whoever wins the swap out of `PENDING` owns `task`. A periodic runner puts it back *before*
+//!   `RUNNING -> PENDING`, and drops it if that swap fails (cancelled). So the slot's lock is
+//!   contended only by a `Sleep` swapping its waker during a fire, or a cancel racing the put-back.
 //! - `flags`: `PERIODIC` never changes while the slot is occupied; `PANICKED` is set
 //!   once, on an entry out of `PENDING`; `IN_WHEEL`, the driver's to write, says it
 //!   is in a bucket: a cancel reads it to know whether to tell the driver.
-//! - `prev` and `next`, the wheel's list links (`wheel/list.rs`), are the driver's;
-//!   `next` also links a lane's stack of vacant entries, and `prev` holds a queued
-//!   entry's lane mark (`intake/lane.rs`), written by its producer before the driver
-//!   can see the key.
+//! - `prev` and `next`, the wheel's list links (`wheel/list.rs`), are the driver's; `next` also
+//!   links a lane's stack of vacant entries, and `prev` holds a queued entry's lane mark
+//!   (`intake/lane.rs`), written by its producer before the driver can see the key.
 //! - `refs` counts who may still name the entry (`arena.rs`). Only the last
 //!   reference's holder vacates it, and only the thread that took it from a free list
 //!   fills it: both touch `task` without its lock.
@@ -361,21 +358,19 @@ impl Entry {
         self.with_task(Option::take)
     }
 
-    /// Takes the task without the lock, for the cancel that won the entry from
-    /// `PENDING`. Nobody else touches the slot then: the fire, `stop()` and a
-    /// runner do only after their own transition, which the cancel excluded
-    /// (a runner put it back before `RUNNING -> PENDING`, which the cancel's
-    /// swap read); a `Sleep` swaps its waker only while polled, never while
-    /// it cancels; `Timeout::take_task` needs `STOPPED`.
+    /// Takes the task without the lock, for the cancel that won the entry from `PENDING`. Nobody
+    /// else touches the slot then: the fire, `stop()` and a runner do only after their own
+    /// transition, which the cancel excluded (a runner put it back before `RUNNING -> PENDING`,
+    /// which the cancel's swap read); a `Sleep` swaps its waker only while polled, never while it
+    /// cancels; `Timeout::take_task` needs `STOPPED`.
     #[inline(always)]
     pub(crate) fn take_task_won(&self) -> Option<Task> {
         self.with_task_alone(Option::take)
     }
 
-    /// A future's poll: stores `waker`, unless the slot holds one that wakes
-    /// the same task, *then* reads the state; the fire swaps the state
-    /// *before* it takes the waker. So the fire takes the new waker or the
-    /// poll sees the entry spent: no wake-up is lost. True if it may fire.
+    /// A future's poll: stores `waker`, unless the slot holds one that wakes the same task, *then*
+    /// reads the state; the fire swaps the state *before* it takes the waker. So the fire takes the
+    /// new waker or the poll sees the entry spent: no wake-up is lost. True if it may fire.
     pub(crate) fn wait_with(&self, waker: &Waker) -> bool {
         fn stored(slot: &mut Option<Task>) -> Option<&mut Option<Waker>> {
             match slot {

@@ -1,9 +1,8 @@
-//! What runs when a timeout expires (a user callback, a periodic task, a
-//! future's waker), and with an executor the `Job` it runs as there. A task
-//! is user code when it runs and when it is dropped unrun; either may panic.
-//! The runner catches a run's panic (`dispatch.rs`), a [`UserBox`] its drop's:
-//! a destructor's panic never unwinds out of the worker, `advance`, `stop`, a
-//! dropped handle, or a destructor already unwinding.
+//! What runs when a timeout expires (a user callback, a periodic task, a future's waker), and with
+//! an executor the `Job` it runs as there. A task is user code when it runs and when it is dropped
+//! unrun; either may panic. The runner catches a run's panic (`dispatch.rs`), a [`UserBox`] its
+//! drop's: a destructor's panic never unwinds out of the worker, `advance`, `stop`, a dropped
+//! handle, or a destructor already unwinding.
 
 use std::any::Any;
 use std::collections::HashMap;

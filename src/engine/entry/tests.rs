@@ -153,10 +153,8 @@ fn deadlines_past_the_end_of_time_read_as_never() {
 fn an_entry_dropped_with_its_task_drops_the_task() {
     let alive = std::sync::Arc::new(());
     let held = alive.clone();
-    let e = Entry::new(
-        0,
-        Task::callback(Box::new(move |_: &crate::Timeout| drop(held))),
-    );
+    let task = Task::callback(Box::new(move |_: &crate::Timeout| drop(held)));
+    let e = Entry::new(0, task);
     assert_eq!(std::sync::Arc::strong_count(&alive), 2);
     drop(e);
     assert_eq!(std::sync::Arc::strong_count(&alive), 1, "not leaked");

@@ -2,22 +2,20 @@
 //! producer's traffic on its core: a ring of key cells only its owner writes and the
 //! driver drains, and a stack of free slots only the owner touches.
 //!
-//! A cancel that finds its key still in the ring *withdraws* it (swaps the
-//! cell to 0): the driver never sees it, and the owner reuses the slot warm.
-//! A drain and a withdrawal each claim a cell by one atomic swap, so a key
-//! is taken or withdrawn, never both. The owner moves the head past
-//! withdrawn cells (`reclaim`), so timeouts all cancelled young never need
-//! the driver, and files a ring full of live keys itself, under the core
-//! lock (`Shared::file_lane`), as Go runs timers on the thread at hand.
+//! A cancel that finds its key still in the ring *withdraws* it (swaps the cell to 0): the driver
+//! never sees it, and the owner reuses the slot warm. A drain and a withdrawal each claim a cell by
+//! one atomic swap, so a key is taken or withdrawn, never both. The owner moves the head past
+//! withdrawn cells (`reclaim`), so timeouts all cancelled young never need the driver, and files a
+//! ring full of live keys itself, under the core lock (`Shared::file_lane`), as Go runs timers on
+//! the thread at hand.
 //!
-//! **Holding.** RPC code cancels most timeouts within milliseconds: in the ring, one
-//! swap on the producer's core; once filed, a trip to the driver on another core. So
-//! a drain leaves a key until it is `HOLD` old by its cell's *stamp* (the clock at
-//! the push, `stamp_of`), unless it is *urgent* (`urgent_nanos`), and stops at the
-//! first key it holds: later keys are younger (one owner pushes in time order), so a
-//! lane is filed in push order. That key's stamp plus `HOLD + BATCH` is when to look
-//! again (`Drained::look_by`): a steady stream of held keys wakes a sleeping driver
-//! once a `BATCH`, not once a tick.
+//! **Holding.** RPC code cancels most timeouts within milliseconds: in the ring, one swap on the
+//! producer's core; once filed, a trip to the driver on another core. So a drain leaves a key until
+//! it is `HOLD` old by its cell's *stamp* (the clock at the push, `stamp_of`), unless it is
+//! *urgent* (`urgent_nanos`), and stops at the first key it holds: later keys are younger (one
+//! owner pushes in time order), so a lane is filed in push order. That key's stamp plus
+//! `HOLD + BATCH` is when to look again (`Drained::look_by`): a steady stream of held keys wakes a
+//! sleeping driver once a `BATCH`, not once a tick.
 //!
 //! **Owner-only fields**, written with plain loads and stores: `tail`, `head_seen`,
 //! `urgent`, `free`, `free_len`. The owner is the thread holding the lane's index
@@ -237,9 +235,8 @@ impl Lane {
         } else {
             self.head.load(Ordering::Acquire)
         };
-        // Past the key this drain held: it was withdrawn, and the stamp
-        // read may be a younger key's, written after wrapping round. Older
-        // keys after it may be due: look again now.
+        // Past the key this drain held: it was withdrawn, and the stamp read may be a younger
+        // key's, written after wrapping round. Older keys after it may be due: look again now.
         let moved = look_by.is_some() && head > held_at;
         Drained {
             taken,

@@ -156,10 +156,9 @@ fn a_drain_stops_at_the_first_key_it_holds() {
     assert_eq!(f.drain_at(stamps(10) + HOLD_NS), (vec![0, 1], None));
 }
 
-/// A steady stream of held keys, one a millisecond: a driver that looks
-/// only when told to files each key once it is `HOLD` old, and before it
-/// is `HOLD + BATCH` old (and a stamp, for rounding), in a look per `BATCH`,
-/// a tick or more before a key that is not urgent can be due.
+/// A steady stream of held keys, one a millisecond: a driver that looks only when told to files
+/// each key once it is `HOLD` old, and before it is `HOLD + BATCH` old (and a stamp, for rounding),
+/// in a look per `BATCH`, a tick or more before a key that is not urgent can be due.
 #[test]
 fn a_look_files_a_batch_of_held_keys() {
     let f = Fixture::new();

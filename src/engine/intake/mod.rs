@@ -1,13 +1,11 @@
-//! The intake: how new, reset and cancelled entries reach the driver (`producer.rs`
-//! the producer paths, `lane.rs` each thread's queue). A thread with no lane (past
-//! 256 live producer threads, or scheduling from a thread-local destructor after
-//! giving its index back) and a re-armed periodic task use the shared MPSC queue. The
-//! driver drains each lane's due keys, then the shared queue.
+//! The intake: how new, reset and cancelled entries reach the driver (`producer.rs` the producer
+//! paths, `lane.rs` each thread's queue). A thread with no lane (past 256 live producer threads, or
+//! scheduling from a thread-local destructor after giving its index back) and a re-armed periodic
+//! task use the shared MPSC queue. The driver drains each lane's due keys, then the shared queue.
 //!
-//! **Order**: one thread's equal deadlines fire in submission order, a full
-//! ring included, except across a move between the shared queue and a lane,
-//! or when a drain stalled while the owner wrapped the ring round past
-//! withdrawn cells (see `Lane::drain`).
+//! **Order**: one thread's equal deadlines fire in submission order, a full ring included, except
+//! across a move between the shared queue and a lane, or when a drain stalled while the owner
+//! wrapped the ring round past withdrawn cells (see `Lane::drain`).
 //!
 //! **Which lane is this thread's**: a thread takes an index from a process-wide pool
 //! on its first schedule and gives it back when it exits, so a pool's threads reuse
@@ -90,9 +88,8 @@ impl Intake {
         self.shared.len() % SHARED_LOOK_EVERY == 0
     }
 
-    /// `Lane::withdraw` at the place `entry` records for `key`. The mark
-    /// may be stale (the driver reuses the field once it took the key), but
-    /// a cell holding this key is always its place.
+    /// `Lane::withdraw` at the place `entry` records for `key`. The mark may be stale (the driver
+    /// reuses the field once it took the key), but a cell holding this key is always its place.
     #[inline(always)]
     pub(crate) fn withdraw(&self, entry: &Entry, key: Key) -> bool {
         let Some((lane, cell)) = unmark(entry.queue_mark()) else {
@@ -159,8 +156,7 @@ impl Intake {
     }
 }
 
-/// The process-wide pool of lane indices: those given back, and the next
-/// never handed out.
+/// The process-wide pool of lane indices: those given back, and the next never handed out.
 struct Pool {
     free: Vec<usize>,
     next: usize,

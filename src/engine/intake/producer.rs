@@ -1,22 +1,19 @@
-//! The producer side: `schedule`, `cancel`, `reset` and `release`, from
-//! any thread, without a lock.
+//! The producer side: `schedule`, `cancel`, `reset` and `release`, from any thread, without a lock.
 //!
-//! **Waking the driver.** A driver about to sleep publishes in `planned_wake` the
-//! earliest deadline it would still fire in time (`IDLE`: parked for good, `BUSY`:
-//! awake), then looks at the queues once more. A producer pushes, then reads
-//! `planned_wake`, and unparks it only for an earlier deadline. A `SeqCst` fence on
-//! each side (store; fence; load) means one sees the other: no wake-up is lost, and a
-//! later deadline costs none. `housekeeping_requested` does the same for what has no
-//! deadline (a cancel that must reach the driver's mailbox, the shared queue's
-//! backlog): the first ask after the driver cleared the flag unparks it, and the
-//! driver clears it at most once a tick.
+//! **Waking the driver.** A driver about to sleep publishes in `planned_wake` the earliest deadline
+//! it would still fire in time (`IDLE`: parked for good, `BUSY`: awake), then looks at the queues
+//! once more. A producer pushes, then reads `planned_wake`, and unparks it only for an earlier
+//! deadline. A `SeqCst` fence on each side (store; fence; load) means one sees the other: no
+//! wake-up is lost, and a later deadline costs none. `housekeeping_requested` does the same for
+//! what has no deadline (a cancel that must reach the driver's mailbox, the shared queue's
+//! backlog): the first ask after the driver cleared the flag unparks it, and the driver clears it
+//! at most once a tick.
 //!
-//! **Reset** swaps the deadline in the entry's state word; the wheel keeps
-//! the entry where it was filed (tokio's "registered vs true deadline").
-//! Later (a reset on every message): the driver files it again at the
-//! filed deadline, once for a thousand resets. Earlier: the key goes to the
-//! mailbox, waking the driver if it would sleep past the new deadline, and
-//! the driver moves the entry out of its bucket or lane.
+//! **Reset** swaps the deadline in the entry's state word; the wheel keeps the entry where it was
+//! filed (tokio's "registered vs true deadline"). Later (a reset on every message): the driver
+//! files it again at the filed deadline, once for a thousand resets. Earlier: the key goes to the
+//! mailbox, waking the driver if it would sleep past the new deadline, and the driver moves the
+//! entry out of its bucket or lane.
 
 use crate::engine::clock::Nanos;
 use crate::engine::driver::counts::{Ended, Refusal};
@@ -99,10 +96,9 @@ impl Shared {
         lane.try_push(key, entry, now, urgent).then_some(false)
     }
 
-    /// Queues a re-armed periodic entry with the timer's reference, waking
-    /// the driver if it must. False if the timer shut down meanwhile
-    /// (`stop()` may have drained the queue first): the caller takes the
-    /// entry back with `try_stop`. The queue keeps the reference either way.
+    /// Queues a re-armed periodic entry with the timer's reference, waking the driver if it must.
+    /// False if the timer shut down meanwhile (`stop()` may have drained the queue first): the
+    /// caller takes the entry back with `try_stop`. The queue keeps the reference either way.
     pub(crate) fn enqueue(&self, key: Key) -> bool {
         let entry = self.entry(key);
         self.after_push(self.intake.push_shared(key, entry), entry)

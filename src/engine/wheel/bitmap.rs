@@ -1,6 +1,5 @@
-//! Which buckets hold entries, so the worker jumps to the next tick with
-//! work. Two levels: a bit per bucket, and a summary bit per 64-bucket word
-//! (for 512 buckets, 8 words and 1 summary word).
+//! Which buckets hold entries, so the worker jumps to the next tick with work. Two levels: a bit
+//! per bucket, and a summary bit per 64-bucket word (for 512 buckets, 8 words and 1 summary word).
 
 const BITS: usize = u64::BITS as usize;
 

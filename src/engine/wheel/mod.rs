@@ -1,21 +1,19 @@
 //! The hashed timing wheel (Varghese & Lauck, scheme 6; Netty's
 //! `HashedWheelTimer`), reworked so a tick costs what fires, not what waits.
 //!
-//! `ticks_per_wheel` buckets (a power of two) make one *round*: an entry due
-//! at tick `t` belongs to round `t >> shift`, bucket `t & mask`. Netty keeps
-//! every entry in its bucket with a `remainingRounds` counter, decremented at
-//! each visit: a tick costs O(pending / 512) even when nothing fires. Here
-//! the buckets hold only the *current* round; later rounds wait in `overflow`
-//! and move in once, when their round begins: a tick touches only what fires
-//! (and, at a round's start, that round's entries). A bitmap of non-empty
-//! buckets gives the next tick with work, so the worker sleeps straight to it.
+//! `ticks_per_wheel` buckets (a power of two) make one *round*: an entry due at tick `t` belongs to
+//! round `t >> shift`, bucket `t & mask`. Netty keeps every entry in its bucket with a
+//! `remainingRounds` counter, decremented at each visit: a tick costs O(pending / 512) even when
+//! nothing fires. Here the buckets hold only the *current* round; later rounds wait in `overflow`
+//! and move in once, when their round begins: a tick touches only what fires (and, at a round's
+//! start, that round's entries). A bitmap of non-empty buckets gives the next tick with work, so
+//! the worker sleeps straight to it.
 //!
-//! Buckets and rounds are lists through the entries' own links (`list.rs`),
-//! in insertion order: no memory per entry, and equal deadlines stay FIFO.
-//! Insert, cancel and expire are O(1) but for `overflow`'s O(log rounds).
-//! An entry's tick is not stored: it is its filed deadline's tick, or, if
-//! that tick was processed before the entry arrived, the next one. So a
-//! late entry's tick is `current + 1` (at a cascade, the round's first).
+//! Buckets and rounds are lists through the entries' own links (`list.rs`), in insertion order: no
+//! memory per entry, and equal deadlines stay FIFO. Insert, cancel and expire are O(1) but for
+//! `overflow`'s O(log rounds). An entry's tick is not stored: it is its filed deadline's tick, or,
+//! if that tick was processed before the entry arrived, the next one. So a late entry's tick is
+//! `current + 1` (at a cascade, the round's first).
 
 mod bitmap;
 mod list;
