@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use futures::Stream;
 
-use crate::delay_queue::shard_count;
+use crate::delay_queue::{drop_item, shard_count};
 use crate::engine::sync::{Mutex, MutexGuard};
 use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 
@@ -120,6 +120,17 @@ impl<K: Hash + Eq, V> Shards<K, V> {
     fn lock<Q: Hash + ?Sized>(&self, key: &Q) -> MutexGuard<'_, Map<K, V>> {
         let index = self.hasher.hash_one(key) as usize & (self.shards.len() - 1);
         lock(&self.shards[index])
+    }
+}
+
+/// The last handle's drop: a key or value that panics in `Drop` is caught.
+impl<K, V> Drop for Shards<K, V> {
+    fn drop(&mut self) {
+        for shard in self.shards.iter() {
+            std::mem::take(&mut *lock(shard))
+                .into_iter()
+                .for_each(drop_item);
+        }
     }
 }
 
@@ -232,21 +243,33 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
 
     fn put(&self, key: K, value: V, when: When) -> Result<Option<V>, TimerError> {
         if self.is_closed() {
+            drop_item((key, value));
             return Err(TimerError::QueueClosed);
         }
         let mut shard = self.map.lock(&key);
+        // What a refusal leaves is dropped where no panic escapes.
         match shard.entry(key) {
-            Entry::Occupied(mut entry) => {
-                let deadline = self.rearm(entry.key(), entry.get().0, when)?;
-                let slot = entry.get_mut();
-                slot.0 = deadline;
-                Ok(Some(std::mem::replace(&mut slot.1, value)))
-            }
-            Entry::Vacant(entry) => {
-                let deadline = when.insert(&self.queue, entry.key().clone())?;
-                entry.insert((deadline, value));
-                Ok(None)
-            }
+            Entry::Occupied(mut entry) => match self.rearm(entry.key(), entry.get().0, when) {
+                Ok(deadline) => {
+                    let slot = entry.get_mut();
+                    slot.0 = deadline;
+                    Ok(Some(std::mem::replace(&mut slot.1, value)))
+                }
+                Err(error) => {
+                    drop_item((entry, value));
+                    Err(error)
+                }
+            },
+            Entry::Vacant(entry) => match when.insert(&self.queue, entry.key().clone()) {
+                Ok(deadline) => {
+                    entry.insert((deadline, value));
+                    Ok(None)
+                }
+                Err(error) => {
+                    drop_item((entry.into_key(), value));
+                    Err(error)
+                }
+            },
         }
     }
 
@@ -322,7 +345,7 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     {
         let (deadline, value) = self.map.lock(key).remove(key)?;
         // Outside the map's lock: the stream finds the key gone meanwhile.
-        self.queue.remove(&deadline);
+        drop_item(self.queue.remove(&deadline));
         Some(value)
     }
 
@@ -375,8 +398,8 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     pub fn clear(&self) {
         for shard in self.map.shards.iter() {
             let taken = std::mem::take(&mut *lock(shard));
-            for (deadline, _) in taken.values() {
-                self.queue.remove(deadline);
+            for (key, (deadline, value)) in taken {
+                drop_item((key, value, self.queue.remove(&deadline)));
             }
         }
     }
@@ -430,11 +453,12 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
             let mut shard = self.map.lock(expired.get_ref());
             // Yielded only if the key still names this deadline: else it
             // was removed, replaced or moved, and this one is skipped.
-            if let Entry::Occupied(entry) = shard.entry(expired.into_inner()) {
-                if entry.get().0 == deadline {
+            match shard.entry(expired.into_inner()) {
+                Entry::Occupied(entry) if entry.get().0 == deadline => {
                     let (key, (_, value)) = entry.remove_entry();
                     return Poll::Ready(Some((key, value)));
                 }
+                skipped => drop_item(skipped),
             }
         }
     }

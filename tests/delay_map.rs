@@ -375,3 +375,49 @@ fn an_earlier_reset_wakes_the_consumer_only_when_due() {
     assert!(map.reset(&"a", Duration::ZERO));
     assert!(consumer.is_woken(), "a reset to now");
 }
+
+/// Counts its drops, and panics in each.
+struct PanicsOnDrop(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        panic!("a value's Drop panics");
+    }
+}
+
+/// Values (and their keys) are dropped where no panic escapes: by `clear`,
+/// by a refused insert, and by the last handle's drop.
+#[test]
+fn a_value_that_panics_when_dropped_never_escapes_the_map() {
+    let drops = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let value = || PanicsOnDrop(drops.clone());
+    let timer = manual(MS);
+    let map = timer.delay_map();
+    map.insert(1, value(), 10 * MS).unwrap();
+    map.insert(2, value(), 10 * MS).unwrap();
+    map.clear();
+    assert_eq!(
+        drops.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "cleared"
+    );
+    map.close();
+    assert!(matches!(
+        map.insert(3, value(), MS),
+        Err(TimerError::QueueClosed)
+    ));
+    assert_eq!(
+        drops.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "refused"
+    );
+    let map2 = timer.delay_map();
+    map2.insert(4, value(), 10 * MS).unwrap();
+    drop(map2);
+    assert_eq!(
+        drops.load(std::sync::atomic::Ordering::SeqCst),
+        4,
+        "the last handle"
+    );
+}

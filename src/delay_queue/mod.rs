@@ -482,10 +482,10 @@ impl<T> Drop for Inner<T> {
 }
 
 /// Drops an item where no panic may escape, logging one.
-fn drop_item<T>(item: T) {
+pub(crate) fn drop_item<T>(item: T) {
     if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(item))) {
         crate::engine::notice::warn(format_args!(
-            "a DelayQueue item panicked while being dropped: {}",
+            "an item of a DelayQueue or DelayMap panicked while being dropped: {}",
             panic_message(&*panic)
         ));
     }
