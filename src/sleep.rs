@@ -286,6 +286,12 @@ impl Sleep {
     /// once it has passed after the timer stopped before it (the wait went
     /// on on its `after_stop` timer), or at once if that one stopped too
     /// (its tokio runtime is gone).
+    ///
+    /// On real time a registered entry is asked, not the clock, as tokio
+    /// does: its driver fires it at most a tick late, and a poll meanwhile
+    /// (a `select!` woken by its other branch) costs no reading. On a
+    /// manual or paused clock every poll reads it, so what `advance` made
+    /// due is ready at once.
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
         let done = if self.is_moved() {
             Err(TimerError::Shutdown)
@@ -293,21 +299,21 @@ impl Sleep {
             Ok(())
         };
         let shared = self.home().shared();
-        // One reading of the clock, for "elapsed?" and, if not, the push.
-        let mut now = shared.clock.now();
-        if self.deadline_nanos <= now {
-            return Poll::Ready(done);
-        }
+        let clock = &shared.clock;
         if let Some(key) = self.entry {
+            if !clock.reads_real_time() && self.deadline_nanos <= clock.now() {
+                return Poll::Ready(done);
+            }
             if shared.entry(key).wait_with(cx.waker()) {
                 return Poll::Pending;
             }
-            // Spent: it fired (maybe just now, after the check above) or the
-            // timer stopped. Only a deadline still ahead needs a new entry.
-            now = shared.clock.now();
-            if self.deadline_nanos <= now {
-                return Poll::Ready(done);
-            }
+            // Spent: it fired (maybe just now), or the timer stopped. Only
+            // a deadline still ahead (a reset since) needs a new entry.
+        }
+        // One reading for "elapsed?" and, if not, the push.
+        let now = clock.now();
+        if self.deadline_nanos <= now {
+            return Poll::Ready(done);
         }
         match self
             .home()
@@ -458,6 +464,28 @@ mod tests {
         drop((interval, sleep));
         timer.advance(MS);
         assert_eq!(live(), 0, "all back once the futures are gone");
+    }
+
+    /// On real time a registered `Sleep` is asked, not the clock (tokio's
+    /// way): a poll that finds its entry pending reads none. On a manual
+    /// clock each poll reads it, so what `advance` made due is ready then.
+    #[test]
+    fn a_registered_sleep_reads_the_clock_only_where_time_can_be_moved() {
+        use crate::engine::clock::READS;
+        let reads = || READS.with(std::cell::Cell::get);
+        let real = HashedWheelTimer::new();
+        let manual = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        for (timer, reads_when_polled) in [(&real, 0), (&manual, 1)] {
+            let mut sleep = task::spawn(timer.sleep(MS * 60_000));
+            assert_pending!(sleep.poll());
+            let before = reads();
+            assert_pending!(sleep.poll());
+            assert_eq!(reads() - before, reads_when_polled);
+        }
+        let mut due = task::spawn(manual.sleep(MS * 5));
+        assert_pending!(due.poll());
+        manual.advance(MS * 5);
+        tokio_test::assert_ready!(due.poll());
     }
 
     /// The memory row of `examples/compare` boxes a `Sleep` per pending

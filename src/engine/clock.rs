@@ -29,6 +29,12 @@ pub(crate) fn later(at: Nanos, by: Nanos) -> Nanos {
     at.saturating_add(by).min(NEVER)
 }
 
+#[cfg(all(test, not(loom)))]
+thread_local! {
+    /// `Clock::now` calls on this thread, for tests of what reads the clock.
+    pub(crate) static READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 pub(crate) struct Clock {
     /// What `to_instant` and `to_nanos` count from, on every clock.
     start: Instant,
@@ -103,6 +109,8 @@ impl Clock {
 
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
+        #[cfg(all(test, not(loom)))]
+        READS.with(|reads| reads.set(reads.get() + 1));
         match &self.time {
             Time::Manual { now, .. } => now.load(Ordering::Acquire),
             Time::Tokio { handle, start } if !self.real_time => {
@@ -130,6 +138,12 @@ impl Clock {
 
     pub(crate) fn is_real(&self) -> bool {
         matches!(self.time, Time::Real)
+    }
+
+    /// True if `now()` is the real time (the real clock, or a tokio clock
+    /// that cannot be paused): a reading only grows stale, never wrong.
+    pub(crate) fn reads_real_time(&self) -> bool {
+        self.real_time
     }
 
     pub(crate) fn is_manual(&self) -> bool {
