@@ -23,6 +23,16 @@ use crate::{HashedWheelTimer, TimerError};
 /// or is dropped. It fires at the end of the tick its deadline falls in:
 /// never early, at most one tick late.
 ///
+/// On real time (the real clock, or a multi-thread runtime's
+/// [`tokio_clock`](crate::Builder::tokio_clock)) a poll reads the clock only
+/// where tokio's needs no reading either, as its timer decides by its
+/// driver's last turn: a first poll of `sleep(d)` goes by the reading its
+/// deadline was made from, and a registered `Sleep` by its entry. So one
+/// made, then first polled after its deadline, or polled between its
+/// deadline and the driver's turn, is pending, and that turn (at most a
+/// tick later) wakes it. On a manual or paused clock every poll reads the
+/// clock: what `advance` made due is ready at the next poll.
+///
 /// It is [`Unpin`], so unlike tokio's it needs no pinning to be polled by
 /// reference (`(&mut sleep).await`, `select!`), and it keeps its timer alive.
 /// Any executor can poll it, or none: the timer's own thread wakes it.
@@ -101,7 +111,14 @@ pub struct Sleep {
     /// Our timer stopped before the deadline, and the wait went on on its
     /// `after_stop` timer (see "When the timer stops").
     moved: bool,
+    /// How long before `deadline_nanos` the clock was read to make it, in
+    /// whole milliseconds rounded up; 0 if unknown (too long, reset since,
+    /// or used). It spares the first poll on real time a reading of its
+    /// own (see `poll_elapsed`), in the bytes a `Sleep` had spare.
+    made_ms_before: u16,
 }
+
+const MS_NANOS: u64 = 1_000_000;
 
 impl HashedWheelTimer {
     /// A future that completes `duration` from now, on this timer.
@@ -119,8 +136,12 @@ impl HashedWheelTimer {
     /// ```
     pub fn sleep(&self, duration: Duration) -> Sleep {
         let clock = &self.shared().clock;
-        let nanos = clock.deadline_after(duration);
-        Sleep::new(self.clone(), clock.to_instant(nanos), nanos)
+        let (now, nanos) = clock.now_and_after(duration);
+        let mut sleep = Sleep::new(self.clone(), clock.to_instant(nanos), nanos);
+        // Rounded up: the reading it gives back is never later than `now`.
+        let ms = (nanos - now).div_ceil(MS_NANOS);
+        sleep.made_ms_before = u16::try_from(ms).unwrap_or(0);
+        sleep
     }
 
     /// A future that completes at `deadline`, on this timer's clock; at
@@ -148,6 +169,7 @@ impl Sleep {
             deadline_nanos,
             entry: None,
             moved: false,
+            made_ms_before: 0,
         }
     }
 
@@ -171,6 +193,16 @@ impl Sleep {
         self.moved
     }
 
+    /// A reading no later than the clock's now and no later than the one
+    /// the deadline was made from, if `sleep` made it; once only.
+    fn take_made_at(&mut self) -> Option<Nanos> {
+        let before = std::mem::take(&mut self.made_ms_before);
+        (before != 0).then(|| {
+            self.deadline_nanos
+                .saturating_sub(u64::from(before) * MS_NANOS)
+        })
+    }
+
     /// Replaces the entry, giving up our reference to the old one.
     fn set_entry(&mut self, entry: Option<Key>) {
         if let Some(old) = std::mem::replace(&mut self.entry, entry) {
@@ -185,6 +217,7 @@ impl Sleep {
     #[cold]
     fn move_after_stop(&mut self) {
         self.set_entry(None);
+        self.made_ms_before = 0;
         let clock = &self.timer.shared().clock;
         let left = self.deadline_nanos.saturating_sub(clock.now());
         self.moved = true;
@@ -258,6 +291,7 @@ impl Sleep {
     pub fn reset(&mut self, deadline: impl Into<Instant>) {
         let deadline = deadline.into();
         let earlier = deadline < self.deadline;
+        self.made_ms_before = 0;
         self.deadline_nanos = self.nanos_of(deadline);
         self.deadline = deadline;
         let Some(key) = self.entry else {
@@ -287,21 +321,26 @@ impl Sleep {
     /// on on its `after_stop` timer), or at once if that one stopped too
     /// (its tokio runtime is gone).
     ///
-    /// On real time a registered entry is asked, not the clock, as tokio
-    /// does: its driver fires it at most a tick late, and a poll meanwhile
-    /// (a `select!` woken by its other branch) costs no reading. On a
-    /// manual or paused clock every poll reads it, so what `advance` made
-    /// due is ready at once.
+    /// On real time it reads the clock only where tokio's does not need
+    /// one either. A registered entry is asked, not the clock: its driver
+    /// fires it at most a tick late, and a poll meanwhile (a `select!`
+    /// woken by its other branch) costs no reading. A first poll decides by
+    /// the reading the deadline was made from (tokio's decides by its
+    /// driver's last turn): a deadline passed since then is filed due, and
+    /// the driver's next turn fires it. On a manual or paused clock every
+    /// poll reads it, so what `advance` made due is ready at once.
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
         let done = if self.is_moved() {
             Err(TimerError::Shutdown)
         } else {
             Ok(())
         };
+        let made_at = self.take_made_at();
         let shared = self.home().shared();
         let clock = &shared.clock;
+        let real_time = clock.reads_real_time();
         if let Some(key) = self.entry {
-            if !clock.reads_real_time() && self.deadline_nanos <= clock.now() {
+            if !real_time && self.deadline_nanos <= clock.now() {
                 return Poll::Ready(done);
             }
             if shared.entry(key).wait_with(cx.waker()) {
@@ -311,7 +350,10 @@ impl Sleep {
             // a deadline still ahead (a reset since) needs a new entry.
         }
         // One reading for "elapsed?" and, if not, the push.
-        let now = clock.now();
+        let now = match made_at {
+            Some(made_at) if real_time && self.entry.is_none() => made_at,
+            _ => clock.now(),
+        };
         if self.deadline_nanos <= now {
             return Poll::Ready(done);
         }
@@ -466,26 +508,50 @@ mod tests {
         assert_eq!(live(), 0, "all back once the futures are gone");
     }
 
-    /// On real time a registered `Sleep` is asked, not the clock (tokio's
-    /// way): a poll that finds its entry pending reads none. On a manual
+    /// On real time a `Sleep` reads the clock where tokio's needs no reading
+    /// either: not at its first poll, which takes the reading its deadline
+    /// was made from, nor when its registered entry is pending. On a manual
     /// clock each poll reads it, so what `advance` made due is ready then.
     #[test]
-    fn a_registered_sleep_reads_the_clock_only_where_time_can_be_moved() {
+    fn a_sleep_reads_the_clock_only_where_time_can_be_moved() {
         use crate::engine::clock::READS;
         let reads = || READS.with(std::cell::Cell::get);
         let real = HashedWheelTimer::new();
         let manual = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        for (timer, reads_when_polled) in [(&real, 0), (&manual, 1)] {
+        for (timer, reads_per_poll) in [(&real, 0), (&manual, 1)] {
             let mut sleep = task::spawn(timer.sleep(MS * 60_000));
-            assert_pending!(sleep.poll());
-            let before = reads();
-            assert_pending!(sleep.poll());
-            assert_eq!(reads() - before, reads_when_polled);
+            for poll in ["first", "registered"] {
+                let before = reads();
+                assert_pending!(sleep.poll());
+                assert_eq!(reads() - before, reads_per_poll, "{poll} poll");
+            }
         }
+        // No reading to take at a first poll: `sleep_until` reads one.
+        let mut until = task::spawn(real.sleep_until(real.now() + MS * 60_000));
+        let before = reads();
+        assert_pending!(until.poll());
+        assert_eq!(reads() - before, 1);
         let mut due = task::spawn(manual.sleep(MS * 5));
         assert_pending!(due.poll());
         manual.advance(MS * 5);
         tokio_test::assert_ready!(due.poll());
+    }
+
+    /// A `sleep(d)` first polled after `d` has passed, on real time, takes an
+    /// entry due already, and the driver's next turn fires it.
+    #[test]
+    fn a_sleep_first_polled_after_its_deadline_completes() {
+        let timer = HashedWheelTimer::new();
+        let sleep = timer.sleep(MS);
+        std::thread::sleep(MS * 5);
+        assert!(sleep.is_elapsed());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            futures::executor::block_on(sleep);
+            tx.send(()).unwrap();
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("woken by the driver's next turn");
     }
 
     /// The memory row of `examples/compare` boxes a `Sleep` per pending

@@ -93,6 +93,8 @@ struct ProducerSide {
     /// Top of the owner's free stack, a packed key.
     free: AtomicU32,
     free_len: AtomicU32,
+    /// The reading the last key was pushed with (`not_before`).
+    last_now: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -128,16 +130,28 @@ impl Lane {
                 urgent: AtomicU64::new(0),
                 free: AtomicU32::new(0),
                 free_len: AtomicU32::new(0),
+                last_now: AtomicU64::new(0),
             }),
             head: CachePadded::new(AtomicU64::new(0)),
         }
     }
 
-    /// Owner only: queues `key`, made at `now`; its entry keeps the cell for a
-    /// cancel. False if full: the owner files the lane (`Shared::file_lane`).
+    /// Owner only: `now`, or the reading the last key was pushed with if that
+    /// is later. A caller may push with an older reading than the clock's
+    /// (a `Sleep`'s first poll, by the reading its deadline was made from);
+    /// pushing with this one keeps the lane in time order, and its urgency
+    /// true to the stamp the driver will read.
+    #[inline(always)]
+    pub(crate) fn not_before(&self, now: Nanos) -> Nanos {
+        now.max(self.producer.last_now.load(Ordering::Relaxed))
+    }
+
+    /// Owner only: queues `key`, made at `now` (from `not_before`); its entry keeps the cell for
+    /// a cancel. False if full: the owner files the lane (`Shared::file_lane`).
     #[inline(always)]
     pub(crate) fn try_push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> bool {
         let p = &self.producer;
+        p.last_now.store(now, Ordering::Relaxed);
         let tail = p.tail.load(Ordering::Relaxed);
         if tail - p.head_seen.load(Ordering::Relaxed) >= RECLAIM_AT
             && tail - self.reclaim(tail) >= RING

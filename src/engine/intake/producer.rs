@@ -26,9 +26,10 @@ use crate::engine::intake::lane::Lane;
 use crate::engine::sync::{fence, Ordering};
 
 impl Shared {
-    /// Counts, queues and, if needed, wakes the driver. `now`, the reading
-    /// `deadline` was made from, is the key's stamp in its lane. The entry
-    /// gets two references, the timer's and the caller's.
+    /// Counts, queues and, if needed, wakes the driver. `now`, a reading no
+    /// later than the clock's (the one `deadline` was made from), is the
+    /// key's stamp in its lane, kept in time order there. The entry gets
+    /// two references, the timer's and the caller's.
     #[inline(always)]
     pub(crate) fn schedule(&self, now: Nanos, deadline: Nanos, task: Task) -> Result<Key, Refusal> {
         if self.is_shutdown() {
@@ -36,6 +37,7 @@ impl Shared {
         }
         // One look-up of this thread's lane for the whole schedule.
         let lane = self.intake.lane_here();
+        let now = lane.map_or(now, |lane| lane.not_before(now));
         self.counts.reserve(&task)?;
         let free = lane.and_then(|lane| lane.pop_free(&self.slots));
         let taken = free.or_else(|| {
