@@ -1,0 +1,209 @@
+//! `Sleep`'s unit tests: registration, resets, counts, the clock reads.
+
+use super::*;
+use tokio_test::{assert_pending, task};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn in_wheel(timer: &HashedWheelTimer) -> usize {
+    timer.shared().lock_core().wheel.len()
+}
+
+/// Invariant 5 for futures. A timeout kept pending throughout makes a
+/// second uncount show: the count is never below 0, so without it an
+/// extra uncount would read as the 0 expected.
+#[test]
+fn futures_leave_the_pending_count_exactly_once() {
+    use tokio_test::assert_ready;
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let _marker = timer.new_timeout(|_| {}, MS * 100_000).unwrap();
+    let counted = || timer.pending_timeouts();
+    // Fired, polled to completion, dropped.
+    let mut fired = task::spawn(timer.sleep(MS));
+    assert_pending!(fired.poll());
+    timer.advance(MS);
+    assert_ready!(fired.poll());
+    drop(fired);
+    assert_eq!(counted(), 1, "fired then dropped");
+    // Fired, dropped without another poll.
+    let mut unpolled = task::spawn(timer.sleep(MS));
+    assert_pending!(unpolled.poll());
+    timer.advance(MS);
+    drop(unpolled);
+    assert_eq!(counted(), 1, "fired, dropped unpolled");
+    // Cancelled by its drop, after a reset that moved its entry earlier.
+    let mut swapped = task::spawn(timer.sleep(MS * 10));
+    assert_pending!(swapped.poll());
+    swapped.reset(timer.now() + MS * 5);
+    assert_eq!(counted(), 2, "one entry for it, before and after");
+    drop(swapped);
+    assert_eq!(counted(), 1, "reset then dropped");
+    // An interval over many ticks.
+    let mut interval = timer.interval(MS * 2);
+    let mut ticks = task::spawn(());
+    for _ in 0..50 {
+        while ticks.enter(|cx, _| interval.poll_tick(cx)).is_ready() {}
+        timer.advance(MS * 2);
+    }
+    while ticks.enter(|cx, _| interval.poll_tick(cx)).is_ready() {}
+    assert_eq!(counted(), 2, "one entry for it, tick after tick");
+    drop(interval);
+    assert_eq!(counted(), 1, "an interval, dropped");
+    // Stopped: woken, not returned, and uncounted once. (An hour: it
+    // must still wait when polled after the move, even under Miri.)
+    let mut stopped = task::spawn(timer.sleep(MS * 3_600_000));
+    assert_pending!(stopped.poll());
+    let returned = timer.stop().unwrap();
+    assert_eq!(returned.len(), 1, "only the marker is returned");
+    assert!(stopped.is_woken());
+    assert_pending!(stopped.poll(), "waits on, on the default timer");
+    assert_eq!(counted(), 0, "the marker, by stop; the sleep, once");
+    drop(stopped);
+    assert_eq!(counted(), 0);
+}
+
+/// Invariant 6 for futures: a `Sleep` that re-files (every interval
+/// tick, every reset) gives the old entry's slot back.
+#[test]
+fn refiled_sleeps_give_their_slots_back() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let live = || timer.shared().live();
+    let mut interval = timer.interval(MS * 2);
+    let mut ticks = task::spawn(());
+    for _ in 0..500 {
+        // Take the due tick, then wait for the next: the wait files.
+        while ticks.enter(|cx, _| interval.poll_tick(cx)).is_ready() {}
+        timer.advance(MS * 2);
+    }
+    assert!(live() <= 1, "{} entries live for one interval", live());
+    let mut sleep = task::spawn(timer.sleep(MS * 1000));
+    for i in 0..500u32 {
+        assert_pending!(sleep.poll());
+        // Alternately earlier and later, moved in place each time.
+        let by = if i % 2 == 0 { MS * 500 } else { MS * 1000 };
+        sleep.reset(timer.now() + by);
+        timer.advance(MS);
+    }
+    assert!(
+        live() <= 3,
+        "{} entries live for an interval and a sleep",
+        live()
+    );
+    drop((interval, sleep));
+    timer.advance(MS);
+    assert_eq!(live(), 0, "all back once the futures are gone");
+}
+
+/// On real time a `Sleep` reads the clock where tokio's needs no reading
+/// either: not at its first poll, which takes the reading its deadline
+/// was made from, nor when its registered entry is pending. On a manual
+/// clock each poll reads it, so what `advance` made due is ready then.
+#[test]
+fn a_sleep_reads_the_clock_only_where_time_can_be_moved() {
+    use crate::engine::clock::READS;
+    let reads = || READS.with(std::cell::Cell::get);
+    let real = HashedWheelTimer::new();
+    let manual = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    for (timer, reads_per_poll) in [(&real, 0), (&manual, 1)] {
+        let mut sleep = task::spawn(timer.sleep(MS * 60_000));
+        for poll in ["first", "registered"] {
+            let before = reads();
+            assert_pending!(sleep.poll());
+            assert_eq!(reads() - before, reads_per_poll, "{poll} poll");
+        }
+    }
+    // No reading to take at a first poll: `sleep_until` reads one.
+    let mut until = task::spawn(real.sleep_until(real.now() + MS * 60_000));
+    let before = reads();
+    assert_pending!(until.poll());
+    assert_eq!(reads() - before, 1);
+    let mut due = task::spawn(manual.sleep(MS * 5));
+    assert_pending!(due.poll());
+    manual.advance(MS * 5);
+    tokio_test::assert_ready!(due.poll());
+}
+
+/// A `sleep(d)` first polled after `d` has passed, on real time, takes an
+/// entry due already, and the driver's next turn fires it.
+#[test]
+fn a_sleep_first_polled_after_its_deadline_completes() {
+    let timer = HashedWheelTimer::new();
+    let sleep = timer.sleep(MS);
+    std::thread::sleep(MS * 5);
+    assert!(sleep.is_elapsed());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        futures::executor::block_on(sleep);
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("woken by the driver's next turn");
+}
+
+/// The memory row of `examples/compare` boxes a `Sleep` per pending
+/// timeout: 40 bytes, a 48-byte heap chunk.
+#[test]
+fn a_sleep_is_40_bytes() {
+    assert_eq!(std::mem::size_of::<Sleep>(), 40);
+}
+
+#[test]
+fn a_dropped_sleep_leaves_the_wheel_within_a_tick() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let mut sleep = task::spawn(timer.sleep(MS * 1000));
+    assert_pending!(sleep.poll());
+    // Past the time the driver holds a far timeout in its lane.
+    timer.advance(crate::engine::intake::lane::HOLD + MS);
+    assert_eq!(in_wheel(&timer), 1);
+    drop(sleep);
+    assert_eq!(timer.pending_timeouts(), 0, "uncounted at once");
+    timer.advance(MS);
+    assert_eq!(in_wheel(&timer), 0, "removed at the next tick");
+}
+
+/// One way to reset: later or earlier, the entry moves in place, as a
+/// `Timeout`'s does; dropped after an earlier reset (the driver holds a
+/// reference to refile it), it gives every reference back.
+#[test]
+fn reset_moves_the_entry_in_place_either_way() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let mut sleep = task::spawn(timer.sleep(MS * 10));
+    assert_pending!(sleep.poll());
+    let shared = timer.shared();
+    let key = sleep.entry.unwrap();
+    sleep.reset(timer.now() + MS * 50);
+    assert_eq!(sleep.entry, Some(key), "kept, later");
+    sleep.reset(timer.now() + MS * 2);
+    assert_eq!(sleep.entry, Some(key), "kept, earlier");
+    assert_eq!(
+        shared.entry(key).deadline(),
+        2_000_000,
+        "in force: 2 ms away"
+    );
+    assert_eq!(timer.pending_timeouts(), 1);
+    timer.advance(MS * 2);
+    assert!(sleep.is_woken(), "woken at the earlier deadline");
+    let mut dropped = task::spawn(timer.sleep(MS * 10));
+    assert_pending!(dropped.poll());
+    dropped.reset(timer.now() + MS);
+    drop(dropped);
+    timer.advance(MS);
+    drop(sleep);
+    assert_eq!(shared.live(), 0, "every reference came back");
+}
+
+#[test]
+fn reset_to_a_past_deadline_wakes_at_once_and_files_nothing() {
+    use tokio_test::assert_ready;
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let mut sleep = task::spawn(timer.sleep(MS * 10));
+    assert_pending!(sleep.poll());
+    timer.advance(MS * 3);
+    sleep.reset(timer.now() - MS);
+    assert!(sleep.is_woken(), "woken with no tick");
+    assert_eq!(sleep.entry, None, "nothing filed");
+    assert_eq!(timer.pending_timeouts(), 0);
+    timer.advance(Duration::ZERO); // takes the old entry out of its bucket
+    assert_eq!(timer.shared().live(), 0);
+    assert_ready!(sleep.poll());
+}
