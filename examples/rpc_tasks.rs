@@ -138,6 +138,8 @@ struct Config {
     /// whole-process comparison of two runs (`farm-bench`, `perf stat`).
     alone: Option<String>,
     quick: bool,
+    /// `--tokio-clock`: every row of this crate on a `tokio_clock()` timer.
+    tokio_clock: bool,
 }
 
 impl Config {
@@ -153,6 +155,7 @@ impl Config {
             only: Vec::new(),
             alone: None,
             quick: false,
+            tokio_clock: false,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
@@ -162,6 +165,10 @@ impl Config {
                 config.load = Duration::from_millis(100);
                 config.warmup = Duration::from_millis(50);
                 config.deadline = Duration::from_millis(100);
+                continue;
+            }
+            if flag == "--tokio-clock" {
+                config.tokio_clock = true;
                 continue;
             }
             let value = args.next().unwrap_or_else(|| usage(&flag));
@@ -205,7 +212,8 @@ fn usage(flag: &str) -> ! {
         "unknown or incomplete flag {flag}\n\
          flags: --tasks N (4096) --workers N (2) --deadline-ms N (300) --rounds N (40)\n\
          \x20      --unanswered-percent N (1)\n\
-         \x20      --round-ms N (500) --warmup-ms N (300) --only NAME,NAME --alone NAME --quick"
+         \x20      --round-ms N (500) --warmup-ms N (300) --only NAME,NAME --alone NAME --quick\n\
+         \x20      --tokio-clock (every row of this crate on a tokio_clock() timer)"
     );
     std::process::exit(2)
 }
@@ -427,7 +435,7 @@ fn run(peer: Peer, config: &Config, responder: &Responder) -> Sample {
         builder.enable_alt_timer();
     }
     let rt = builder.build().expect("a runtime");
-    let timer = if peer == Peer::WheelTokioClock {
+    let timer = if peer == Peer::WheelTokioClock || config.tokio_clock {
         let _rt = rt.enter();
         HashedWheelTimer::builder()
             .tokio_clock()
@@ -492,6 +500,9 @@ fn main() {
         config.drain().as_millis(),
         cfg!(tokio_unstable),
     );
+    if config.tokio_clock {
+        println!("(--tokio-clock: every row of this crate on a tokio_clock() timer)");
+    }
     if !cfg!(tokio_unstable) {
         println!(
             "(tokio's alt timer row skipped: build with RUSTFLAGS=\"--cfg tokio_unstable\", \
