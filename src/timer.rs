@@ -299,7 +299,7 @@ impl HashedWheelTimer {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     pub fn advance(&self, by: Duration) {
-        self.shared().advance(by)
+        self.shared().advance(by);
     }
 
     /// Manual clock only: advances to the end of the next tick in which a

@@ -10,13 +10,9 @@ use crate::engine::sync::{AtomicU64, Ordering};
 
 impl Shared {
     /// Moves time on by `by`, turning at each time with work on the way, the
-    /// clock reading that time: each task sees its own tick's time.
-    pub(crate) fn advance(self: &Arc<Self>, by: Duration) {
-        self.advance_firing(by);
-    }
-
-    /// `advance`, saying whether anything fired.
-    fn advance_firing(self: &Arc<Self>, by: Duration) -> bool {
+    /// clock reading that time: each task sees its own tick's time. True if
+    /// anything fired.
+    pub(crate) fn advance(self: &Arc<Self>, by: Duration) -> bool {
         let Some(target) = self.clock.manual_target() else {
             crate::engine::notice::warn(format_args!(
                 "advance() does nothing on a timer with a real clock, or a tokio clock \
@@ -70,7 +66,7 @@ impl Shared {
         loop {
             let now = self.clock.now();
             let due = self.next_due_time()?;
-            if self.advance_firing(Duration::from_nanos(due.saturating_sub(now))) {
+            if self.advance(Duration::from_nanos(due.saturating_sub(now))) {
                 return Some(Duration::from_nanos(self.clock.now() - start));
             }
         }
