@@ -57,22 +57,17 @@ impl Shared {
             Some(lane) => lane.try_push(key, entry, now, urgent).then_some(false),
             None => Some(self.intake.push_shared(key, entry)),
         };
-        let Some(look) = queued.or_else(|| self.push_after_filing(lane?, key, entry, now, urgent))
-        else {
-            // Its ring full, and the timer shut down: it was never queued.
-            self.counts.unreserve();
-            entry.try_stop();
-            drop(entry.take_task());
-            self.release(key);
-            self.release(key);
-            return Err(Refusal::Shutdown);
-        };
-        if !self.after_push(look, entry) && entry.try_stop() {
+        // `None`: its ring full, and the timer shut down; it was never queued.
+        let queued = queued.or_else(|| self.push_after_filing(lane?, key, entry, now, urgent));
+        if !queued.is_some_and(|look| self.after_push(look, entry)) && entry.try_stop() {
             self.counts.unreserve();
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
             drop(entry.take_task());
             self.release(key);
+            if queued.is_none() {
+                self.release(key); // the queue's, never handed over
+            }
             return Err(Refusal::Shutdown);
         }
         Ok(key)
