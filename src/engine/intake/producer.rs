@@ -52,7 +52,7 @@ impl Shared {
             });
         };
         entry.occupy(deadline, task, 2);
-        let urgent = self.is_urgent(now, deadline);
+        let urgent = deadline < now.saturating_add(self.urgent_nanos); // not held
         let queued = match lane {
             Some(lane) => lane.try_push(key, entry, now, urgent).then_some(false),
             None => Some(self.intake.push_shared(key, entry)),
@@ -99,12 +99,6 @@ impl Shared {
     pub(crate) fn enqueue(&self, key: Key) -> bool {
         let entry = self.entry(key);
         self.after_push(self.intake.push_shared(key, entry), entry)
-    }
-
-    /// True if a timeout due at `deadline`, made at `now`, is not held.
-    #[inline(always)]
-    fn is_urgent(&self, now: Nanos, deadline: Nanos) -> bool {
-        deadline < now.saturating_add(self.urgent_nanos)
     }
 
     /// The rest of `schedule` and `enqueue`, once the entry is queued:
