@@ -133,7 +133,7 @@ impl Shared {
     /// meanwhile. No user code: returns any task left, to drop outside locks.
     pub(crate) fn rearm(&self, key: Key, task: UserBox<Periodic>) -> Option<Task> {
         let entry = self.entry(key);
-        let next = task.next_due(entry.deadline(), self.clock.now());
+        let next = task.every.next_due(entry.deadline(), self.clock.now());
         entry.put_task(Task::Periodic(task));
         if self.is_shutdown() {
             // Running at `stop()`: it ends stopped, not in the list returned.

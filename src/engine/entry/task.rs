@@ -106,7 +106,7 @@ type PeriodicRun = dyn FnMut(&dyn Any) + Send;
 
 pub(crate) struct Periodic {
     task: Box<PeriodicRun>,
-    every: Every,
+    pub(crate) every: Every,
 }
 
 impl Periodic {
@@ -119,10 +119,6 @@ impl Periodic {
 
     pub(crate) fn run_once(&mut self, timeout: &dyn Any) {
         (self.task)(timeout)
-    }
-
-    pub(crate) fn next_due(&self, due: Nanos, ended: Nanos) -> Nanos {
-        self.every.next_due(due, ended)
     }
 }
 
