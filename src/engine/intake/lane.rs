@@ -84,6 +84,7 @@ pub(crate) struct Lane {
     head: CachePadded<AtomicU64>,
 }
 
+#[derive(Default)]
 struct ProducerSide {
     tail: AtomicU64,
     /// The driver's `head` as last read, to test for a full ring cheaply.
@@ -124,14 +125,7 @@ impl Lane {
             index,
             cells: (0..RING).map(|_| AtomicU32::new(0)).collect(),
             stamps: (0..RING).map(|_| AtomicU32::new(0)).collect(),
-            producer: CachePadded::new(ProducerSide {
-                tail: AtomicU64::new(0),
-                head_seen: AtomicU64::new(0),
-                urgent: AtomicU64::new(0),
-                free: AtomicU32::new(0),
-                free_len: AtomicU32::new(0),
-                last_now: AtomicU64::new(0),
-            }),
+            producer: CachePadded::default(),
             head: CachePadded::new(AtomicU64::new(0)),
         }
     }
