@@ -127,8 +127,8 @@ impl Counts {
         add(&self.driver_busy, nanos);
     }
 
-    /// The totals, exact only when quiet; `queued` is the caller's to fill.
-    pub(crate) fn totals(&self) -> Totals {
+    /// The totals, exact only when quiet, with the intake's `queued`.
+    pub(crate) fn totals(&self, queued: usize) -> Totals {
         let pending = self.pending.load(Ordering::Acquire);
         let fired = self.fired.load(Ordering::Acquire);
         let cancelled = self.cancelled.load(Ordering::Acquire);
@@ -141,7 +141,7 @@ impl Counts {
             pending,
             driver_wakeups: self.driver_wakeups.load(Ordering::Relaxed),
             driver_busy_nanos: self.driver_busy.load(Ordering::Relaxed),
-            queued: 0,
+            queued,
         }
     }
 }

@@ -171,10 +171,7 @@ impl Shared {
     }
 
     pub(crate) fn totals(&self) -> Totals {
-        Totals {
-            queued: self.intake.len(),
-            ..self.counts.totals()
-        }
+        self.counts.totals(self.intake.len())
     }
 
     #[inline(always)]
