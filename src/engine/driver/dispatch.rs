@@ -121,11 +121,10 @@ impl Shared {
     /// stopped, the task kept for `Timeout::take_task`. If cancelled meanwhile,
     /// returns the task, to drop outside any lock.
     pub(crate) fn end_unrun(&self, entry: &Entry) -> Option<Task> {
-        match entry.try_stop_fired() {
-            Some(true) => self.counts.uncount(1, Ended::Stopped),
-            Some(false) => {}
-            None => return entry.take_task(),
-        }
+        let Some(counted) = entry.try_stop_fired() else {
+            return entry.take_task();
+        };
+        self.counts.uncount(usize::from(counted), Ended::Stopped);
         None
     }
 
