@@ -225,27 +225,22 @@ impl Shared {
             }
             let entry = self.entry(key);
             match entry.fire_due(now) {
-                Fire::Won => {}
-                Fire::Lost => {
-                    self.slots.release(key);
-                    continue;
+                Fire::Lost => self.slots.release(key),
+                Fire::Later => moved.push(key),
+                Fire::Won => {
+                    if !entry.is_periodic() {
+                        // A periodic entry stays counted while it runs.
+                        self.counts.uncount(1, Ended::Fired);
+                    }
+                    let late = now.saturating_sub(entry.deadline());
+                    self.counts.lateness.record(late);
+                    #[cfg(feature = "metrics")]
+                    lateness.record(std::time::Duration::from_nanos(late));
+                    match entry.take_task() {
+                        Some(task) => self.dispatch(key, task),
+                        None => self.slots.release(key),
+                    }
                 }
-                Fire::Later => {
-                    moved.push(key);
-                    continue;
-                }
-            }
-            if !entry.is_periodic() {
-                // A periodic entry stays counted while it runs.
-                self.counts.uncount(1, Ended::Fired);
-            }
-            let late = now.saturating_sub(entry.deadline());
-            self.counts.lateness.record(late);
-            #[cfg(feature = "metrics")]
-            lateness.record(std::time::Duration::from_nanos(late));
-            match entry.take_task() {
-                Some(task) => self.dispatch(key, task),
-                None => self.slots.release(key),
             }
         }
         if !moved.is_empty() {
