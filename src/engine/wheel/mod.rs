@@ -174,10 +174,9 @@ impl Wheel {
     /// Empties the whole wheel into `out`, for `stop()`.
     pub(crate) fn drain_all(&mut self, slots: &Slots, out: &mut Vec<Key>) {
         for bucket in 0..self.buckets.len() {
-            if let Some(packed) = self.buckets[bucket].take() {
-                self.occupied.clear(bucket);
-                self.drain_list(slots, List::unpack(Some(packed)), out);
-            }
+            let list = List::unpack(self.buckets[bucket].take());
+            self.occupied.clear(bucket);
+            self.drain_list(slots, list, out);
         }
         for (_, list) in std::mem::take(&mut self.overflow) {
             self.drain_list(slots, list, out);
