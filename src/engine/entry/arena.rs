@@ -200,23 +200,15 @@ mod tests {
 
     #[test]
     fn the_last_release_drops_an_untaken_task() {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::Arc;
-        let dropped = Arc::new(AtomicBool::new(false));
-        struct Flag(Arc<AtomicBool>);
-        impl Drop for Flag {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::SeqCst);
-            }
-        }
-        let flag = Flag(dropped.clone());
+        let alive = std::sync::Arc::new(());
+        let held = alive.clone();
         let slots = Slots::new();
-        let task = Task::callback(Box::new(move |_: &crate::Timeout| drop(flag)));
+        let task = Task::callback(Box::new(move |_: &crate::Timeout| drop(held)));
         let key = slots.insert(0, task, 2).unwrap();
         slots.release(key);
-        assert!(!dropped.load(Ordering::SeqCst));
+        assert_eq!(std::sync::Arc::strong_count(&alive), 2, "not yet dropped");
         slots.release(key);
-        assert!(dropped.load(Ordering::SeqCst));
+        assert_eq!(std::sync::Arc::strong_count(&alive), 1, "dropped");
     }
 
     #[test]
