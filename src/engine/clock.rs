@@ -70,12 +70,6 @@ enum Time {
 }
 
 impl Clock {
-    #[cfg(test)]
-    pub(crate) fn new(tick_nanos: u64, manual: bool) -> Clock {
-        let source = if manual { Source::Manual } else { Source::Real };
-        Clock::of(tick_nanos, source)
-    }
-
     pub(crate) fn of(tick_nanos: u64, source: Source) -> Clock {
         let (start, time) = match source {
             Source::Real => (Instant::now(), Time::Real),
@@ -231,7 +225,7 @@ mod tests {
 
     #[test]
     fn tick_of_rounds_up_to_the_tick_end() {
-        let clock = Clock::new(10, true);
+        let clock = Clock::of(10, Source::Manual);
         assert_eq!(clock.tick_of(0), 0);
         assert_eq!(clock.tick_of(1), 1);
         assert_eq!(clock.tick_of(10), 1);
@@ -247,7 +241,7 @@ mod tests {
     fn a_saturated_deadline_is_beyond_every_reachable_tick() {
         // Ticks that divide `NEVER` exactly, and ticks that do not.
         for tick_nanos in [1, 3, 5, 17, 1_000, 1_000_000, u64::MAX] {
-            let clock = Clock::new(tick_nanos, true);
+            let clock = Clock::of(tick_nanos, Source::Manual);
             let last = clock.ticks_at(NEVER);
             assert!(last < clock.tick_of(NEVER), "{tick_nanos}");
             assert_eq!(clock.ticks_at(u64::MAX), last, "{tick_nanos}");
@@ -258,7 +252,7 @@ mod tests {
 
     #[test]
     fn huge_values_saturate_at_the_end_of_time() {
-        let clock = Clock::new(1_000_000, true);
+        let clock = Clock::of(1_000_000, Source::Manual);
         assert_eq!(clock.deadline_after(Duration::MAX), NEVER);
         assert_eq!(clock.time_of(u64::MAX), u64::MAX);
         let _ = clock.to_instant(NEVER);
@@ -269,7 +263,7 @@ mod tests {
 
     #[test]
     fn instants_round_trip_and_saturate() {
-        let clock = Clock::new(1_000_000, true);
+        let clock = Clock::of(1_000_000, Source::Manual);
         let start = clock.to_instant(0);
         assert_eq!(clock.to_nanos(start), 0);
         assert_eq!(clock.to_nanos(clock.to_instant(12_345)), 12_345);
@@ -283,20 +277,20 @@ mod tests {
     #[test]
     fn a_deadline_is_never_before_now_plus_the_delay() {
         // Holds however slowly this runs: a delay only moves the deadline on.
-        let clock = Clock::new(1_000_000, false);
+        let clock = Clock::of(1_000_000, Source::Real);
         for _ in 0..if cfg!(miri) { 100 } else { 10_000 } {
             let now = clock.now();
             assert!(clock.deadline_after(Duration::from_nanos(7)) >= now + 7);
             assert!(clock.deadline_after(Duration::ZERO) <= clock.now());
         }
-        let manual = Clock::new(10, true);
+        let manual = Clock::of(10, Source::Manual);
         manual.set_manual(50);
         assert_eq!(manual.deadline_after(Duration::from_nanos(7)), 57);
     }
 
     #[test]
     fn manual_clock_only_moves_forward() {
-        let clock = Clock::new(1, true);
+        let clock = Clock::of(1, Source::Manual);
         clock.set_manual(50);
         clock.set_manual(20);
         assert_eq!(clock.now(), 50);
