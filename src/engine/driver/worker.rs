@@ -121,7 +121,13 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
                     return; // not a tokio clock: never spawned for one
                 };
                 let woken = std::pin::pin!(notify.notified());
-                let slept = TurnOnWake::new(shared, tokio::time::sleep_until(at));
+                let slept = TurnOnWake {
+                    inner: Box::pin(tokio::time::sleep_until(at)),
+                    waker: Arc::new(TurnWaker {
+                        shared: Arc::downgrade(shared),
+                        task: AtomicWaker::new(),
+                    }),
+                };
                 select(woken, std::pin::pin!(slept)).await;
                 shared.counts.note_wakeup();
             }
@@ -150,19 +156,6 @@ struct TurnOnWake<F> {
 struct TurnWaker {
     shared: Weak<Shared>,
     task: AtomicWaker,
-}
-
-impl<F: Future> TurnOnWake<F> {
-    fn new(shared: &Arc<Shared>, inner: F) -> TurnOnWake<F> {
-        let waker = Arc::new(TurnWaker {
-            shared: Arc::downgrade(shared),
-            task: AtomicWaker::new(),
-        });
-        TurnOnWake {
-            inner: Box::pin(inner),
-            waker,
-        }
-    }
 }
 
 impl<F: Future> Future for TurnOnWake<F> {
