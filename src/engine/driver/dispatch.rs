@@ -28,34 +28,13 @@ impl Shared {
     #[inline]
     pub(crate) fn dispatch(self: &Arc<Self>, key: Key, task: Task) {
         let timeout = Timeout::from_parts(key, self);
-        if let Some(executor) = &self.config.executor {
-            if !matches!(task, Task::Wake(_) | Task::Notice(_)) {
+        match &self.config.executor {
+            Some(executor) if !matches!(task, Task::Wake(_) | Task::Notice(_)) => {
                 timeout.entry().put_task(task);
                 self.lock_jobs().insert(key, JobState::Queued);
-                self.hand_off(
-                    executor,
-                    Dispatch {
-                        timeout,
-                        started: false,
-                    },
-                );
-                return;
+                hand_off(executor, timeout);
             }
-        }
-        run(&timeout, task);
-    }
-
-    fn hand_off(&self, executor: &Handoff, job: Dispatch) {
-        let handed_off = catch_unwind(AssertUnwindSafe(|| {
-            executor.execute(Box::new(move || job.start()));
-        }));
-        if let Err(panic) = handed_off {
-            // The job was dropped while unwinding, which ended its timeout.
-            tracing::error!(
-                target: "hashed_wheel_timer",
-                panic = panic_message(&*panic),
-                "the timer's executor panicked in execute(); the timer keeps running"
-            );
+            _ => run(&timeout, task),
         }
     }
 
@@ -151,6 +130,25 @@ impl Shared {
             return entry.take_task();
         }
         None
+    }
+}
+
+/// Hands `timeout`'s job to the executor; a panic in `execute` is caught.
+fn hand_off(executor: &Handoff, timeout: Timeout) {
+    let job = Dispatch {
+        timeout,
+        started: false,
+    };
+    let handed_off = catch_unwind(AssertUnwindSafe(|| {
+        executor.execute(Box::new(move || job.start()));
+    }));
+    if let Err(panic) = handed_off {
+        // The job was dropped while unwinding, which ended its timeout.
+        tracing::error!(
+            target: "hashed_wheel_timer",
+            panic = panic_message(&*panic),
+            "the timer's executor panicked in execute(); the timer keeps running"
+        );
     }
 }
 
