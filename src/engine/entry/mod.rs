@@ -421,8 +421,10 @@ impl Entry {
         });
         // SAFETY: this thread set `TASK_LOCKED`, which `Unlock` clears only
         // as it returns or unwinds, so nobody else touches the slot meanwhile.
-        self.task
-            .with_mut(|slot| f(&mut Unlock(self, unsafe { &mut *slot })))
+        self.task.with_mut(|slot| {
+            let guard = Unlock(self, unsafe { &mut *slot });
+            f(&mut *guard.1)
+        })
     }
 
     /// `with_task` without the lock (one read-modify-write saved).
@@ -433,8 +435,10 @@ impl Entry {
         // cancel (`take_task_won`) calls this, and nothing else touches `task`
         // until it returns. The acquire that chose this thread (free-list pop,
         // last `release`, winning swap) orders it after every earlier access.
-        self.task
-            .with_mut(|slot| f(&mut Unlock(self, unsafe { &mut *slot })))
+        self.task.with_mut(|slot| {
+            let guard = Unlock(self, unsafe { &mut *slot });
+            f(&mut *guard.1)
+        })
     }
 
     pub(crate) fn state_name(&self) -> &'static str {
@@ -470,20 +474,6 @@ impl Entry {
 
 /// The borrowed slot; its drop (even unwinding) unlocks and updates `HAS_TASK`.
 struct Unlock<'a>(&'a Entry, &'a mut Option<Task>);
-
-impl std::ops::Deref for Unlock<'_> {
-    type Target = Option<Task>;
-
-    fn deref(&self) -> &Option<Task> {
-        self.1
-    }
-}
-
-impl std::ops::DerefMut for Unlock<'_> {
-    fn deref_mut(&mut self) -> &mut Option<Task> {
-        self.1
-    }
-}
 
 impl Drop for Unlock<'_> {
     #[inline(always)]
