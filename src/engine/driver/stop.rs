@@ -16,19 +16,20 @@ impl Shared {
     /// Due entries that will not fire after all: stopped, into `Core::unfired`.
     #[cold]
     pub(crate) fn set_aside(&self, keys: impl Iterator<Item = Key>) {
-        let mut released = Vec::new();
-        {
-            let mut core = self.lock_core();
-            for key in keys {
-                if self.entry(key).try_stop() {
-                    core.unfired.push(key);
-                    self.counts.uncount(1, Ended::Stopped);
-                } else {
-                    released.push(key); // cancelled meanwhile
-                }
-            }
-        }
+        // The lock ends with this statement: a release may run user code.
+        let released = self.stop_each(keys, &mut self.lock_core().unfired);
         released.into_iter().for_each(|key| self.slots.release(key));
+    }
+
+    /// Under the core lock: stops each of `keys` into `stopped`, uncounted, and
+    /// returns those cancelled meanwhile, to release after the lock.
+    fn stop_each(&self, keys: impl IntoIterator<Item = Key>, stopped: &mut Vec<Key>) -> Vec<Key> {
+        let (won, cancelled): (Vec<Key>, Vec<Key>) = keys
+            .into_iter()
+            .partition(|&key| self.entry(key).try_stop());
+        self.counts.uncount(won.len(), Ended::Stopped);
+        stopped.extend(won);
+        cancelled
     }
 
     /// `shut_down` with nobody left to ask for what never ran: its tasks are
@@ -50,12 +51,12 @@ impl Shared {
         }
         fence(Ordering::SeqCst);
         let mut all = Vec::new();
-        let mut released = Vec::new();
+        let released;
         {
             let mut core = self.lock_core();
             // Jobs first: a periodic run that ends on an executor from now
             // on sees the shutdown, and one that ended is in the intake.
-            let mut uncounted = self.reclaim_jobs(&mut all);
+            let uncounted = self.reclaim_jobs(&mut all);
             let mut drained = Vec::new();
             core.wheel.drain_all(&self.slots, &mut drained);
             drained.append(&mut core.ready);
@@ -64,14 +65,7 @@ impl Shared {
             while let Some(key) = self.mailbox.pop() {
                 self.slots.release_locked(key);
             }
-            for key in drained {
-                if self.entry(key).try_stop() {
-                    uncounted += 1;
-                    all.push(key);
-                } else {
-                    released.push(key);
-                }
-            }
+            released = self.stop_each(drained, &mut all);
             all.append(&mut core.unfired);
             self.counts.uncount(uncounted, Ended::Stopped);
         }
