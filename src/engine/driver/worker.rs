@@ -195,6 +195,7 @@ impl Drop for ShutDownOnDrop {
 pub(crate) mod tests {
     use crate::engine::driver::{BUSY, IDLE};
     use crate::HashedWheelTimer;
+    use std::sync::atomic::Ordering::SeqCst;
     use std::time::Duration;
 
     const MS: Duration = Duration::from_millis(1);
@@ -218,10 +219,7 @@ pub(crate) mod tests {
             .build()
             .unwrap();
         let sleeping_far = || {
-            let planned = timer
-                .shared()
-                .planned_wake
-                .load(std::sync::atomic::Ordering::SeqCst);
+            let planned = timer.shared().planned_wake.load(SeqCst);
             // Later than the 20 ms timeout below: it must wake the worker.
             let later = timer.shared().clock.now() + 40_000_000;
             planned != BUSY && planned != IDLE && planned > later
@@ -249,7 +247,6 @@ pub(crate) mod tests {
     /// long before anything is due; deadlines within 4 ticks are not held.
     #[test]
     fn a_reset_earlier_within_its_tick_keeps_the_worker_plan_within_a_tick() {
-        use std::sync::atomic::Ordering::SeqCst;
         let tick = Duration::from_secs(10);
         let timer = HashedWheelTimer::builder()
             .tick_duration(tick)
