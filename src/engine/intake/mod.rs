@@ -120,12 +120,11 @@ impl Intake {
                 self.saw_withdrawn.store(true, Ordering::Relaxed);
             }
         }
-        while left > 0 {
+        for _ in 0..left {
             let Some(key) = self.shared.pop() else {
                 return result;
             };
             out(key);
-            left -= 1;
         }
         result.more |= !self.shared.is_empty();
         result
