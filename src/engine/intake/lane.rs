@@ -18,7 +18,7 @@
 //! sleeping driver once a `BATCH`, not once a tick.
 //!
 //! **Owner-only fields**, written with plain loads and stores: `tail`, `head_seen`,
-//! `urgent`, `free`, `free_len`. The owner is the thread holding the lane's index
+//! `urgent`, `free`, `free_len`, `last_now`. The owner is the thread holding the lane's index
 //! (`intake/mod.rs`), which passes between threads only through the pool's lock.
 
 use crossbeam_utils::CachePadded;
@@ -130,11 +130,9 @@ impl Lane {
         }
     }
 
-    /// Owner only: `now`, or the reading the last key was pushed with if that
-    /// is later. A caller may push with an older reading than the clock's
-    /// (a `Sleep`'s first poll, by the reading its deadline was made from);
-    /// pushing with this one keeps the lane in time order, and its urgency
-    /// true to the stamp the driver will read.
+    /// Owner only: the later of `now` and the last key's reading. A caller may push with a
+    /// reading older than the clock's (a `Sleep`'s first poll); this one keeps the lane in time
+    /// order, and the key's urgency true to the stamp the driver will read.
     #[inline(always)]
     pub(crate) fn not_before(&self, now: Nanos) -> Nanos {
         now.max(self.producer.last_now.load(Ordering::Relaxed))
