@@ -192,8 +192,7 @@ fn run_periodic(timeout: &Timeout, mut task: UserBox<Periodic>) {
         shared.end_job(timeout.key());
         return;
     }
-    let result = shared.catch_task(|| task.run_once(timeout));
-    match result {
+    match shared.catch_task(|| task.run_once(timeout)) {
         Ok(()) => {
             let leftover = {
                 let _jobs = shared.job_done(timeout.key());
