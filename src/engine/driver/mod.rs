@@ -187,11 +187,6 @@ impl Shared {
         }
     }
 
-    pub(crate) fn begin_shutdown(&self) {
-        self.shutdown.store(true, Ordering::SeqCst);
-        self.unpark_worker();
-    }
-
     pub(crate) fn lock_core(&self) -> MutexGuard<'_, Core> {
         // No user code runs under this lock (see `Slots::release_locked`);
         // recover rather than propagate.

@@ -45,7 +45,8 @@ impl Shared {
     /// first waits until no thread drives, so nothing fires after. States and counts change under
     /// the core lock, so a second call finds them done; wakers and releases (user code) after.
     pub(crate) fn shut_down(&self, wait: bool) -> Vec<Key> {
-        self.begin_shutdown();
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.unpark_worker();
         if wait {
             self.wait_for_driver();
         }
@@ -92,7 +93,7 @@ impl Shared {
             let mut worker = self.worker.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(handle) = worker.take() {
                 // The worker may not have published its `Thread` when
-                // `begin_shutdown` tried to unpark it: unpark it here too.
+                // `shut_down` tried to unpark it: unpark it here too.
                 handle.thread().unpark();
                 let _ = handle.join();
             }
