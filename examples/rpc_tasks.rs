@@ -533,7 +533,11 @@ fn main() {
     }
     if config.alone.is_some() {
         // No baseline to subtract: the whole process is the figure.
-        println!("{} rounds of the row alone done", config.rounds);
+        let usage = process_usage();
+        println!(
+            "{} rounds of the row alone: whole process {:.3} CPU s, {} context switches",
+            config.rounds, usage.cpu, usage.switches
+        );
         return;
     }
     report(&rows, &samples, config.rounds);
