@@ -180,17 +180,11 @@ impl Sleep {
     /// The timer that holds our entry, and on whose clock `deadline_nanos`
     /// is: ours, or its `after_stop` timer once ours stopped.
     fn home(&self) -> &HashedWheelTimer {
-        if self.is_moved() {
+        if self.moved {
             self.timer.after_stop()
         } else {
             &self.timer
         }
-    }
-
-    /// True once our timer stopped before the deadline and the wait went
-    /// on on its `after_stop` timer (see "When the timer stops").
-    fn is_moved(&self) -> bool {
-        self.moved
     }
 
     /// A reading no later than the clock's now and no later than the one
@@ -211,9 +205,7 @@ impl Sleep {
     }
 
     /// Our timer stopped before the deadline: the wait goes on on its
-    /// `after_stop` timer (the default timer, or one on its tokio runtime),
-    /// for the time that was left on ours. So a loop of sleeps keeps its
-    /// pace instead of spinning, and nothing hangs.
+    /// `after_stop` timer, for the time that was left on ours.
     #[cold]
     fn move_after_stop(&mut self) {
         self.set_entry(None);
@@ -236,7 +228,7 @@ impl Sleep {
     /// `deadline` as `deadline_nanos`: on our timer's clock; once moved, on
     /// the `after_stop` timer's, shifted as the move shifted it.
     fn nanos_of(&self, deadline: Instant) -> Nanos {
-        if !self.is_moved() {
+        if !self.moved {
             return self.timer.shared().clock.to_nanos(deadline);
         }
         match deadline.checked_duration_since(self.deadline) {
@@ -317,20 +309,11 @@ impl Sleep {
     }
 
     /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)`
-    /// once it has passed after the timer stopped before it (the wait went
-    /// on on its `after_stop` timer), or at once if that one stopped too
-    /// (its tokio runtime is gone).
-    ///
-    /// On real time it reads the clock only where tokio's does not need
-    /// one either. A registered entry is asked, not the clock: its driver
-    /// fires it at most a tick late, and a poll meanwhile (a `select!`
-    /// woken by its other branch) costs no reading. A first poll decides by
-    /// the reading the deadline was made from (tokio's decides by its
-    /// driver's last turn): a deadline passed since then is filed due, and
-    /// the driver's next turn fires it. On a manual or paused clock every
-    /// poll reads it, so what `advance` made due is ready at once.
+    /// once it has passed after the wait moved to the `after_stop` timer,
+    /// or at once if that one stopped too (its tokio runtime is gone).
+    /// When it reads the clock: see the type's docs.
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
-        let done = if self.is_moved() {
+        let done = if self.moved {
             Err(TimerError::Shutdown)
         } else {
             Ok(())
@@ -365,7 +348,7 @@ impl Sleep {
                 self.set_entry(Some(key));
                 Poll::Pending
             }
-            Err(TimerError::Shutdown) if !self.is_moved() => {
+            Err(TimerError::Shutdown) if !self.moved => {
                 self.move_after_stop();
                 self.poll_elapsed(cx)
             }
