@@ -46,8 +46,7 @@ impl HashedWheelTimer {
     {
         // Whatever the task returns is dropped, as Netty's `void run`.
         let task = Closure(move |t: &Timeout| drop(task(t)));
-        let (now, deadline) = self.shared().clock.now_and_after(delay);
-        self.schedule_entry(now, deadline, Task::callback(Box::new(task)))
+        self.schedule_after(Task::callback(Box::new(task)), delay)
     }
 
     /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`], such as one
@@ -58,8 +57,7 @@ impl HashedWheelTimer {
         task: T,
         delay: Duration,
     ) -> Result<Timeout, TimerError> {
-        let (now, deadline) = self.shared().clock.now_and_after(delay);
-        self.schedule_entry(now, deadline, Task::callback(Box::new(task)))
+        self.schedule_after(Task::callback(Box::new(task)), delay)
     }
 
     /// [`new_timeout`](Self::new_timeout) at an absolute `deadline` on this
@@ -93,9 +91,8 @@ impl HashedWheelTimer {
     where
         F: FnOnce(&Timeout) -> R + Send + 'static,
     {
-        let deadline = deadline.into();
         let task = Closure(move |t: &Timeout| drop(task(t)));
-        self.schedule_at(Task::callback(Box::new(task)), deadline)
+        self.schedule_at(Task::callback(Box::new(task)), deadline.into())
     }
 
     /// [`new_timeout_task`](Self::new_timeout_task) at an absolute
@@ -108,8 +105,17 @@ impl HashedWheelTimer {
         task: T,
         deadline: impl Into<Instant>,
     ) -> Result<Timeout, TimerError> {
-        let deadline = deadline.into();
-        self.schedule_at(Task::callback(Box::new(task)), deadline)
+        self.schedule_at(Task::callback(Box::new(task)), deadline.into())
+    }
+
+    #[inline(always)]
+    pub(crate) fn schedule_after(
+        &self,
+        task: Task,
+        delay: Duration,
+    ) -> Result<Timeout, TimerError> {
+        let (now, deadline) = self.shared().clock.now_and_after(delay);
+        self.schedule_entry(now, deadline, task)
     }
 
     pub(crate) fn schedule_at(&self, task: Task, deadline: Instant) -> Result<Timeout, TimerError> {

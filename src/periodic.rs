@@ -119,8 +119,8 @@ impl HashedWheelTimer {
     where
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
-        let every = every("period", period, Every::Rate)?;
-        self.schedule_periodic(Periodic::new(erased(task), every), initial_delay)
+        let task = Periodic::new(erased(task), every("period", period, Every::Rate)?);
+        self.schedule_after(Task::periodic(task), initial_delay)
     }
 
     /// Runs `task` first after `initial_delay`, then again and again, each
@@ -173,17 +173,8 @@ impl HashedWheelTimer {
     where
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
-        let every = every("delay", delay, Every::Delay)?;
-        self.schedule_periodic(Periodic::new(erased(task), every), initial_delay)
-    }
-
-    fn schedule_periodic(
-        &self,
-        task: Periodic,
-        initial_delay: Duration,
-    ) -> Result<Timeout, TimerError> {
-        let (now, deadline) = self.shared().clock.now_and_after(initial_delay);
-        self.schedule_entry(now, deadline, Task::periodic(task))
+        let task = Periodic::new(erased(task), every("delay", delay, Every::Delay)?);
+        self.schedule_after(Task::periodic(task), initial_delay)
     }
 }
 
