@@ -161,8 +161,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// Sleeps until `deadline` on the [default timer](default_timer); see
 /// [`HashedWheelTimer::sleep_until`].
 ///
-/// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-/// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+/// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
 pub fn sleep_until(deadline: impl Into<Instant>) -> Sleep {
     let deadline = deadline.into();
     with_default(|timer| timer.sleep_until(deadline))
@@ -189,8 +188,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> TimeoutFuture<F:
 /// Runs `future` with a deadline at `deadline`, on the
 /// [default timer](default_timer); see [`HashedWheelTimer::timeout_at`].
 ///
-/// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-/// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+/// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
 pub fn timeout_at<F: IntoFuture>(
     deadline: impl Into<Instant>,
     future: F,
@@ -220,8 +218,7 @@ pub fn interval(period: Duration) -> Interval {
 /// An [`Interval`] on the [default timer](default_timer), first tick at
 /// `start`; see [`HashedWheelTimer::interval_at`].
 ///
-/// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-/// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+/// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
 pub fn interval_at(start: impl Into<Instant>, period: Duration) -> Interval {
     let start = start.into();
     with_default(|timer| timer.interval_at(start, period))
@@ -242,8 +239,7 @@ pub fn try_interval(period: Duration) -> Result<Interval, TimerError> {
 ///
 /// [`TimerError::ZeroPeriod`] if `period` is zero.
 ///
-/// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-/// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+/// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
 pub fn try_interval_at(
     start: impl Into<Instant>,
     period: Duration,
@@ -295,8 +291,7 @@ where
 /// # Ok::<(), hashed_wheel_timer::TimerError>(())
 /// ```
 ///
-/// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-/// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+/// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
 pub fn new_timeout_at<F, R>(task: F, deadline: impl Into<Instant>) -> Result<Timeout, TimerError>
 where
     F: FnOnce(&Timeout) -> R + Send + 'static,

@@ -139,8 +139,7 @@ impl HashedWheelTimer {
     /// An [`Interval`] whose first tick is at `start` and then every
     /// `period`; a zero period is handled as by [`interval`](Self::interval).
     ///
-    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn interval_at(&self, start: impl Into<Instant>, period: Duration) -> Interval {
         let start = start.into();
         self.try_interval_at(start, period).unwrap_or_else(|error| {
@@ -176,8 +175,7 @@ impl HashedWheelTimer {
     ///
     /// [`TimerError::ZeroPeriod`] if `period` is zero.
     ///
-    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn try_interval_at(
         &self,
         start: impl Into<Instant>,
@@ -280,8 +278,7 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is at `deadline`.
     ///
-    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn reset_at(&mut self, deadline: impl Into<Instant>) {
         let deadline = deadline.into();
         self.sleep.reset(deadline);

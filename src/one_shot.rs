@@ -81,8 +81,7 @@ impl HashedWheelTimer {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     ///
-    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn new_timeout_at<F, R>(
         &self,
         task: F,
@@ -98,8 +97,7 @@ impl HashedWheelTimer {
     /// [`new_timeout_task`](Self::new_timeout_task) at an absolute
     /// `deadline`, as [`new_timeout_at`](Self::new_timeout_at).
     ///
-    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn new_timeout_task_at<T: TimerTask>(
         &self,
         task: T,

@@ -152,8 +152,7 @@ impl HashedWheelTimer {
     /// time, which those clocks do not follow, so `sleep_until(Instant::now()
     /// + d)` then `advance(d)` would not fire it.
     ///
-    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn sleep_until(&self, deadline: impl Into<Instant>) -> Sleep {
         let deadline = deadline.into();
         let nanos = self.shared().clock.to_nanos(deadline);
@@ -278,8 +277,7 @@ impl Sleep {
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
     ///
-    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn reset(&mut self, deadline: impl Into<Instant>) {
         let deadline = deadline.into();
         let earlier = deadline < self.deadline;

@@ -196,8 +196,7 @@ impl Timeout {
     /// [`reset`](Timeout::reset) to an absolute deadline on the timer's
     /// clock (see [`HashedWheelTimer::now`](crate::HashedWheelTimer::now)).
     ///
-    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn reset_at(&self, deadline: impl Into<Instant>) -> bool {
         let deadline = deadline.into();
         let shared = self.shared();

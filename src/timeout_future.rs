@@ -77,8 +77,7 @@ impl HashedWheelTimer {
     /// Runs `future` with a deadline at `deadline`, on this timer's clock.
     /// See [`TimeoutFuture`].
     ///
-    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn timeout_at<F: IntoFuture>(
         &self,
         deadline: impl Into<Instant>,

@@ -209,8 +209,7 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// clock (see [`HashedWheelTimer::now`]). A deadline already past is
     /// due at once, as a zero delay is.
     ///
-    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn insert_at(&self, item: T, deadline: impl Into<Instant>) -> Result<DelayKey, TimerError> {
         let timer = &self.inner.timer;
         let clock = &timer.shared().clock;
@@ -269,8 +268,7 @@ impl<T> DelayQueue<T> {
 
     /// [`reset`](Self::reset) to an absolute deadline on the timer's clock.
     ///
-    /// The deadline is a `std::time::Instant` or a `tokio::time::Instant`;
-    /// on a manual or tokio clock, see [which instant to use](crate#deadlines).
+    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn reset_at(&self, key: &DelayKey, deadline: impl Into<Instant>) -> bool {
         let deadline = deadline.into();
         self.moved(key, true, |timeout| timeout.reset_at(deadline))
