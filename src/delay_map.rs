@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use futures::Stream;
 
-use crate::delay_queue::{drop_item, shard_count};
+use crate::delay_queue::{drop_item, lock, shard_count};
 use crate::engine::sync::{Mutex, MutexGuard};
 use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 
@@ -132,11 +132,6 @@ impl<K, V> Drop for Shards<K, V> {
                 .for_each(drop_item);
         }
     }
-}
-
-fn lock<M>(shard: &Mutex<M>) -> MutexGuard<'_, M> {
-    // A panicking `Hash` or `Eq` of a key leaves the map sound.
-    shard.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// When a deadline falls, as given: after a delay from now, or at an

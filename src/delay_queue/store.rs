@@ -142,9 +142,11 @@ pub(crate) fn shard_count() -> usize {
     (threads * 2).next_power_of_two().clamp(2, 64)
 }
 
-fn lock<T>(shard: &Mutex<Shard<T>>) -> MutexGuard<'_, Shard<T>> {
-    // No user code runs under the lock; recover rather than propagate.
-    shard.lock().unwrap_or_else(|p| p.into_inner())
+/// Locks a delay queue's or map's mutex, recovering rather than propagating
+/// poison: no user code runs under a queue's locks, and a key's panicking
+/// `Hash` or `Eq` leaves a map sound.
+pub(crate) fn lock<M>(mutex: &Mutex<M>) -> MutexGuard<'_, M> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A number fixed per thread, counting threads as they first ask, so that

@@ -21,6 +21,7 @@ use std::task::Waker;
 
 use slab::Slab;
 
+use crate::delay_queue::lock;
 use crate::engine::sync::{fence, AtomicBool, Mutex, Ordering};
 
 #[derive(Default)]
@@ -38,16 +39,11 @@ pub(crate) struct Waiters {
 pub(crate) struct Seat(std::sync::atomic::AtomicUsize);
 
 impl Waiters {
-    fn lock(&self) -> crate::engine::sync::MutexGuard<'_, Slab<Option<Waker>>> {
-        // No user code runs under this lock; recover rather than propagate.
-        self.seats.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Registers `waker` as the one to wake for `seat`'s handle, before the
     /// caller looks for an item once more.
     pub(crate) fn register(&self, seat: &Seat, waker: &Waker) {
         let displaced = {
-            let mut seats = self.lock();
+            let mut seats = lock(&self.seats);
             let taken = seat.0.load(Ordering::Relaxed).checked_sub(1);
             let index = match taken.filter(|&index| seats.contains(index)) {
                 Some(index) => index,
@@ -77,7 +73,7 @@ impl Waiters {
         let Some(index) = seat.0.load(Ordering::Relaxed).checked_sub(1) else {
             return;
         };
-        let waker = self.lock().try_remove(index);
+        let waker = lock(&self.seats).try_remove(index);
         seat.0.store(0, Ordering::Relaxed);
         drop(waker); // outside the lock
     }
@@ -91,7 +87,7 @@ impl Waiters {
             return;
         }
         let wakers: Vec<Waker> = {
-            let mut seats = self.lock();
+            let mut seats = lock(&self.seats);
             self.armed.store(false, Ordering::Relaxed);
             seats
                 .iter_mut()
@@ -199,7 +195,10 @@ mod loom_models {
             );
             waiters.leave(&seat);
             waiters.leave(&other_seat);
-            assert!(waiters.lock().is_empty(), "the handles gave their seats up");
+            assert!(
+                lock(&waiters.seats).is_empty(),
+                "the handles gave their seats up"
+            );
         });
     }
 }
