@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 pub use key::{DelayKey, Expired};
 
+use crate::engine::clock::Nanos;
 use crate::engine::driver::ShutdownHook;
 use crate::engine::entry::task::{panic_message, Listener, Notice, Task};
 use crate::{current_timer, HashedWheelTimer, TimerError};
@@ -198,11 +199,8 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// is one pending timeout until it fires or is removed), and
     /// [`TimerError::WorkerSpawn`]. The item is dropped.
     pub fn insert(&self, item: T, delay: Duration) -> Result<DelayKey, TimerError> {
-        let timer = &self.inner.timer;
-        let (now, deadline) = timer.shared().clock.now_and_after(delay);
-        self.put(item, deadline <= now, |task| {
-            timer.schedule_entry(now, deadline, task)
-        })
+        let (now, deadline) = self.inner.timer.shared().clock.now_and_after(delay);
+        self.put(item, now, deadline)
     }
 
     /// [`insert`](Self::insert) with an absolute deadline on the timer's
@@ -211,24 +209,15 @@ impl<T: Send + 'static> DelayQueue<T> {
     ///
     /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn insert_at(&self, item: T, deadline: impl Into<Instant>) -> Result<DelayKey, TimerError> {
-        let timer = &self.inner.timer;
-        let clock = &timer.shared().clock;
-        let (now, deadline) = (clock.now(), clock.to_nanos(deadline.into()));
-        self.put(item, deadline <= now, |task| {
-            timer.schedule_entry(now, deadline, task)
-        })
+        let clock = &self.inner.timer.shared().clock;
+        self.put(item, clock.now(), clock.to_nanos(deadline.into()))
     }
 
-    /// Stores `item` in this thread's shard and schedules its timeout with
-    /// `schedule`, under the shard's lock, so that the slot is filled
-    /// before the stream can look for it. Scheduling runs no user code.
-    /// An item `due` already wakes the consumers.
-    fn put(
-        &self,
-        item: T,
-        due: bool,
-        schedule: impl FnOnce(Task) -> Result<crate::Timeout, TimerError>,
-    ) -> Result<DelayKey, TimerError> {
+    /// Stores `item` in this thread's shard and schedules its timeout at
+    /// `deadline` as read `now`, under the shard's lock, so that the slot is
+    /// filled before the stream can look for it. Scheduling runs no user
+    /// code. An item due already wakes the consumers.
+    fn put(&self, item: T, now: Nanos, deadline: Nanos) -> Result<DelayKey, TimerError> {
         if self.is_closed() {
             drop_item(item);
             return Err(TimerError::QueueClosed);
@@ -239,11 +228,15 @@ impl<T: Send + 'static> DelayQueue<T> {
             to: self.inner.listener.clone(),
             token: key.into(),
         };
-        match schedule(Task::Notice(notice)) {
+        let scheduled = self
+            .inner
+            .timer
+            .schedule_entry(now, deadline, Task::Notice(notice));
+        match scheduled {
             Ok(timeout) => {
                 shard.put(key, timeout, item);
                 drop(shard);
-                if due {
+                if deadline <= now {
                     self.inner.signal.waiters.wake_all();
                 }
                 Ok(key)
@@ -286,19 +279,17 @@ impl<T> DelayQueue<T> {
         reset: impl FnOnce(&crate::Timeout) -> bool,
     ) -> bool {
         let moved = self.with_slot(key, |slot| {
-            let before = slot.timeout.deadline();
-            let wake = |t: &crate::Timeout| wake_if_earlier || t.remaining().is_zero();
-            reset(&slot.timeout).then(|| slot.timeout.deadline() < before && wake(&slot.timeout))
+            let (timeout, before) = (&slot.timeout, slot.timeout.deadline());
+            let wake = || wake_if_earlier || timeout.remaining().is_zero();
+            reset(timeout).then(|| timeout.deadline() < before && wake())
         });
-        match moved.flatten() {
-            Some(earlier) => {
-                if earlier {
-                    self.inner.signal.waiters.wake_all();
-                }
-                true
-            }
-            None => false,
+        let Some(wake) = moved.flatten() else {
+            return false;
+        };
+        if wake {
+            self.inner.signal.waiters.wake_all();
         }
+        true
     }
 
     /// Takes the item `key` names out of the queue, and cancels its
