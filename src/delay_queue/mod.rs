@@ -322,11 +322,7 @@ impl<T> DelayQueue<T> {
         let slot = self.inner.store.lock_of(key)?.take(key)?;
         slot.timeout.cancel();
         self.wake_if_ending();
-        Some(Expired {
-            deadline: slot.timeout.deadline(),
-            item: slot.item,
-            key: *key,
-        })
+        Some(slot.into_expired())
     }
 
     /// The deadline of the item `key` names, on the timer's clock: the

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 use slab::Slab;
 
-use crate::delay_queue::key::{DelayKey, GENERATION_MASK};
+use crate::delay_queue::key::{DelayKey, Expired, GENERATION_MASK};
 use crate::Timeout;
 
 /// An item and its timeout.
@@ -26,6 +26,18 @@ pub(crate) struct Slot<T> {
     pub(crate) key: DelayKey,
     pub(crate) timeout: Timeout,
     pub(crate) item: T,
+}
+
+impl<T> Slot<T> {
+    /// The item taken out, with its key and deadline.
+    pub(crate) fn into_expired(self) -> Expired<T> {
+        let deadline = self.timeout.deadline();
+        Expired {
+            item: self.item,
+            key: self.key,
+            deadline,
+        }
+    }
 }
 
 pub(crate) struct Shard<T> {

@@ -99,17 +99,9 @@ impl<T> DelayQueue<T> {
     fn next_fired(&self) -> Option<Expired<T>> {
         while let Some(key) = self.inner.signal.fired.pop() {
             let key = DelayKey::from(key);
-            let slot = self
-                .inner
-                .store
-                .lock_of(&key)
-                .and_then(|mut s| s.take(&key));
-            if let Some(slot) = slot {
-                return Some(Expired {
-                    deadline: slot.timeout.deadline(),
-                    item: slot.item,
-                    key,
-                });
+            let shard = self.inner.store.lock_of(&key);
+            if let Some(slot) = shard.and_then(|mut shard| shard.take(&key)) {
+                return Some(slot.into_expired());
             }
         }
         None
