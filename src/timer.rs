@@ -81,10 +81,6 @@ impl HashedWheelTimer {
     }
 
     pub(crate) fn from_config(config: Config, source: Source) -> HashedWheelTimer {
-        let runtime = match &source {
-            Source::Tokio(runtime) => Some(runtime.clone()),
-            _ => None,
-        };
         let owner = Arc::new_cyclic(|weak: &std::sync::Weak<Owner>| {
             let shared = Shared::new(config, source);
             shared.set_owner(weak.clone());
@@ -94,8 +90,8 @@ impl HashedWheelTimer {
                 _registration: Registration::new(),
             }
         });
-        if let Some(runtime) = runtime {
-            crate::engine::driver::worker::spawn_on_tokio(&owner.shared, &runtime);
+        if let Some(runtime) = owner.shared.clock.tokio_runtime() {
+            worker::spawn_on_tokio(&owner.shared, runtime);
         }
         HashedWheelTimer { owner }
     }
