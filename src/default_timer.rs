@@ -163,7 +163,6 @@ pub fn sleep(duration: Duration) -> Sleep {
 ///
 /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
 pub fn sleep_until(deadline: impl Into<Instant>) -> Sleep {
-    let deadline = deadline.into();
     with_default(|timer| timer.sleep_until(deadline))
 }
 
@@ -193,7 +192,6 @@ pub fn timeout_at<F: IntoFuture>(
     deadline: impl Into<Instant>,
     future: F,
 ) -> TimeoutFuture<F::IntoFuture> {
-    let deadline = deadline.into();
     with_default(|timer| timer.timeout_at(deadline, future))
 }
 
@@ -220,7 +218,6 @@ pub fn interval(period: Duration) -> Interval {
 ///
 /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
 pub fn interval_at(start: impl Into<Instant>, period: Duration) -> Interval {
-    let start = start.into();
     with_default(|timer| timer.interval_at(start, period))
 }
 
@@ -244,7 +241,6 @@ pub fn try_interval_at(
     start: impl Into<Instant>,
     period: Duration,
 ) -> Result<Interval, TimerError> {
-    let start = start.into();
     with_default(|timer| timer.try_interval_at(start, period))
 }
 
@@ -296,6 +292,5 @@ pub fn new_timeout_at<F, R>(task: F, deadline: impl Into<Instant>) -> Result<Tim
 where
     F: FnOnce(&Timeout) -> R + Send + 'static,
 {
-    let deadline = deadline.into();
     with_default(|timer| timer.new_timeout_at(task, deadline))
 }

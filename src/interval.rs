@@ -181,14 +181,13 @@ impl HashedWheelTimer {
         start: impl Into<Instant>,
         period: Duration,
     ) -> Result<Interval, TimerError> {
-        let start = start.into();
         if period.is_zero() {
             return Err(TimerError::ZeroPeriod {
                 what: "period",
                 value: period,
             });
         }
-        Ok(self.new_interval(start, period))
+        Ok(self.new_interval(start.into(), period))
     }
 
     fn new_interval(&self, start: Instant, period: Duration) -> Interval {
@@ -280,7 +279,6 @@ impl Interval {
     ///
     /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn reset_at(&mut self, deadline: impl Into<Instant>) {
-        let deadline = deadline.into();
         self.sleep.reset(deadline);
     }
 

@@ -125,8 +125,7 @@ impl Timeout {
     /// [`reset`](Timeout::reset), the new deadline. A delay too large to
     /// represent saturates to a point centuries away.
     pub fn deadline(&self) -> Instant {
-        let shared = self.shared();
-        shared.clock.to_instant(self.entry().deadline())
+        self.shared().clock.to_instant(self.entry().deadline())
     }
 
     /// Time left until its deadline, on the timer's own clock (so a manual
@@ -198,9 +197,8 @@ impl Timeout {
     ///
     /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn reset_at(&self, deadline: impl Into<Instant>) -> bool {
-        let deadline = deadline.into();
         let shared = self.shared();
-        shared.reset(self.key(), shared.clock.to_nanos(deadline))
+        shared.reset(self.key(), shared.clock.to_nanos(deadline.into()))
     }
 
     /// When the current run was due, as `java.util.TimerTask`'s

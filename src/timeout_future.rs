@@ -83,7 +83,6 @@ impl HashedWheelTimer {
         deadline: impl Into<Instant>,
         future: F,
     ) -> TimeoutFuture<F::IntoFuture> {
-        let deadline = deadline.into();
         TimeoutFuture::new(future.into_future(), self.sleep_until(deadline))
     }
 }

@@ -66,8 +66,6 @@ where
     }
 }
 
-/// The engine calls every `TimerTask` through its own `Callback`, with the
-/// handle erased; it is always a `Timeout`.
 /// The engine hands a callback its own `Timeout` as `&dyn Any` (see
 /// ARCHITECTURE.md, "Where the types loop"), and nothing else.
 pub(crate) fn timeout_of(handle: &dyn Any) -> &Timeout {
