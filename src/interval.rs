@@ -202,8 +202,8 @@ impl HashedWheelTimer {
 impl Interval {
     /// Waits for the next tick and returns the instant it was due.
     ///
-    /// Cancel safe. After the timer stops it returns at once; see the type's
-    /// docs.
+    /// Cancel safe. After the timer stops it keeps ticking each period, on
+    /// the default timer or the tokio clock's runtime; see the type's docs.
     pub async fn tick(&mut self) -> Instant {
         poll_fn(|cx| self.poll_tick(cx)).await
     }
