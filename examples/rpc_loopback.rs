@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use hashed_wheel_timer::{DelayQueue, HashedWheelTimer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tower::{service_fn, Layer, Service, ServiceExt};
@@ -94,26 +95,29 @@ impl Timers {
     }
 }
 
+/// Writes the ids `ids` yields to `write`, a flush per batch waiting.
+async fn write_ids(write: OwnedWriteHalf, mut ids: mpsc::UnboundedReceiver<u64>) {
+    let mut write = BufWriter::new(write);
+    while let Some(id) = ids.recv().await {
+        let mut more = Some(id);
+        while let Some(id) = more {
+            if write.write_u64(id).await.is_err() {
+                return;
+            }
+            more = ids.try_recv().ok();
+        }
+        if write.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Serves one connection: each request answered by a task of its own,
 /// through the way's timeout layer; answers go back through one writer.
 async fn serve(stream: TcpStream, timers: Timers) {
     let (read, write) = stream.into_split();
-    let (answers, mut to_write) = mpsc::unbounded_channel::<u64>();
-    tokio::spawn(async move {
-        let mut write = BufWriter::new(write);
-        while let Some(id) = to_write.recv().await {
-            let mut more = Some(id);
-            while let Some(id) = more {
-                if write.write_u64(id).await.is_err() {
-                    return;
-                }
-                more = to_write.try_recv().ok();
-            }
-            if write.flush().await.is_err() {
-                return;
-            }
-        }
-    });
+    let (answers, to_write) = mpsc::unbounded_channel::<u64>();
+    tokio::spawn(write_ids(write, to_write));
     let mut read = BufReader::new(read);
     while let Ok(id) = read.read_u64().await {
         let (timers, answers) = (timers.clone(), answers.clone());
@@ -167,22 +171,8 @@ async fn connect(addr: SocketAddr) -> Connection {
     let stream = TcpStream::connect(addr).await.expect("connect");
     stream.set_nodelay(true).expect("nodelay");
     let (read, write) = stream.into_split();
-    let (requests, mut to_send) = mpsc::unbounded_channel::<u64>();
-    tokio::spawn(async move {
-        let mut write = BufWriter::new(write);
-        while let Some(id) = to_send.recv().await {
-            let mut more = Some(id);
-            while let Some(id) = more {
-                if write.write_u64(id).await.is_err() {
-                    return;
-                }
-                more = to_send.try_recv().ok();
-            }
-            if write.flush().await.is_err() {
-                return;
-            }
-        }
-    });
+    let (requests, to_send) = mpsc::unbounded_channel::<u64>();
+    tokio::spawn(write_ids(write, to_send));
     let waiting: Waiting = Arc::default();
     let answered = waiting.clone();
     tokio::spawn(async move {
