@@ -213,10 +213,11 @@ fn run_periodic(timeout: &Timeout, mut task: UserBox<Periodic>) {
 #[cold]
 #[inline(never)]
 fn report_panic(timeout: &Timeout, panic: &(dyn Any + Send)) {
+    let (entry, shared) = (timeout.entry(), timeout.shared());
     tracing::warn!(
         target: "hashed_wheel_timer",
-        deadline = ?timeout.deadline(),
-        periodic = timeout.is_periodic(),
+        deadline = ?shared.clock.to_instant(entry.deadline()),
+        periodic = entry.is_periodic(),
         panic = panic_message(panic),
         "a timer task panicked; the timer keeps running"
     );
@@ -230,7 +231,7 @@ impl Drop for Dispatch {
         }
         tracing::warn!(
             target: "hashed_wheel_timer",
-            deadline = ?self.timeout.deadline(),
+            deadline = ?shared.clock.to_instant(self.timeout.entry().deadline()),
             "the executor dropped a timer task without running it; its timeout is now stopped"
         );
         drop(shared.end_unrun(self.timeout.entry()));
