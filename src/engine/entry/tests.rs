@@ -106,15 +106,6 @@ fn a_fired_entry_can_end_stopped_once() {
 }
 
 #[test]
-fn cancel_finds_a_periodic_entry_whatever_its_phase() {
-    // A cancel that first guesses PENDING and finds RUNNING retries.
-    let e = running();
-    assert!(e.try_rearm(10));
-    assert!(e.try_fire());
-    assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
-}
-
-#[test]
 fn a_reset_moves_the_deadline_in_force_not_the_filed_one() {
     let e = Entry::new(100, Task::Wake(None));
     assert_eq!(e.try_reset(300), Some(100));
