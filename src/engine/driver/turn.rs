@@ -11,8 +11,7 @@ use crate::engine::driver::counts::Ended;
 use crate::engine::driver::{Core, Shared, IDLE};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Fire;
-use crate::engine::intake::lane::{Lane, KEEP_HALF};
-use crate::engine::intake::Drain;
+use crate::engine::intake::lane::{Drained, Lane, KEEP_HALF};
 use crate::engine::sync::{fence, Ordering};
 
 /// The most new timeouts the driver files per turn, as in Netty, so a flood
@@ -53,7 +52,7 @@ impl Shared {
     }
 
     /// The start of a turn: mailbox, then arrivals (`all`: held ones too).
-    pub(crate) fn prepare(&self, core: &mut Core, now: Nanos, all: bool) -> Drain {
+    pub(crate) fn prepare(&self, core: &mut Core, now: Nanos, all: bool) -> Drained {
         let now_tick = self.clock.ticks_at(now);
         let ready_by = Some(self.clock.time_of(now_tick));
         self.answer_housekeeping(core, now_tick);
@@ -82,13 +81,13 @@ impl Shared {
     }
 
     /// When to drain again for held keys: the end of the first one's tick.
-    fn look_time(&self, drained: Drain) -> Option<Nanos> {
+    fn look_time(&self, drained: Drained) -> Option<Nanos> {
         let tick = self.clock.tick_of(drained.look_by?);
         Some(self.clock.time_of(tick))
     }
 
     /// When to turn next; a round at most while producers cancel young.
-    fn next_turn(&self, core: &Core, now_tick: u64, drained: Drain) -> Option<Nanos> {
+    fn next_turn(&self, core: &Core, now_tick: u64, drained: Drained) -> Option<Nanos> {
         let at = |tick: u64| self.clock.time_of(tick);
         if drained.more {
             return Some(at(now_tick));

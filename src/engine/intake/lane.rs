@@ -98,7 +98,8 @@ struct ProducerSide {
     last_now: AtomicU64,
 }
 
-#[derive(Debug)]
+/// What a drain of a lane, or of the whole intake (`Intake::drain`), did.
+#[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Drained {
     pub(crate) taken: usize,
     /// Some cells passed were empty: withdrawn by a cancel.

@@ -21,7 +21,7 @@ use std::sync::OnceLock;
 use crate::engine::clock::{earliest, Nanos};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
-use crate::engine::intake::lane::{unmark, Lane, KEEP_NONE, KEEP_YOUNG};
+use crate::engine::intake::lane::{unmark, Drained, Lane, KEEP_NONE, KEEP_YOUNG};
 use crate::engine::sync::{AtomicBool, AtomicUsize, Ordering, Queue};
 
 /// Lane indices: at most this many live threads queue without contention.
@@ -29,15 +29,6 @@ const MAX_LANES: usize = 256;
 
 /// Every this many keys on the shared queue ask the driver to look.
 const SHARED_LOOK_EVERY: usize = 1024;
-
-/// What a drain of the intake did.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Drain {
-    /// Keys due to be filed were left behind: drain again now.
-    pub(crate) more: bool,
-    /// The time by which the driver must drain again, for keys it holds.
-    pub(crate) look_by: Option<Nanos>,
-}
 
 pub(crate) struct Intake {
     /// Lane `i` is the lane of the thread holding index `i`.
@@ -107,24 +98,25 @@ impl Intake {
         now: Nanos,
         all: bool,
         mut out: impl FnMut(Key),
-    ) -> Drain {
-        let mut left = limit;
-        let mut result = Drain::default();
+    ) -> Drained {
+        let keep = if all { KEEP_NONE } else { KEEP_YOUNG };
+        let mut result = Drained::default();
         for lane in self.lanes() {
-            let keep = if all { KEEP_NONE } else { KEEP_YOUNG };
-            let drained = lane.drain(now, keep, left, &mut out);
-            result.look_by = earliest(result.look_by, drained.look_by);
-            left -= drained.taken;
+            let drained = lane.drain(now, keep, limit - result.taken, &mut out);
+            result.taken += drained.taken;
+            result.skipped |= drained.skipped;
             result.more |= drained.more;
-            if drained.skipped {
-                self.saw_withdrawn.store(true, Ordering::Relaxed);
-            }
+            result.look_by = earliest(result.look_by, drained.look_by);
         }
-        for _ in 0..left {
+        if result.skipped {
+            self.saw_withdrawn.store(true, Ordering::Relaxed);
+        }
+        while result.taken < limit {
             let Some(key) = self.shared.pop() else {
                 return result;
             };
             out(key);
+            result.taken += 1;
         }
         result.more |= !self.shared.is_empty();
         result
