@@ -193,16 +193,6 @@ impl Shared {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn set_wake(&self, wake: Unpark) {
-        let _ = self.wake.set(wake);
-    }
-
-    /// True once a worker thread or driver task runs.
-    #[inline]
-    pub(crate) fn has_driver(&self) -> bool {
-        self.wake.get().is_some()
-    }
-
     pub(crate) fn is_worker_thread(&self) -> bool {
         matches!(self.wake.get(), Some(Unpark::Thread(t)) if t.id() == std::thread::current().id())
     }

@@ -30,8 +30,8 @@ use crate::engine::sync::Ordering;
 
 #[inline(always)]
 pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), Refusal> {
-    if shared.has_driver() {
-        return Ok(()); // the common case, without the lock
+    if shared.wake.get().is_some() {
+        return Ok(()); // a driver runs: the common case, without the lock
     }
     start(shared)
 }
@@ -47,14 +47,14 @@ fn start(shared: &Arc<Shared>) -> Result<(), Refusal> {
         .name(shared.config.thread_name.clone())
         .spawn(move || run(for_thread))
         .map_err(|e| Refusal::WorkerSpawn(e.to_string()))?;
-    shared.set_wake(Unpark::Thread(handle.thread().clone()));
+    let _ = shared.wake.set(Unpark::Thread(handle.thread().clone()));
     *worker = Some(handle);
     Ok(())
 }
 
 fn run(shared: Arc<Shared>) {
     // Published before the first look at the queue: no unpark is missed.
-    shared.set_wake(Unpark::Thread(thread::current()));
+    let _ = shared.wake.set(Unpark::Thread(thread::current()));
     let clock = &shared.clock;
     let mut due = Vec::new();
     loop {
@@ -96,7 +96,7 @@ pub(crate) fn round(shared: &Arc<Shared>, due: &mut Vec<Key>) -> Round {
 /// Spawns the driver on `runtime`; producers wake it through a `Notify`.
 pub(crate) fn spawn_on_tokio(shared: &Arc<Shared>, runtime: &tokio::runtime::Handle) {
     let notify = Arc::new(Notify::new());
-    shared.set_wake(Unpark::Task(notify.clone()));
+    let _ = shared.wake.set(Unpark::Task(notify.clone()));
     // The guard is the future's from the start: a task dropped before its first poll drops it too.
     runtime.spawn(drive(ShutDownOnDrop(shared.clone()), notify));
 }
