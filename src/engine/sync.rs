@@ -20,6 +20,12 @@ pub(crate) use loom::cell::UnsafeCell;
 #[cfg(not(loom))]
 pub(crate) use crossbeam_queue::SegQueue as Queue;
 
+/// `mutex.lock()`, going on past a poisoning: no engine lock guards data a panic leaves
+/// half-changed (no user code runs under one, or its panic is caught).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// `SegQueue`'s API on a loom `Mutex`.
 #[cfg(loom)]
 #[derive(Default)]

@@ -15,6 +15,7 @@ use crate::engine::entry::handle::Timeout;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::{panic_message, Handoff, JobState, Jobs, Periodic, Task, UserBox};
 use crate::engine::entry::Entry;
+use crate::engine::sync::{lock, MutexGuard};
 
 /// A fired task handed to the executor. The task waits in its entry until the
 /// job starts, so `stop()` can take it back; a job dropped unrun ends stopped.
@@ -31,22 +32,17 @@ impl Shared {
         match &self.config.executor {
             Some(executor) if !matches!(task, Task::Wake(_) | Task::Notice(_)) => {
                 timeout.entry().put_task(task);
-                self.lock_jobs().insert(key, JobState::Queued);
+                lock(&self.jobs).insert(key, JobState::Queued);
                 hand_off(executor, timeout);
             }
             _ => run(&timeout, task),
         }
     }
 
-    pub(crate) fn lock_jobs(&self) -> crate::engine::sync::MutexGuard<'_, Jobs> {
-        // No user code runs under this lock; recover rather than propagate.
-        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Takes `key`'s task to run, marking its job `Running` in the same step.
     /// `None` if `stop()` took the job back, or a cancel took a periodic task.
     fn start_job(&self, key: Key) -> Option<Task> {
-        let mut jobs = self.lock_jobs();
+        let mut jobs = lock(&self.jobs);
         let state = jobs.get_mut(&key).filter(|s| **s == JobState::Queued)?;
         *state = JobState::Running;
         self.entry(key).take_task()
@@ -59,9 +55,9 @@ impl Shared {
 
     /// `end_job`, the table kept locked while the caller re-arms: a `stop()`
     /// finds it `Running` or back in the intake; a new job waits to enter.
-    fn job_done(&self, key: Key) -> Option<crate::engine::sync::MutexGuard<'_, Jobs>> {
+    fn job_done(&self, key: Key) -> Option<MutexGuard<'_, Jobs>> {
         self.config.executor.as_ref()?;
-        let mut jobs = self.lock_jobs();
+        let mut jobs = lock(&self.jobs);
         jobs.remove(&key);
         Some(jobs)
     }
@@ -71,7 +67,7 @@ impl Shared {
     /// in progress (it finishes, not re-armed). Returns how many were still pending.
     pub(crate) fn reclaim_jobs(&self, taken_back: &mut Vec<Key>) -> usize {
         let mut uncounted = 0;
-        for (key, state) in self.lock_jobs().drain() {
+        for (key, state) in lock(&self.jobs).drain() {
             let entry = self.entry(key);
             match state {
                 JobState::Queued => {
@@ -226,7 +222,7 @@ fn report_panic(timeout: &Timeout, panic: &(dyn Any + Send)) {
 impl Drop for Dispatch {
     fn drop(&mut self) {
         let (key, shared) = (self.timeout.key(), self.timeout.shared());
-        if self.started || shared.lock_jobs().remove(&key).is_none() {
+        if self.started || lock(&shared.jobs).remove(&key).is_none() {
             return; // it started, or `stop()` took it back
         }
         tracing::warn!(

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::engine::clock::{later, saturating_nanos, Nanos};
 use crate::engine::driver::Shared;
-use crate::engine::sync::{AtomicU64, Ordering};
+use crate::engine::sync::{lock, AtomicU64, Ordering};
 
 impl Shared {
     /// Moves time on by `by`, turning at each time with work on the way, the
@@ -29,7 +29,7 @@ impl Shared {
             target.fetch_max(to, Ordering::AcqRel);
             return false;
         }
-        let _driving = self.driver.lock().unwrap_or_else(|p| p.into_inner());
+        let _driving = lock(&self.driver);
         self.as_driver(|| self.drive_to(target, by))
     }
 

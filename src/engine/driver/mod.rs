@@ -27,7 +27,9 @@ use crate::engine::intake::lane::urgent_nanos;
 use crate::engine::intake::Intake;
 #[cfg(test)]
 use crate::engine::sync::AtomicUsize;
-use crate::engine::sync::{AtomicBool, AtomicU64, LocalKey, Mutex, MutexGuard, Ordering, Queue};
+use crate::engine::sync::{
+    lock, AtomicBool, AtomicU64, LocalKey, Mutex, MutexGuard, Ordering, Queue,
+};
 use crate::engine::wheel::Wheel;
 
 /// `planned_wake` while the driver is awake: no producer needs to wake it.
@@ -188,9 +190,8 @@ impl Shared {
     }
 
     pub(crate) fn lock_core(&self) -> MutexGuard<'_, Core> {
-        // No user code runs under this lock (see `Slots::release_locked`);
-        // recover rather than propagate.
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
+        // No user code runs under this lock (see `Slots::release_locked`).
+        lock(&self.core)
     }
 
     pub(crate) fn is_worker_thread(&self) -> bool {
@@ -249,7 +250,7 @@ pub(crate) struct ShutdownHooks(Mutex<Vec<Weak<dyn ShutdownHook>>>);
 impl ShutdownHooks {
     /// Adds `hook`, dropping those whose owners have gone.
     pub(crate) fn add(&self, hook: &Arc<dyn ShutdownHook>) {
-        let mut hooks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut hooks = lock(&self.0);
         hooks.retain(|h| h.strong_count() > 0);
         hooks.push(Arc::downgrade(hook));
     }
@@ -257,7 +258,7 @@ impl ShutdownHooks {
     /// Calls every live hook, outside the lock.
     pub(crate) fn run(&self) {
         let hooks: Vec<_> = {
-            let hooks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            let hooks = lock(&self.0);
             hooks.iter().filter_map(Weak::upgrade).collect()
         };
         hooks.iter().for_each(|h| h.shut_down());

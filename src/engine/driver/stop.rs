@@ -10,7 +10,7 @@ use crate::engine::driver::Shared;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::engine::entry::Entry;
-use crate::engine::sync::{fence, Ordering};
+use crate::engine::sync::{fence, lock, Ordering};
 
 impl Shared {
     /// Due entries that will not fire after all: stopped, into `Core::unfired`.
@@ -90,7 +90,7 @@ impl Shared {
     /// second caller waits too: the first holds `worker` until it joined.
     fn wait_for_driver(&self) {
         {
-            let mut worker = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+            let mut worker = lock(&self.worker);
             if let Some(handle) = worker.take() {
                 // The worker may not have published its `Thread` when
                 // `shut_down` tried to unpark it: unpark it here too.
@@ -99,7 +99,7 @@ impl Shared {
             }
         }
         if !self.is_driving_here() {
-            drop(self.driver.lock().unwrap_or_else(|p| p.into_inner()));
+            drop(lock(&self.driver));
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::engine::clock::Nanos;
 use crate::engine::driver::counts::Refusal;
 use crate::engine::driver::{Shared, Unpark, BUSY};
 use crate::engine::entry::key::Key;
-use crate::engine::sync::Ordering;
+use crate::engine::sync::{lock, Ordering};
 
 #[inline(always)]
 pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), Refusal> {
@@ -38,7 +38,7 @@ pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), Refusal> {
 
 #[cold]
 fn start(shared: &Arc<Shared>) -> Result<(), Refusal> {
-    let mut worker = shared.worker.lock().unwrap_or_else(|p| p.into_inner());
+    let mut worker = lock(&shared.worker);
     if worker.is_some() || shared.is_shutdown() {
         return Ok(());
     }
@@ -106,7 +106,7 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
     let mut due = Vec::new();
     loop {
         let planned = {
-            let _driving = shared.driver.lock().unwrap_or_else(|p| p.into_inner());
+            let _driving = lock(&shared.driver);
             shared.as_driver(|| round(shared, &mut due))
         };
         match planned {

@@ -22,7 +22,7 @@ use crate::engine::clock::{earliest, Nanos};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
 use crate::engine::intake::lane::{unmark, Drained, Lane, KEEP_NONE, KEEP_YOUNG};
-use crate::engine::sync::{AtomicBool, AtomicUsize, Ordering, Queue};
+use crate::engine::sync::{lock, AtomicBool, AtomicUsize, Ordering, Queue};
 
 /// Lane indices: at most this many live threads queue without contention.
 const MAX_LANES: usize = 256;
@@ -177,7 +177,7 @@ fn with_pool<R>(f: impl FnOnce(&mut Pool) -> R) -> R {
     loom::lazy_static! {
         static ref POOL: loom::sync::Mutex<Pool> = loom::sync::Mutex::new(EMPTY);
     }
-    f(&mut POOL.lock().unwrap_or_else(|p| p.into_inner()))
+    f(&mut lock(&POOL))
 }
 
 /// A thread's lane index, given back when the thread exits.
