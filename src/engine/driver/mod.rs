@@ -128,7 +128,7 @@ pub(crate) struct Shared {
     wake: OnceLock<Unpark>,
     /// The face's handle, weakly, for `Timeout::timer()`, kept unnamed.
     owner: OnceLock<Weak<dyn Any + Send + Sync>>,
-    pub(crate) shutdown_hooks: ShutdownHooks,
+    shutdown_hooks: Mutex<Vec<Weak<dyn ShutdownHook>>>,
 }
 
 impl Shared {
@@ -160,7 +160,7 @@ impl Shared {
             worker: Mutex::new(None),
             wake: OnceLock::new(),
             owner: OnceLock::new(),
-            shutdown_hooks: ShutdownHooks::default(),
+            shutdown_hooks: Mutex::new(Vec::new()),
         }
     }
 
@@ -181,9 +181,13 @@ impl Shared {
         self.shutdown.load(Ordering::SeqCst)
     }
 
-    /// Calls `hook` when the timer shuts down, or now if it has.
+    /// Calls `hook` when the timer shuts down, or now if it has. Held weakly, as its owner may go
+    /// first: those whose owners have gone are dropped here.
     pub(crate) fn on_shutdown(&self, hook: &Arc<dyn ShutdownHook>) {
-        self.shutdown_hooks.add(hook);
+        let mut hooks = lock(&self.shutdown_hooks);
+        hooks.retain(|h| h.strong_count() > 0);
+        hooks.push(Arc::downgrade(hook));
+        drop(hooks);
         if self.is_shutdown() {
             hook.shut_down();
         }
@@ -241,26 +245,4 @@ impl Shared {
 /// Told once, after `stop()` has stopped every entry.
 pub(crate) trait ShutdownHook: Send + Sync {
     fn shut_down(&self);
-}
-
-/// The hooks of one timer, held weakly: a hook's owner may go first.
-#[derive(Default)]
-pub(crate) struct ShutdownHooks(Mutex<Vec<Weak<dyn ShutdownHook>>>);
-
-impl ShutdownHooks {
-    /// Adds `hook`, dropping those whose owners have gone.
-    pub(crate) fn add(&self, hook: &Arc<dyn ShutdownHook>) {
-        let mut hooks = lock(&self.0);
-        hooks.retain(|h| h.strong_count() > 0);
-        hooks.push(Arc::downgrade(hook));
-    }
-
-    /// Calls every live hook, outside the lock.
-    pub(crate) fn run(&self) {
-        let hooks: Vec<_> = {
-            let hooks = lock(&self.0);
-            hooks.iter().filter_map(Weak::upgrade).collect()
-        };
-        hooks.iter().for_each(|h| h.shut_down());
-    }
 }

@@ -3,6 +3,7 @@
 //! its runtime); futures are woken instead. Hooks (`Shared::on_shutdown`)
 //! run last, for a delay queue's consumer waiting with no entry in the wheel.
 
+use std::sync::Weak;
 use std::task::Waker;
 
 use crate::engine::driver::counts::Ended;
@@ -82,7 +83,12 @@ impl Shared {
             !future
         });
         all.sort_by_key(|&key| self.entry(key).deadline());
-        self.shutdown_hooks.run();
+        // Every live hook, called outside the lock (it ends with this statement).
+        let hooks: Vec<_> = lock(&self.shutdown_hooks)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        hooks.iter().for_each(|h| h.shut_down());
         all
     }
 
