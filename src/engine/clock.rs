@@ -71,26 +71,24 @@ enum Time {
 
 impl Clock {
     pub(crate) fn of(tick_nanos: u64, source: Source) -> Clock {
-        let (start, time) = match source {
-            Source::Real => (Instant::now(), Time::Real),
+        let (start, time, real_time) = match source {
+            Source::Real => (Instant::now(), Time::Real, true),
             Source::Manual => (
                 Instant::now(),
                 Time::Manual {
                     now: AtomicU64::new(0),
                     target: AtomicU64::new(0),
                 },
+                false,
             ),
             Source::Tokio(handle) => {
                 let start = {
                     let _entered = handle.enter();
                     tokio::time::Instant::now()
                 };
-                (start.into_std(), Time::Tokio { handle, start })
+                let real_time = handle.runtime_flavor() == RuntimeFlavor::MultiThread;
+                (start.into_std(), Time::Tokio { handle, start }, real_time)
             }
-        };
-        let real_time = match &time {
-            Time::Tokio { handle, .. } => handle.runtime_flavor() == RuntimeFlavor::MultiThread,
-            other => matches!(other, Time::Real),
         };
         Clock {
             start,
