@@ -119,9 +119,7 @@ fn wake_if_future(entry: &Entry) -> bool {
             Err(())
         }
     });
-    let Ok(waker) = waker else {
-        return false;
-    };
-    waker.into_iter().for_each(Waker::wake);
-    true
+    let future = waker.is_ok();
+    waker.into_iter().flatten().for_each(Waker::wake);
+    future
 }
