@@ -15,15 +15,23 @@ use crate::HashedWheelTimer;
 
 const MS: Duration = Duration::from_millis(1);
 
-/// A driver's round, as the thread and a tokio task both run it (`unparks`
-/// counts either's wake-up): the time it would wake; `Err`: round again.
-fn worker_round(timer: &HashedWheelTimer) -> Result<Option<u64>, ()> {
-    let mut due = Vec::new();
-    match crate::engine::driver::worker::round(timer.shared(), &mut due) {
+/// A driver's round from `BUSY`, as the thread and a tokio task both run it, against `other` on a
+/// thread of its own: the time it would wake (`Err`: round again), whether it was woken
+/// (`unparks` counts either's wake-up), and what `other` returned.
+fn round_against<T: Send + 'static>(
+    timer: &HashedWheelTimer,
+    other: impl FnOnce() -> T + Send + 'static,
+) -> (Result<Option<u64>, ()>, bool, T) {
+    let shared = timer.shared();
+    shared.planned_wake.store(BUSY, Ordering::SeqCst);
+    let other = thread::spawn(other);
+    let round = match crate::engine::driver::worker::round(shared, &mut Vec::new()) {
         Round::Sleep(wake) => Ok(wake),
         Round::Again => Err(()),
         Round::Exit => unreachable!("not stopped"),
-    }
+    };
+    let out = other.join().unwrap();
+    (round, shared.unparks.load(Ordering::Relaxed) > 0, out)
 }
 
 /// A producer queues a timeout while the driver turns and plans its sleep
@@ -32,18 +40,13 @@ fn worker_round(timer: &HashedWheelTimer) -> Result<Option<u64>, ()> {
 fn arrival_against_plan(delay: Duration) {
     loom::model(move || {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let shared = timer.shared().clone();
-        shared.planned_wake.store(BUSY, Ordering::SeqCst);
-        let producer = {
-            let timer = timer.clone();
-            thread::spawn(move || timer.new_timeout(|_| {}, delay).unwrap())
-        };
-        let planned = worker_round(&timer);
-        let t = producer.join().unwrap();
+        let producer = timer.clone();
+        let (planned, woken, t) =
+            round_against(&timer, move || producer.new_timeout(|_| {}, delay).unwrap());
+        let shared = timer.shared();
         let deadline = shared.entry(t.key()).deadline();
         // A producer wakes only a driver whose published plan it read: one
         // that reads `BUSY` never does.
-        let woken = shared.unparks.load(Ordering::Relaxed) > 0;
         let filed = shared.lock_core().wheel.len() == 1;
         let looks_in_time = matches!(planned, Ok(Some(wake)) if wake <= deadline);
         assert!(
@@ -72,16 +75,10 @@ fn loom_models_a_reset_earlier_against_the_workers_plan() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
         timer.advance(MS * 70); // filed into the wheel
-        let shared = timer.shared().clone();
-        shared.planned_wake.store(BUSY, Ordering::SeqCst);
-        let resetter = {
-            let t = t.clone();
-            thread::spawn(move || assert!(t.reset(MS * 5)))
-        };
-        let round = worker_round(&timer);
-        resetter.join().unwrap();
+        let resetter = t.clone();
+        let (round, woken, ()) = round_against(&timer, move || assert!(resetter.reset(MS * 5)));
+        let shared = timer.shared();
         let deadline = shared.entry(t.key()).deadline();
-        let woken = shared.unparks.load(Ordering::Relaxed) > 0;
         let refiled = shared.entry(t.key()).filed() == deadline;
         let wakes_in_time =
             matches!(round, Ok(Some(wake)) if wake <= deadline + shared.clock.time_of(1));
