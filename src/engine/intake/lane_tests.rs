@@ -227,12 +227,10 @@ fn loom_models_a_drain_holding_a_key_against_its_owner_wrapping_round() {
 /// one is `HOLD` old: filed 4 ms after its deadline.
 #[test]
 fn a_key_pushed_with_an_older_reading_keeps_the_lane_in_time_order() {
+    use crate::HashedWheelTimer;
     use std::time::Duration;
     const MS: u64 = 1_000_000;
-    let timer = crate::HashedWheelTimer::builder()
-        .manual_clock()
-        .build()
-        .unwrap();
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
     let shared = timer.shared();
     timer.advance(Duration::from_millis(50));
     let now = shared.clock.now();
