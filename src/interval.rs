@@ -113,33 +113,19 @@ pub struct Interval {
 }
 
 impl HashedWheelTimer {
-    /// An [`Interval`] whose first tick is now and then every `period`.
+    /// An [`Interval`] whose first tick is now and then every `period`
+    /// (example on [`Interval`]).
     ///
     /// A zero period cannot tick. Where tokio panics, this raises it to one
     /// tick of this timer (its resolution) and logs a `tracing` warning;
     /// [`try_interval`](Self::try_interval) returns the error instead.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let timer = HashedWheelTimer::new();
-    /// let mut iv = timer.interval(Duration::from_millis(2));
-    /// let first = iv.tick().await;
-    /// let second = iv.tick().await;
-    /// assert_eq!(second - first, Duration::from_millis(2));
-    /// # }
-    /// ```
     pub fn interval(&self, period: Duration) -> Interval {
         self.interval_at(self.now(), period)
     }
 
-    /// An [`Interval`] whose first tick is at `start` and then every
-    /// `period`; a zero period is handled as by [`interval`](Self::interval).
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// An [`Interval`] whose first tick is at `start` ([which
+    /// `Instant`](crate#deadlines)) and then every `period`; a zero period
+    /// is handled as by [`interval`](Self::interval).
     pub fn interval_at(&self, start: impl Into<Instant>, period: Duration) -> Interval {
         let start = start.into();
         self.try_interval_at(start, period).unwrap_or_else(|error| {
@@ -174,8 +160,6 @@ impl HashedWheelTimer {
     /// # Errors
     ///
     /// [`TimerError::ZeroPeriod`] if `period` is zero.
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn try_interval_at(
         &self,
         start: impl Into<Instant>,
@@ -275,9 +259,8 @@ impl Interval {
         self.reset_at(saturating_add(now, after));
     }
 
-    /// Restarts the schedule: the next tick is at `deadline`.
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// Restarts the schedule: the next tick is at `deadline` ([which
+    /// `Instant`](crate#deadlines)).
     pub fn reset_at(&mut self, deadline: impl Into<Instant>) {
         self.sleep.reset(deadline);
     }

@@ -29,9 +29,8 @@ pin_project! {
     /// # When the timer stops
     ///
     /// It neither hangs nor ends early: the inner future keeps its time,
-    /// waited out on the process-wide [`default_timer`](crate::default_timer)
-    /// or on a tokio clock's runtime (see [`Sleep`]), and if it is not ready
-    /// by then the call ends with an `Elapsed` whose
+    /// waited out elsewhere (see [`Sleep`]), and if it is not ready by then
+    /// the call ends with an `Elapsed` whose
     /// [`is_shutdown`](Elapsed::is_shutdown) is true. So a retry loop around
     /// it does not spin.
     ///
@@ -74,10 +73,8 @@ impl HashedWheelTimer {
         TimeoutFuture::new(future.into_future(), self.sleep(duration))
     }
 
-    /// Runs `future` with a deadline at `deadline`, on this timer's clock.
-    /// See [`TimeoutFuture`].
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// Runs `future` with a deadline at `deadline`, on this timer's clock
+    /// ([which `Instant`](crate#deadlines)). See [`TimeoutFuture`].
     pub fn timeout_at<F: IntoFuture>(
         &self,
         deadline: impl Into<Instant>,
