@@ -237,9 +237,7 @@ pub fn try_interval_at(
 ///
 /// # Errors
 ///
-/// As [`HashedWheelTimer::new_timeout`]: [`TimerError::Shutdown`] if the
-/// default timer was stopped, [`TimerError::WorkerSpawn`] if its thread
-/// could not start.
+/// As [`HashedWheelTimer::new_timeout`].
 ///
 /// ```
 /// use std::sync::mpsc;

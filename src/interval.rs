@@ -16,11 +16,9 @@ use crate::{HashedWheelTimer, Sleep, TimerError};
 const MISSED_TICK_TOLERANCE: Duration = Duration::from_millis(5);
 
 /// What an [`Interval`] does when ticks were missed, because the code
-/// between `tick()` calls ran longer than the period. As in tokio; the
-/// default is [`Burst`](MissedTickBehavior::Burst).
-///
-/// With a period of 50 ms and a tick due at 0 ms that is polled only at
-/// 170 ms (ticks 50, 100 and 150 missed), the following ticks are due at:
+/// between `tick()` calls ran longer than the period; as in tokio. With a
+/// period of 50 ms and a tick due at 0 ms polled only at 170 ms, the
+/// following ticks are due at:
 ///
 /// | behaviour | due at (ms) |
 /// |---|---|
@@ -71,9 +69,8 @@ fn nanos_to_duration(nanos: u128) -> Duration {
 ///
 /// Each tick completes at the end of the wheel tick its due time falls in;
 /// [`tick`](Interval::tick) returns the instant it was due, not when it
-/// completed. It holds one wheel entry while a tick is awaited.
-///
-/// It is also a [`Stream`] of those instants.
+/// completed. It holds one wheel entry while a tick is awaited, and is also
+/// a [`Stream`] of those instants.
 ///
 /// # Cancellation
 ///
@@ -82,11 +79,11 @@ fn nanos_to_duration(nanos: u128) -> Duration {
 ///
 /// # When the timer stops
 ///
-/// It neither hangs nor spins: `tick()` goes on ticking each period, waited
-/// out on the process-wide [`default_timer`](crate::default_timer), or on a
-/// tokio clock's runtime (see [`Sleep`](crate::Sleep)). To end the loop on a stop, check
-/// [`HashedWheelTimer::is_shutdown`], or use [`try_tick`](Interval::try_tick),
-/// which returns [`TimerError::Shutdown`] at once, or the stream, which ends.
+/// It neither hangs nor spins: `tick()` goes on ticking each period,
+/// waited out elsewhere (see [`Sleep`](crate::Sleep)). To end the loop on a
+/// stop, check [`HashedWheelTimer::is_shutdown`], or use
+/// [`try_tick`](Interval::try_tick), which errs at once, or the stream,
+/// which ends.
 ///
 /// # Examples
 ///
@@ -184,10 +181,8 @@ impl HashedWheelTimer {
 }
 
 impl Interval {
-    /// Waits for the next tick and returns the instant it was due.
-    ///
-    /// Cancel safe. After the timer stops it keeps ticking each period, on
-    /// the default timer or the tokio clock's runtime; see the type's docs.
+    /// Waits for the next tick and returns the instant it was due. Cancel
+    /// safe; after a stop it keeps ticking (see the type's docs).
     pub async fn tick(&mut self) -> Instant {
         poll_fn(|cx| self.poll_tick(cx)).await
     }

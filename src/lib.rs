@@ -80,22 +80,6 @@
 //! driver's health: a [`LatenessHistogram`], `driver_wakeups`,
 //! `driver_busy` (see [Metrics](#metrics)).
 //!
-//! ```
-//! use hashed_wheel_timer::HashedWheelTimer;
-//! use std::time::Duration;
-//!
-//! let timer = HashedWheelTimer::builder().manual_clock().build()?;
-//! let idle = timer.new_timeout(|_| println!("idle: close"), Duration::from_secs(30))?;
-//! timer.advance(Duration::from_secs(25));
-//! assert!(idle.reset(Duration::from_secs(30)));
-//! assert_eq!(idle.remaining(), Duration::from_secs(30));
-//! timer.advance(Duration::from_secs(30));
-//! assert!(idle.is_expired());
-//! let s = timer.stats();
-//! assert_eq!((s.scheduled, s.fired, s.pending), (1, 1, 0));
-//! # Ok::<(), hashed_wheel_timer::TimerError>(())
-//! ```
-//!
 //! # Metrics
 //!
 //! With the cargo feature `metrics`, each timer's driver publishes the

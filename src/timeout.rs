@@ -199,27 +199,8 @@ impl Timeout {
     /// When the current run was due, as `java.util.TimerTask`'s
     /// `scheduledExecutionTime`: compare it inside the task with
     /// [`HashedWheelTimer::now`](crate::HashedWheelTimer::now) to skip a
-    /// run that comes too late after an overrun:
-    ///
-    /// ```
-    /// use hashed_wheel_timer::{HashedWheelTimer, Timeout};
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let clock = timer.clone();
-    /// timer.schedule_at_fixed_rate(
-    ///     move |t: &Timeout| {
-    ///         if clock.now() - t.scheduled_execution_time() > Duration::from_millis(500) {
-    ///             return; // too late to be useful
-    ///         }
-    ///         // ... refresh the cache ...
-    ///     },
-    ///     Duration::ZERO,
-    ///     Duration::from_secs(1),
-    /// )?;
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
-    ///
+    /// run that comes too late after an overrun (example on
+    /// [`schedule_at_fixed_rate`](crate::HashedWheelTimer::schedule_at_fixed_rate)).
     /// It is the same as [`deadline`](Timeout::deadline): during a periodic
     /// run, that run's due time; outside one, the next's. A run fires at
     /// the end of the tick its due time falls in, so even an on-time run
