@@ -59,21 +59,7 @@ use crate::{HashedWheelTimer, TimerError};
 ///
 /// # Examples
 ///
-/// ```
-/// use hashed_wheel_timer::HashedWheelTimer;
-/// use std::time::Duration;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let timer = HashedWheelTimer::new();
-/// let sleep = timer.sleep(Duration::from_millis(10));
-/// let deadline = sleep.deadline();
-/// sleep.await;
-/// assert!(timer.now() >= deadline);
-/// # }
-/// ```
-///
-/// Deterministically, on a manual clock:
+/// On a manual clock:
 ///
 /// ```
 /// use hashed_wheel_timer::HashedWheelTimer;
@@ -167,16 +153,6 @@ impl Sleep {
         } else {
             &self.timer
         }
-    }
-
-    /// A reading no later than the clock's now and no later than the one
-    /// the deadline was made from, if `sleep` made it; once only.
-    fn take_made_at(&mut self) -> Option<Nanos> {
-        let before = std::mem::take(&mut self.made_ms_before);
-        (before != 0).then(|| {
-            self.deadline_nanos
-                .saturating_sub(u64::from(before) * MS_NANOS)
-        })
     }
 
     /// Replaces the entry, giving up our reference to the old one.
@@ -297,7 +273,13 @@ impl Sleep {
         } else {
             Ok(())
         };
-        let made_at = self.take_made_at();
+        // A reading no later than now nor than the one the deadline was
+        // made from, if `sleep` made it; once only.
+        let before = std::mem::take(&mut self.made_ms_before);
+        let made_at = (before != 0).then(|| {
+            let before = u64::from(before) * MS_NANOS;
+            self.deadline_nanos.saturating_sub(before)
+        });
         let shared = self.home().shared();
         let clock = &shared.clock;
         let real_time = clock.reads_real_time();
