@@ -266,21 +266,7 @@ impl HashedWheelTimer {
     /// [`Executor`](crate::Executor) thread, it is an ordinary `advance`.
     ///
     /// On a timer with a real clock it does nothing but log a warning.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let t = timer.new_timeout(|_| {}, Duration::from_millis(5))?;
-    /// timer.advance(Duration::from_millis(4));
-    /// assert!(!t.is_expired());
-    /// timer.advance(Duration::from_millis(1));
-    /// assert!(t.is_expired());
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
+    /// (Examples: [`new_timeout`](Self::new_timeout), [`Sleep`](crate::Sleep).)
     pub fn advance(&self, by: Duration) {
         self.shared().advance(by);
     }
@@ -344,11 +330,12 @@ impl fmt::Debug for HashedWheelTimer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::engine::driver::worker::tests::eventually;
 
-    fn in_wheel(timer: &HashedWheelTimer) -> usize {
+    /// Entries filed in the wheel (not those still in the intake).
+    pub(crate) fn in_wheel(timer: &HashedWheelTimer) -> usize {
         timer.shared().lock_core().wheel.len()
     }
 
