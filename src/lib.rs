@@ -45,10 +45,9 @@
 //! ```
 //!
 //! The timer's own thread wakes the futures, so they work on any tokio
-//! runtime and with none (`futures::executor::block_on`). A future
-//! registers with the wheel on its first pending poll and leaves it when
-//! dropped. After [`stop`](HashedWheelTimer::stop) none hangs or spins:
-//! see [`Sleep`].
+//! runtime and with none (`futures::executor::block_on`). See [`Sleep`] for
+//! when a future takes a place in the wheel, and why none hangs or spins
+//! after [`stop`](HashedWheelTimer::stop).
 //!
 //! # The wheel
 //!
@@ -117,24 +116,19 @@
 //! feature `tower`, `TimeoutLayer` is tower's timeout layer on the wheel
 //! (see the `tower` module).
 //!
-//! # Where callbacks run
-//!
-//! On the worker thread by default, so a slow callback delays every later
-//! tick, as in Netty. [`Builder::executor`] hands callbacks to an
-//! [`Executor`] instead, such as a tokio runtime's blocking pool through
-//! [`TokioExecutor`], and the worker goes straight back to the wheel.
+//! Callbacks run on the worker thread by default, so a slow one delays
+//! every later tick, as in Netty; [`Builder::executor`] hands them to an
+//! [`Executor`] instead, such as [`TokioExecutor`].
 //!
 //! # Testing
 //!
-//! [`Builder::tokio_clock`] gives a timer on the tokio runtime's clock,
-//! driven by a task on it, so `#[tokio::test(start_paused = true)]`,
-//! `tokio::time::advance` and auto-advance move it as they move
-//! `tokio::time`. [`set_default`] makes the free functions use a timer of
-//! your choice on this thread, so code written against them is tested as
-//! it is. [`Builder::manual_clock`] gives a timer with no thread whose time
-//! moves only by [`HashedWheelTimer::advance`] (or
-//! [`advance_to_next`](HashedWheelTimer::advance_to_next)): tests are
-//! exact, never flaky.
+//! [`Builder::manual_clock`] gives a timer with no thread whose time moves
+//! only by [`HashedWheelTimer::advance`] (or
+//! [`advance_to_next`](HashedWheelTimer::advance_to_next)): exact, never
+//! flaky. [`Builder::tokio_clock`] gives one on the tokio runtime's clock,
+//! which `start_paused`, `tokio::time::advance` and auto-advance move.
+//! [`set_default`] makes the free functions use such a timer on this
+//! thread, so code written against them is tested as it is.
 //!
 //! # Deadlines
 //!
