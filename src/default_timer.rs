@@ -49,13 +49,10 @@ thread_local! {
 /// Makes `timer` the one the free functions ([`sleep`], [`timeout`],
 /// [`interval`], [`new_timeout`], ...) use on this thread, until the
 /// returned guard is dropped; then the one before comes back. Guards nest,
-/// as `tracing::subscriber::set_default`'s do.
-///
-/// So code written against the free functions can be tested as it is: give
-/// it a timer on a paused tokio runtime's clock
-/// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or on a manual
-/// clock. Only this thread is affected, so a test that spawns work on a
-/// multi-threaded runtime should use a `current_thread` one, as
+/// as `tracing::subscriber::set_default`'s do. So code written against the
+/// free functions can be tested as it is, on a paused tokio runtime's clock
+/// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or a manual one.
+/// Only this thread is affected: test on a `current_thread` runtime, as
 /// `#[tokio::test]` does by default.
 ///
 /// ```

@@ -11,15 +11,13 @@ use crate::{Elapsed, HashedWheelTimer, Sleep};
 
 pin_project! {
     /// A future with a deadline, made by [`HashedWheelTimer::timeout`] and
-    /// [`timeout_at`](HashedWheelTimer::timeout_at); tokio's
-    /// `time::Timeout` (named apart from this crate's [`Timeout`](crate::Timeout)
-    /// handle).
+    /// [`timeout_at`](HashedWheelTimer::timeout_at): tokio's `time::Timeout`,
+    /// named apart from this crate's [`Timeout`](crate::Timeout) handle.
     ///
     /// It resolves to `Ok` with the inner future's output if that finishes
     /// first, or to `Err(`[`Elapsed`]`)` once the deadline passes. The inner
-    /// future is polled first on every poll, so one that is ready at the
-    /// deadline still wins, and one that is ready at once never touches
-    /// the wheel.
+    /// future is polled first on every poll, so one ready at the deadline
+    /// still wins, and one ready at once never touches the wheel.
     ///
     /// # Cancellation
     ///
