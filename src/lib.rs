@@ -190,12 +190,11 @@ pub use engine::driver::turn::DRAIN_CAP_PER_TICK;
 /// clone refers to the same timeout. Dropping handles does not cancel: call
 /// [`cancel`].
 ///
-/// A one-shot timeout ends in exactly one of three ways: it *expires* (its
-/// task ran), it is *cancelled*, or it is returned by
-/// [`stop`](crate::HashedWheelTimer::stop) without running. A periodic
+/// A one-shot timeout ends in exactly one way: it *expires* (its task ran),
+/// is *cancelled*, or is *stopped* (returned by
+/// [`stop`](crate::HashedWheelTimer::stop) without running). A periodic
 /// one (from [`schedule_at_fixed_rate`] or [`schedule_with_fixed_delay`])
-/// stays pending across its runs, and ends cancelled, stopped, or expired
-/// by a panicking run.
+/// stays pending across its runs:
 ///
 /// | | `is_pending` | `is_expired` | `is_cancelled` | `is_stopped` |
 /// |---|---|---|---|---|

@@ -2,16 +2,13 @@
 //! The payload (`Periodic`, `Every`) is the engine's, in `task.rs`; how a
 //! run ends, re-armed or not, is in `rearm.rs`.
 //!
-//! A periodic task is one entry for its whole life, so its [`Timeout`]
-//! cancels all later runs and `pending_timeouts()` counts it once. Each run
-//! moves the entry `PENDING -> RUNNING` (see `entry.rs`); the task is taken
-//! out for the run, wherever it runs, and the runner re-arms the entry only
-//! after the run returns, so runs of one task never overlap, not even on a
-//! multi-threaded executor. Re-arming computes the next due time, puts the
-//! task back, swaps `RUNNING -> PENDING` and pushes the entry onto the
-//! intake queue, exactly as a new timeout is scheduled; from an executor
-//! thread the push wakes the worker if its planned wake-up would fire the
-//! run more than a tick late.
+//! A periodic task is one entry for its whole life. Each run moves it
+//! `PENDING -> RUNNING` (see `entry.rs`) and takes the task out; the runner
+//! re-arms the entry only after the run returns (next due time, task back,
+//! `RUNNING -> PENDING`, a push onto the intake as a new timeout's), so
+//! runs never overlap, even on a multi-threaded executor. From an executor
+//! thread the push wakes the worker if it would otherwise fire the run
+//! more than a tick late.
 
 use std::any::Any;
 use std::time::Duration;
