@@ -131,11 +131,8 @@ impl Builder {
 
     /// Use a manual clock: the timer has no thread, and time moves only when
     /// [`HashedWheelTimer::advance`] is called, which fires what is due on
-    /// the calling thread. For exact, never-flaky tests.
-    ///
-    /// Take deadlines for it from [`HashedWheelTimer::now`], the manual
-    /// time: `Instant::now()` is the real time, which a manual clock does
-    /// not follow.
+    /// the calling thread. For exact, never-flaky tests. Take deadlines
+    /// from [`HashedWheelTimer::now`], not `Instant::now()`.
     ///
     /// With [`tokio_clock`](Builder::tokio_clock) too, `build` fails with
     /// [`TimerError::ClockConflict`].
@@ -149,38 +146,27 @@ impl Builder {
     ///
     /// The timer reads `tokio::time::Instant`, so a paused runtime moves it
     /// exactly as it moves `tokio::time`: `#[tokio::test(start_paused =
-    /// true)]`, `tokio::time::advance` and auto-advance all fire what comes
-    /// due, and a test gets the answer production gets. Its futures,
-    /// callbacks, [`now`](HashedWheelTimer::now) and
+    /// true)]`, `tokio::time::advance` and auto-advance fire what comes
+    /// due. Its futures, callbacks, [`now`](HashedWheelTimer::now) and
     /// [`Timeout::remaining`](crate::Timeout::remaining) all follow that
-    /// clock. It also suits a production program that wants no extra
-    /// thread.
+    /// clock; take deadlines from it ([which to use](crate#deadlines)).
+    /// [`advance`](HashedWheelTimer::advance) does nothing: use
+    /// `tokio::time::advance`.
     ///
-    /// **For futures in tasks on a multi-thread runtime** it is the cheaper
-    /// choice: its wheel turns on the runtime's own wake-ups, so a fired
-    /// timeout wakes its task with one wake-up (a worker's, as tokio's
-    /// timer does), where a timer with a thread of its own takes two (its
-    /// thread's, then a worker's). Where timeouts fire often, that is the
-    /// difference between costing what `tokio::time` costs and about a
-    /// quarter more (the README's "Measuring the async faces in tasks").
+    /// It also suits production code that wants no extra thread, and for
+    /// futures in tasks on a multi-thread runtime it is the cheaper choice:
+    /// a fired timeout wakes its task with one wake-up (a runtime worker's,
+    /// as tokio's timer does), not two (the timer's thread's, then a
+    /// worker's); see the README's "Measuring the async faces in tasks".
     ///
-    /// Callbacks run on the driver task, so a slow one delays the runtime
-    /// thread it runs on as well as later timeouts; give the timer an
-    /// [`executor`](Builder::executor) for heavy ones. When the runtime
-    /// shuts down, the timer shuts down with it.
-    ///
-    /// **When the runtime stalls**, so does this timer: its driver is a task
-    /// woken by tokio's own timer. With one worker blocked, another free
-    /// worker runs it and the timer keeps time; with every worker blocked
-    /// (a synchronous call, a long loop without a yield), nothing fires,
-    /// callbacks included, until a worker is free, and then everything due
-    /// fires at once, late, never early. A timer on the real clock (the
-    /// default) has a thread of its own and keeps firing: see the README's
-    /// "When a worker is stuck" and `examples/stuck_worker.rs`. Take deadlines from
-    /// [`HashedWheelTimer::now`] (or `tokio::time::Instant::now()` in the
-    /// runtime), not `std::time::Instant::now()`, which a paused runtime
-    /// does not follow. [`advance`](HashedWheelTimer::advance) does
-    /// nothing: use `tokio::time::advance`.
+    /// Callbacks run on the driver task, so a slow one delays its runtime
+    /// thread as well as later timeouts: give heavy ones an
+    /// [`executor`](Builder::executor). When the runtime shuts down, so
+    /// does the timer. When every runtime worker is blocked, nothing fires,
+    /// callbacks included, until one is free; then everything due fires at
+    /// once, late, never early. A timer on the real clock (the default) has
+    /// a thread of its own and keeps firing: see the README's "When a
+    /// worker is stuck" and `examples/stuck_worker.rs`.
     ///
     /// `build` fails with [`TimerError::NoTokioRuntime`] outside a runtime,
     /// [`TimerError::TokioTimeDisabled`] in one built without
@@ -228,17 +214,6 @@ impl Builder {
     /// longer than 2^64 ns, a zero `max_pending_timeouts`, or a thread name
     /// with a NUL byte: each gets its own [`TimerError`] naming the value.
     pub fn build(self) -> Result<HashedWheelTimer, TimerError> {
-        let config = self.validate()?;
-        let source = match self.clock {
-            ClockChoice::Real => Source::Real,
-            ClockChoice::Manual => Source::Manual,
-            ClockChoice::Tokio => Source::Tokio(tokio_runtime()?),
-            ClockChoice::Both => return Err(TimerError::ClockConflict),
-        };
-        Ok(HashedWheelTimer::from_config(config, source))
-    }
-
-    fn validate(&self) -> Result<Config, TimerError> {
         let tick = self.tick_duration;
         if tick.is_zero() {
             return Err(TimerError::ZeroTickDuration(tick));
@@ -260,17 +235,24 @@ impl Builder {
             return Err(TimerError::ZeroMaxPendingTimeouts);
         }
         if self.thread_name.contains('\0') {
-            return Err(TimerError::InvalidThreadName(self.thread_name.clone()));
+            return Err(TimerError::InvalidThreadName(self.thread_name));
         }
-        Ok(Config {
-            executor: self.executor.clone(),
+        let source = match self.clock {
+            ClockChoice::Real => Source::Real,
+            ClockChoice::Manual => Source::Manual,
+            ClockChoice::Tokio => Source::Tokio(tokio_runtime()?),
+            ClockChoice::Both => return Err(TimerError::ClockConflict),
+        };
+        let config = Config {
+            executor: self.executor,
             tick_nanos,
             ticks_per_wheel,
             max_pending: self.max_pending_timeouts,
-            thread_name: self.thread_name.clone(),
             #[cfg(feature = "metrics")]
             publish: Box::new(crate::publish::Publisher::new(&self.thread_name)),
-        })
+            thread_name: self.thread_name,
+        };
+        Ok(HashedWheelTimer::from_config(config, source))
     }
 }
 

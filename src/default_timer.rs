@@ -10,20 +10,16 @@ use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerErro
 
 /// The process-wide timer: 1 ms ticks, 512 buckets, no pending limit.
 ///
-/// Built on first use; its worker thread starts with the first timeout,
-/// parks when nothing is pending and lives as long as the process. Every
-/// free function of this crate (`sleep`, `timeout`, `interval`, ...) uses
-/// it, so a program needs no setup. It needs no tokio runtime.
+/// Built on first use, with no tokio runtime needed; its worker thread
+/// starts with the first timeout, parks when nothing is pending and lives
+/// as long as the process. The free functions (`sleep`, `timeout`,
+/// `interval`, ...) use it, unless [`set_default`] set another timer on the
+/// calling thread; `default_timer()` always returns the process-wide one.
 ///
-/// It is shared by the whole process, so it cannot be stopped:
+/// Shared by the whole process, it cannot be stopped:
 /// [`stop`](HashedWheelTimer::stop) on it returns
-/// [`TimerError::StopDefaultTimer`] and it keeps running. Build your own
-/// timer with [`HashedWheelTimer::builder`] for other settings or a life of
-/// its own.
-///
-/// The free functions use [`set_default`]'s timer instead while one is set
-/// on the calling thread; `default_timer()` itself always returns the
-/// process-wide one.
+/// [`TimerError::StopDefaultTimer`]. Build your own timer for other
+/// settings or a life of its own.
 ///
 /// ```
 /// use hashed_wheel_timer::default_timer;
@@ -53,13 +49,10 @@ thread_local! {
 /// Makes `timer` the one the free functions ([`sleep`], [`timeout`],
 /// [`interval`], [`new_timeout`], ...) use on this thread, until the
 /// returned guard is dropped; then the one before comes back. Guards nest,
-/// as `tracing::subscriber::set_default`'s do.
-///
-/// So code written against the free functions can be tested as it is: give
-/// it a timer on a paused tokio runtime's clock
-/// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or on a manual
-/// clock. Only this thread is affected, so a test that spawns work on a
-/// multi-threaded runtime should use a `current_thread` one, as
+/// as `tracing::subscriber::set_default`'s do. So code written against the
+/// free functions can be tested as it is, on a paused tokio runtime's clock
+/// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or a manual one.
+/// Only this thread is affected: test on a `current_thread` runtime, as
 /// `#[tokio::test]` does by default.
 ///
 /// ```
@@ -158,16 +151,14 @@ pub fn sleep(duration: Duration) -> Sleep {
     with_default(|timer| timer.sleep(duration))
 }
 
-/// Sleeps until `deadline` on the [default timer](default_timer); see
-/// [`HashedWheelTimer::sleep_until`].
-///
-/// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+/// Sleeps until `deadline` ([which `Instant`](crate#deadlines)) on the
+/// [default timer](default_timer); see [`HashedWheelTimer::sleep_until`].
 pub fn sleep_until(deadline: impl Into<Instant>) -> Sleep {
     with_default(|timer| timer.sleep_until(deadline))
 }
 
 /// Runs `future` with a deadline `duration` from now, on the
-/// [default timer](default_timer); see [`HashedWheelTimer::timeout`].
+/// [default timer](default_timer); see [`TimeoutFuture`].
 ///
 /// ```
 /// use hashed_wheel_timer::timeout;
@@ -184,10 +175,8 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> TimeoutFuture<F:
     with_default(|timer| timer.timeout(duration, future))
 }
 
-/// Runs `future` with a deadline at `deadline`, on the
-/// [default timer](default_timer); see [`HashedWheelTimer::timeout_at`].
-///
-/// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+/// Runs `future` with a deadline at `deadline` ([which `Instant`](crate#deadlines)),
+/// on the [default timer](default_timer); see [`HashedWheelTimer::timeout_at`].
 pub fn timeout_at<F: IntoFuture>(
     deadline: impl Into<Instant>,
     future: F,
@@ -214,9 +203,7 @@ pub fn interval(period: Duration) -> Interval {
 }
 
 /// An [`Interval`] on the [default timer](default_timer), first tick at
-/// `start`; see [`HashedWheelTimer::interval_at`].
-///
-/// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+/// `start` ([which `Instant`](crate#deadlines)); see [`HashedWheelTimer::interval_at`].
 pub fn interval_at(start: impl Into<Instant>, period: Duration) -> Interval {
     with_default(|timer| timer.interval_at(start, period))
 }
@@ -235,8 +222,6 @@ pub fn try_interval(period: Duration) -> Result<Interval, TimerError> {
 /// # Errors
 ///
 /// [`TimerError::ZeroPeriod`] if `period` is zero.
-///
-/// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
 pub fn try_interval_at(
     start: impl Into<Instant>,
     period: Duration,
@@ -249,9 +234,7 @@ pub fn try_interval_at(
 ///
 /// # Errors
 ///
-/// As [`HashedWheelTimer::new_timeout`]: [`TimerError::Shutdown`] if the
-/// default timer was stopped, [`TimerError::WorkerSpawn`] if its thread
-/// could not start.
+/// As [`HashedWheelTimer::new_timeout`].
 ///
 /// ```
 /// use std::sync::mpsc;
@@ -269,25 +252,13 @@ where
     with_default(|timer| timer.new_timeout(task, delay))
 }
 
-/// Runs `task` once at `deadline`, on the [default timer](default_timer)'s
-/// thread; see [`HashedWheelTimer::new_timeout_at`].
+/// Runs `task` once at `deadline` ([which `Instant`](crate#deadlines)), on
+/// the [default timer](default_timer)'s thread; see
+/// [`HashedWheelTimer::new_timeout_at`].
 ///
 /// # Errors
 ///
 /// As [`new_timeout`].
-///
-/// ```
-/// use std::sync::mpsc;
-/// use std::time::{Duration, Instant};
-///
-/// let (tx, rx) = mpsc::channel();
-/// let at = Instant::now() + Duration::from_millis(1);
-/// hashed_wheel_timer::new_timeout_at(move |_| tx.send(()).unwrap(), at)?;
-/// rx.recv().unwrap();
-/// # Ok::<(), hashed_wheel_timer::TimerError>(())
-/// ```
-///
-/// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
 pub fn new_timeout_at<F, R>(task: F, deadline: impl Into<Instant>) -> Result<Timeout, TimerError>
 where
     F: FnOnce(&Timeout) -> R + Send + 'static,

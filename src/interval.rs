@@ -16,11 +16,9 @@ use crate::{HashedWheelTimer, Sleep, TimerError};
 const MISSED_TICK_TOLERANCE: Duration = Duration::from_millis(5);
 
 /// What an [`Interval`] does when ticks were missed, because the code
-/// between `tick()` calls ran longer than the period. As in tokio; the
-/// default is [`Burst`](MissedTickBehavior::Burst).
-///
-/// With a period of 50 ms and a tick due at 0 ms that is polled only at
-/// 170 ms (ticks 50, 100 and 150 missed), the following ticks are due at:
+/// between `tick()` calls ran longer than the period; as in tokio. With a
+/// period of 50 ms and a tick due at 0 ms polled only at 170 ms, the
+/// following ticks are due at:
 ///
 /// | behaviour | due at (ms) |
 /// |---|---|
@@ -71,9 +69,8 @@ fn nanos_to_duration(nanos: u128) -> Duration {
 ///
 /// Each tick completes at the end of the wheel tick its due time falls in;
 /// [`tick`](Interval::tick) returns the instant it was due, not when it
-/// completed. It holds one wheel entry while a tick is awaited.
-///
-/// It is also a [`Stream`] of those instants.
+/// completed. It holds one wheel entry while a tick is awaited, and is also
+/// a [`Stream`] of those instants.
 ///
 /// # Cancellation
 ///
@@ -82,11 +79,11 @@ fn nanos_to_duration(nanos: u128) -> Duration {
 ///
 /// # When the timer stops
 ///
-/// It neither hangs nor spins: `tick()` goes on ticking each period, waited
-/// out on the process-wide [`default_timer`](crate::default_timer), or on a
-/// tokio clock's runtime (see [`Sleep`](crate::Sleep)). To end the loop on a stop, check
-/// [`HashedWheelTimer::is_shutdown`], or use [`try_tick`](Interval::try_tick),
-/// which returns [`TimerError::Shutdown`] at once, or the stream, which ends.
+/// It neither hangs nor spins: `tick()` goes on ticking each period,
+/// waited out elsewhere (see [`Sleep`](crate::Sleep)). To end the loop on a
+/// stop, check [`HashedWheelTimer::is_shutdown`], or use
+/// [`try_tick`](Interval::try_tick), which errs at once, or the stream,
+/// which ends.
 ///
 /// # Examples
 ///
@@ -113,33 +110,19 @@ pub struct Interval {
 }
 
 impl HashedWheelTimer {
-    /// An [`Interval`] whose first tick is now and then every `period`.
+    /// An [`Interval`] whose first tick is now and then every `period`
+    /// (example on [`Interval`]).
     ///
     /// A zero period cannot tick. Where tokio panics, this raises it to one
     /// tick of this timer (its resolution) and logs a `tracing` warning;
     /// [`try_interval`](Self::try_interval) returns the error instead.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let timer = HashedWheelTimer::new();
-    /// let mut iv = timer.interval(Duration::from_millis(2));
-    /// let first = iv.tick().await;
-    /// let second = iv.tick().await;
-    /// assert_eq!(second - first, Duration::from_millis(2));
-    /// # }
-    /// ```
     pub fn interval(&self, period: Duration) -> Interval {
         self.interval_at(self.now(), period)
     }
 
-    /// An [`Interval`] whose first tick is at `start` and then every
-    /// `period`; a zero period is handled as by [`interval`](Self::interval).
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// An [`Interval`] whose first tick is at `start` ([which
+    /// `Instant`](crate#deadlines)) and then every `period`; a zero period
+    /// is handled as by [`interval`](Self::interval).
     pub fn interval_at(&self, start: impl Into<Instant>, period: Duration) -> Interval {
         let start = start.into();
         self.try_interval_at(start, period).unwrap_or_else(|error| {
@@ -174,8 +157,6 @@ impl HashedWheelTimer {
     /// # Errors
     ///
     /// [`TimerError::ZeroPeriod`] if `period` is zero.
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn try_interval_at(
         &self,
         start: impl Into<Instant>,
@@ -200,10 +181,8 @@ impl HashedWheelTimer {
 }
 
 impl Interval {
-    /// Waits for the next tick and returns the instant it was due.
-    ///
-    /// Cancel safe. After the timer stops it keeps ticking each period, on
-    /// the default timer or the tokio clock's runtime; see the type's docs.
+    /// Waits for the next tick and returns the instant it was due. Cancel
+    /// safe; after a stop it keeps ticking (see the type's docs).
     pub async fn tick(&mut self) -> Instant {
         poll_fn(|cx| self.poll_tick(cx)).await
     }
@@ -275,9 +254,8 @@ impl Interval {
         self.reset_at(saturating_add(now, after));
     }
 
-    /// Restarts the schedule: the next tick is at `deadline`.
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// Restarts the schedule: the next tick is at `deadline` ([which
+    /// `Instant`](crate#deadlines)).
     pub fn reset_at(&mut self, deadline: impl Into<Instant>) {
         self.sleep.reset(deadline);
     }

@@ -44,90 +44,47 @@
 //! # }
 //! ```
 //!
-//! The timer's own thread wakes the futures, so they work on tokio's
-//! `current_thread` and `multi_thread` runtimes and with no runtime at
-//! all (`futures::executor::block_on`). A future registers with the wheel
-//! on its first pending poll and leaves it when dropped. After
-//! [`stop`](HashedWheelTimer::stop) no future hangs and none spins: each
-//! waits out its deadline elsewhere (see [`Sleep`]), and
-//! [`is_shutdown`](HashedWheelTimer::is_shutdown) says why.
+//! The timer's own thread wakes the futures, so they work on any tokio
+//! runtime and with none (`futures::executor::block_on`). See [`Sleep`] for
+//! when a future takes a place in the wheel, and why none hangs or spins
+//! after [`stop`](HashedWheelTimer::stop).
 //!
 //! # The wheel
 //!
-//! Time is cut into ticks (default 1 ms). A timeout due at tick `t` sits in
-//! bucket `t % 512` and fires at the end of the tick its deadline falls in:
-//! never early, and at most one tick (plus OS wake-up noise) late.
-//! Scheduling and cancelling are O(1) and lock-free for the caller; a
-//! cancelled timeout leaves its bucket within a tick.
+//! Time is cut into ticks (default 1 ms). A timeout fires at the end of the
+//! tick its deadline falls in: never early, and at most one tick (plus OS
+//! wake-up noise) late. Scheduling and cancelling are O(1) and lock-free
+//! for the caller; a cancelled timeout leaves its bucket within a tick.
+//! Unlike Netty's, the buckets hold only the current round (later rounds
+//! wait in order and move in once), so a tick costs what fires, not what
+//! waits, and an idle timer makes no wake-ups. Empty ticks are skipped, so
+//! a short tick costs nothing while idle; a longer one (Netty's 100 ms)
+//! batches more expiries per wake-up.
 //!
-//! Unlike Netty's wheel, which walks every entry of a bucket on each visit
-//! to count down its rounds, the buckets here hold only the current round;
-//! later rounds wait in an ordered map and move in once, when their round
-//! begins. A tick costs what fires, not what waits, and the worker sleeps
-//! straight to the next tick with work: an idle timer makes no wake-ups.
-//!
-//! # The tick trade-off
-//!
-//! A shorter tick means finer resolution; it costs nothing while idle, since
-//! empty ticks are skipped, but more wake-ups when timeouts are spread out.
-//! A longer tick (Netty's 100 ms) batches more expiries per wake-up.
-//!
-//! # When to choose this over `tokio::time`
-//!
-//! - You track very many timeouts that are mostly cancelled (RPC deadlines,
-//!   idle connections): schedule and cancel never take a lock, and a
-//!   pending timeout takes 56 bytes against tokio's 136. A timeout due
-//!   98 ms or more ahead waits in its producer's lane until it is 64-96 ms
-//!   old, so the cancel RPC code makes a few milliseconds later happens
-//!   there, on the producer's core. In CPU per timeout, cancelled 1-60 ms
-//!   after it was made, callbacks cost 0.5-0.6x `tokio::time`'s CPU;
-//!   `Sleep` futures about the same as `tokio::time`. Cancelled at once, a
-//!   timeout costs about a third. An idle timeout reset on every message
-//!   ([`Timeout::reset`]) costs the worker nothing until its old deadline.
-//! - You track keyed deadlines with tokio-util's `DelayQueue`: this
-//!   crate's [`DelayQueue`] costs the same in the RPC pattern, less back
-//!   to back, and is shared by threads and tasks with no `Mutex`.
-//! - You schedule from threads with no tokio runtime, or want callbacks
-//!   rather than futures.
-//! - You come from Netty or Java's schedulers and want their semantics:
-//!   `stop()` returning what never ran, a pending limit.
-//!
-//! Stay with `tokio::time` for a handful of sleeps.
+//! Choose it over `tokio::time` for very many timeouts that are mostly
+//! cancelled (RPC deadlines, idle connections: a reset on every message
+//! costs the worker nothing until the old deadline), keyed deadlines
+//! shared by threads and tasks ([`DelayQueue`], [`DelayMap`]), callbacks
+//! from threads with no runtime, or Netty's and Java's semantics (`stop()`
+//! returning what never ran, a pending limit). Stay with `tokio::time` for
+//! a handful of sleeps. The README gives the measurements.
 //!
 //! # Deadlines, resets and counters
 //!
 //! [`HashedWheelTimer::new_timeout_at`] schedules at an absolute deadline,
 //! [`Timeout::remaining`] tells the time left, and [`Timeout::reset`] (or
-//! [`reset_at`](Timeout::reset_at)) moves a pending timeout in place, as an
-//! idle-connection check does on every message: a reset to a later
-//! deadline costs the worker nothing until the old one comes.
-//! [`HashedWheelTimer::stats`] returns a [`TimerStats`] snapshot whose
-//! totals add up: `scheduled = fired + cancelled + stopped + pending`, and
-//! the driver's health: a [`LatenessHistogram`] of how late fires came,
-//! `driver_wakeups` and `driver_busy`; see [Metrics](#metrics).
-//!
-//! ```
-//! use hashed_wheel_timer::HashedWheelTimer;
-//! use std::time::Duration;
-//!
-//! let timer = HashedWheelTimer::builder().manual_clock().build()?;
-//! let idle = timer.new_timeout(|_| println!("idle: close"), Duration::from_secs(30))?;
-//! timer.advance(Duration::from_secs(25));
-//! assert!(idle.reset(Duration::from_secs(30)));
-//! assert_eq!(idle.remaining(), Duration::from_secs(30));
-//! timer.advance(Duration::from_secs(30));
-//! assert!(idle.is_expired());
-//! let s = timer.stats();
-//! assert_eq!((s.scheduled, s.fired, s.pending), (1, 1, 0));
-//! # Ok::<(), hashed_wheel_timer::TimerError>(())
-//! ```
+//! [`reset_at`](Timeout::reset_at)) moves a pending timeout in place.
+//! [`HashedWheelTimer::stats`] returns a [`TimerStats`] whose totals add
+//! up (`scheduled = fired + cancelled + stopped + pending`), with the
+//! driver's health: a [`LatenessHistogram`], `driver_wakeups`,
+//! `driver_busy` (see [Metrics](#metrics)).
 //!
 //! # Metrics
 //!
 //! With the cargo feature `metrics`, each timer's driver publishes the
 //! figures of [`stats`](HashedWheelTimer::stats) through the
-//! [`metrics`](https://docs.rs/metrics) facade, so an exporter installed as
-//! the global recorder (Prometheus, say) shows them with no code of yours:
+//! [`metrics`](https://docs.rs/metrics) facade, to whatever exporter is
+//! the global recorder:
 //!
 //! | name | kind | what |
 //! |---|---|---|
@@ -141,74 +98,37 @@
 //! | `hashed_wheel_timer_lateness_seconds` | histogram | each fire's lateness, in seconds ([`TimerStats::lateness`]) |
 //!
 //! Each is labelled `thread` with the timer's
-//! [`thread_name`](Builder::thread_name): name timers to tell them apart.
-//! The driver sets the gauges at the end of a turn, at most once per 100 ms
-//! of the timer's clock, and always before it goes idle and at
-//! [`stop`](HashedWheelTimer::stop), so an idle timer shows its last
-//! figures; it records each fire's lateness as it fires, looking the
-//! histogram up once per turn (a recorder installed after the timer was
-//! built is found).
+//! [`thread_name`](Builder::thread_name). The gauges are set at the end of
+//! a turn, at most once per 100 ms of the timer's clock, and always before
+//! the driver goes idle and at [`stop`](HashedWheelTimer::stop); each
+//! fire's lateness is recorded as it fires (a recorder installed after the
+//! timer was built is found).
 //!
-//! # Delay queues and tower
+//! # Delay queues, periodic tasks, tower
 //!
-//! [`HashedWheelTimer::delay_queue`] gives a [`DelayQueue`]: tokio-util's
-//! `DelayQueue` on the wheel, shared by `Clone + Send + Sync` handles whose
-//! methods take `&self`, and a `futures::Stream` of [`Expired`] items that
-//! waits while the queue is empty. [`HashedWheelTimer::delay_map`] gives
-//! a [`DelayMap`], deadlines by a key of your own (a cache's entries,
-//! sessions, leases): `insert(k, v, d)` replaces a key's value and
-//! deadline, `reset(&k, d)` and `remove(&k)` take the key, and its stream
-//! yields each expired `(K, V)` once, never a removed or replaced value;
-//! no `HashMap` of [`DelayKey`]s to keep in step. With the cargo feature `tower`,
-//! `TimeoutLayer` is tower's timeout layer on the wheel (see the
-//! `tower` module).
+//! [`HashedWheelTimer::delay_queue`] gives a [`DelayQueue`], tokio-util's
+//! on the wheel, shared by `Clone + Send + Sync` handles whose methods take
+//! `&self`; [`HashedWheelTimer::delay_map`] a [`DelayMap`] of deadlines by
+//! a key of your own. [`HashedWheelTimer::schedule_at_fixed_rate`] and
+//! [`schedule_with_fixed_delay`](HashedWheelTimer::schedule_with_fixed_delay)
+//! run a task again and again, as Java's `ScheduledThreadPoolExecutor`
+//! does, but a panicking run does not take the timer down. With the cargo
+//! feature `tower`, `TimeoutLayer` is tower's timeout layer on the wheel
+//! (see the `tower` module).
 //!
-//! # Periodic tasks
-//!
-//! [`HashedWheelTimer::schedule_at_fixed_rate`] and
-//! [`HashedWheelTimer::schedule_with_fixed_delay`] run an `FnMut` again and
-//! again, as Java's `ScheduledThreadPoolExecutor` does: at a fixed rate
-//! (each run due a period after the previous one was due; late runs catch
-//! up back to back) or with a fixed delay (each run due a delay after the
-//! previous one ended). One [`Timeout`] stands for every run: cancel it to
-//! stop them. Runs never overlap. Unlike `java.util.Timer`, a panicking
-//! task does not take the timer down: it is caught and logged, only its
-//! own later runs are suppressed, and [`Timeout::is_panicked`] says so.
-//!
-//! # Where callbacks run
-//!
-//! On the worker thread by default, so a slow callback delays every later
-//! tick, as in Netty. [`Builder::executor`] hands callbacks to an
-//! [`Executor`] instead, such as a tokio runtime's blocking pool through
-//! [`TokioExecutor`], and the worker goes straight back to the wheel.
+//! Callbacks run on the worker thread by default, so a slow one delays
+//! every later tick, as in Netty; [`Builder::executor`] hands them to an
+//! [`Executor`] instead, such as [`TokioExecutor`].
 //!
 //! # Testing
 //!
-//! [`Builder::tokio_clock`] gives a timer on the tokio runtime's clock,
-//! driven by a task on it, so `#[tokio::test(start_paused = true)]`,
-//! `tokio::time::advance` and auto-advance move it as they move
-//! `tokio::time`. [`set_default`] makes the free functions use a timer of
-//! your choice on this thread, so code written against them is tested as
-//! it is. [`Builder::manual_clock`] gives a timer with no thread whose time
-//! moves only by [`HashedWheelTimer::advance`] (or
-//! [`advance_to_next`](HashedWheelTimer::advance_to_next)): tests are
-//! exact, never flaky.
-//!
-//! ```
-//! use hashed_wheel_timer::HashedWheelTimer;
-//! use std::time::Duration;
-//!
-//! #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! async fn run() {
-//!     let _guard = hashed_wheel_timer::set_default(
-//!         HashedWheelTimer::builder().tokio_clock().build().unwrap(),
-//!     );
-//!     let slow = tokio::time::sleep(Duration::from_secs(3600));
-//!     let result = hashed_wheel_timer::timeout(Duration::from_millis(50), slow).await;
-//!     assert!(result.is_err(), "the deadline wins, as in production");
-//! }
-//! run();
-//! ```
+//! [`Builder::manual_clock`] gives a timer with no thread whose time moves
+//! only by [`HashedWheelTimer::advance`] (or
+//! [`advance_to_next`](HashedWheelTimer::advance_to_next)): exact, never
+//! flaky. [`Builder::tokio_clock`] gives one on the tokio runtime's clock,
+//! which `start_paused`, `tokio::time::advance` and auto-advance move.
+//! [`set_default`] makes the free functions use such a timer on this
+//! thread, so code written against them is tested as it is.
 //!
 //! # Deadlines
 //!
@@ -227,20 +147,6 @@
 //!   on a paused runtime `std::time::Instant::now()` is another time;
 //! - manual clock: [`timer.now()`](HashedWheelTimer::now) `+ d`: neither
 //!   `Instant::now()` follows [`advance`](HashedWheelTimer::advance).
-//!
-//! ```
-//! use hashed_wheel_timer::HashedWheelTimer;
-//! use std::time::Duration;
-//!
-//! #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! async fn run() {
-//!     let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
-//!     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-//!     timer.sleep_until(deadline).await; // a paused minute, at once
-//!     assert!(tokio::time::Instant::now() >= deadline);
-//! }
-//! run();
-//! ```
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -284,12 +190,11 @@ pub use engine::driver::turn::DRAIN_CAP_PER_TICK;
 /// clone refers to the same timeout. Dropping handles does not cancel: call
 /// [`cancel`].
 ///
-/// A one-shot timeout ends in exactly one of three ways: it *expires* (its
-/// task ran), it is *cancelled*, or it is returned by
-/// [`stop`](crate::HashedWheelTimer::stop) without running. A periodic
+/// A one-shot timeout ends in exactly one way: it *expires* (its task ran),
+/// is *cancelled*, or is *stopped* (returned by
+/// [`stop`](crate::HashedWheelTimer::stop) without running). A periodic
 /// one (from [`schedule_at_fixed_rate`] or [`schedule_with_fixed_delay`])
-/// stays pending across its runs, and ends cancelled, stopped, or expired
-/// by a panicking run.
+/// stays pending across its runs:
 ///
 /// | | `is_pending` | `is_expired` | `is_cancelled` | `is_stopped` |
 /// |---|---|---|---|---|

@@ -61,12 +61,10 @@ impl HashedWheelTimer {
     }
 
     /// [`new_timeout`](Self::new_timeout) at an absolute `deadline` on this
-    /// timer's clock, as `java.util.Timer.schedule(task, Date)`: never
-    /// early, at most a tick late; a deadline already past fires on the next
-    /// tick. The same errors and counting as `new_timeout`.
-    ///
-    /// Take the deadline from [`now`](Self::now), which on a manual clock
-    /// is the manual time, not `Instant::now()`.
+    /// timer's clock ([which `Instant`](crate#deadlines)), as
+    /// `java.util.Timer.schedule(task, Date)`: never early, at most a tick
+    /// late; a deadline already past fires on the next tick. The same
+    /// errors and counting as `new_timeout`.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -80,8 +78,6 @@ impl HashedWheelTimer {
     /// assert!(t.is_expired());
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn new_timeout_at<F, R>(
         &self,
         task: F,
@@ -96,8 +92,6 @@ impl HashedWheelTimer {
 
     /// [`new_timeout_task`](Self::new_timeout_task) at an absolute
     /// `deadline`, as [`new_timeout_at`](Self::new_timeout_at).
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn new_timeout_task_at<T: TimerTask>(
         &self,
         task: T,

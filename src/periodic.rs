@@ -2,26 +2,13 @@
 //! The payload (`Periodic`, `Every`) is the engine's, in `task.rs`; how a
 //! run ends, re-armed or not, is in `rearm.rs`.
 //!
-//! A periodic task is one entry for its whole life, so its [`Timeout`]
-//! cancels all later runs and `pending_timeouts()` counts it once. Each run
-//! moves the entry `PENDING -> RUNNING` (see `entry.rs`); the task is taken
-//! out for the run, wherever it runs, and the runner re-arms the entry only
-//! after the run returns. Runs of one task therefore never overlap, not even
-//! on a multi-threaded executor.
-//!
-//! Re-arming computes the next due time, puts the task back, swaps
-//! `RUNNING -> PENDING` and pushes the entry onto the intake queue, exactly
-//! as a new timeout is scheduled. On the thread driving the wheel the next
-//! step files it; from an executor thread the push wakes the worker if its
-//! planned wake-up would fire the run more than a tick late.
-//!
-//! | schedule | next run due at | after an overrun |
-//! |---|---|---|
-//! | fixed rate | previous due + period: no drift | the late runs come back to back, one after another |
-//! | fixed delay | end of the previous run + delay | nothing to catch up |
-//!
-//! A run due in a tick already processed fires on the next tick, so a
-//! period shorter than a tick runs at most once per tick.
+//! A periodic task is one entry for its whole life. Each run moves it
+//! `PENDING -> RUNNING` (see `entry.rs`) and takes the task out; the runner
+//! re-arms the entry only after the run returns (next due time, task back,
+//! `RUNNING -> PENDING`, a push onto the intake as a new timeout's), so
+//! runs never overlap, even on a multi-threaded executor. From an executor
+//! thread the push wakes the worker if it would otherwise fire the run
+//! more than a tick late.
 
 use std::any::Any;
 use std::time::Duration;
@@ -53,28 +40,24 @@ fn every(
 impl HashedWheelTimer {
     /// Runs `task` first after `initial_delay`, then every `period`, at a
     /// fixed rate: each run is due at the previous run's due time plus
-    /// `period`, so the schedule never drifts. Java's
-    /// `scheduleAtFixedRate`.
+    /// `period`, so the schedule never drifts. Java's `scheduleAtFixedRate`.
     ///
-    /// If a run overruns (takes longer than `period`, or the timer was
-    /// held up), the runs that fell due meanwhile come back to back, one
-    /// after another, to catch up, never at the same time: the next run is
-    /// armed only when the previous one returns, even on a multi-threaded
-    /// [`Executor`](crate::Executor). Inside a run,
-    /// [`Timeout::scheduled_execution_time`] says when that run was due, so
-    /// a task can skip runs that are too late.
+    /// After an overrun (a run longer than `period`, or a held-up timer)
+    /// the runs that fell due come back to back, never at the same time:
+    /// the next run is armed only when the previous one returns, even on a
+    /// multi-threaded [`Executor`](crate::Executor). Inside a run,
+    /// [`Timeout::scheduled_execution_time`] says when it was due, so a task
+    /// can skip runs that are too late.
     ///
     /// The returned [`Timeout`] stands for every run:
-    /// [`cancel`](Timeout::cancel) stops all later runs (a run already in
-    /// progress finishes), and [`pending_timeouts`](Self::pending_timeouts)
-    /// counts the task as one until it is cancelled, ended by a panic, or
-    /// returned by [`stop`](Self::stop). A run that panics is caught and
-    /// logged, suppresses all later runs and shows in
-    /// [`Timeout::is_panicked`]; other timeouts carry on.
-    ///
-    /// Runs have the timer's tick as resolution: a run falls due at the end
-    /// of the tick its due time is in, and a period shorter than a tick
-    /// runs at most once per tick.
+    /// [`cancel`](Timeout::cancel) stops all later runs (one in progress
+    /// finishes), and [`pending_timeouts`](Self::pending_timeouts) counts
+    /// the task as one until it is cancelled, ended by a panic, or returned
+    /// by [`stop`](Self::stop). A run that panics is caught and logged,
+    /// suppresses all later runs and shows in [`Timeout::is_panicked`];
+    /// other timeouts carry on. A run falls due at the end of the tick its
+    /// due time is in, so a period shorter than a tick runs at most once
+    /// per tick.
     ///
     /// # Errors
     ///

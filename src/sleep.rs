@@ -17,25 +17,24 @@ use crate::{HashedWheelTimer, TimerError};
 /// [`sleep_until`](HashedWheelTimer::sleep_until), like `tokio::time::Sleep`.
 ///
 /// It takes a place in the wheel only when first polled and pending, as in
-/// tokio: a `Sleep` that is never polled, or is already due when polled,
-/// costs no entry. From then it counts in
+/// tokio: a `Sleep` never polled, or already due when polled, costs no
+/// entry. From then it counts in
 /// [`pending_timeouts`](HashedWheelTimer::pending_timeouts) until it fires
 /// or is dropped. It fires at the end of the tick its deadline falls in:
 /// never early, at most one tick late.
 ///
 /// On real time (the real clock, or a multi-thread runtime's
-/// [`tokio_clock`](crate::Builder::tokio_clock)) a poll reads the clock only
-/// where tokio's needs no reading either, as its timer decides by its
-/// driver's last turn: a first poll of `sleep(d)` goes by the reading its
-/// deadline was made from, and a registered `Sleep` by its entry. So one
-/// made, then first polled after its deadline, or polled between its
-/// deadline and the driver's turn, is pending, and that turn (at most a
-/// tick later) wakes it. On a manual or paused clock every poll reads the
-/// clock: what `advance` made due is ready at the next poll.
+/// [`tokio_clock`](crate::Builder::tokio_clock)) polls read the clock no
+/// more than tokio's, which go by its driver's last turn: a first poll of
+/// `sleep(d)` goes by the reading its deadline was made from, a registered
+/// `Sleep` by its entry. So one polled after its deadline but before the
+/// driver's next turn is pending, and that turn (at most a tick later)
+/// wakes it. On a manual or paused clock every poll reads the clock: what
+/// `advance` made due is ready at the next poll.
 ///
 /// It is [`Unpin`], so unlike tokio's it needs no pinning to be polled by
-/// reference (`(&mut sleep).await`, `select!`), and it keeps its timer alive.
-/// Any executor can poll it, or none: the timer's own thread wakes it.
+/// reference (`(&mut sleep).await`, `select!`), and it keeps its timer
+/// alive. Any executor can poll it, or none: the timer's thread wakes it.
 ///
 /// # Cancellation
 ///
@@ -44,44 +43,23 @@ use crate::{HashedWheelTimer, TimerError};
 ///
 /// # When the timer stops
 ///
-/// A `Sleep` neither hangs nor ends early on a stopped timer:
-/// [`stop`](HashedWheelTimer::stop) wakes every pending one, and it waits
-/// out the time it had left on the process-wide
-/// [`default_timer`](crate::default_timer), which cannot stop; so does one
-/// first polled afterwards. So `loop { sleep(d).await }` keeps its pace
-/// rather than spinning. A timer on a tokio runtime's clock
-/// ([`tokio_clock`](crate::Builder::tokio_clock)) hands them to a timer of
-/// its own on that runtime instead, so they keep to its clock: on a paused
-/// runtime, auto-advance or `tokio::time::advance` ends them as it ends
-/// any sleep. If that runtime is gone, its clock can never reach the
-/// deadline, and they end at once. The timer's
-/// [`is_shutdown`](HashedWheelTimer::is_shutdown) says it stopped; one
-/// warning says so the first time (see the README's "Warnings").
-///
-/// Why not end at once, as before, or panic, as tokio does? Ending at once
-/// turns every sleep loop into a busy spin; staying pending hangs the task
-/// for good; a panic takes down a task that did nothing wrong. Waiting out
-/// the deadline keeps the program's timing, and a loop that must end on a
-/// stop checks `is_shutdown()`, or uses
-/// [`Interval::try_tick`](crate::Interval::try_tick), which errs.
+/// A `Sleep` neither hangs, spins, nor ends early on a stopped timer:
+/// [`stop`](HashedWheelTimer::stop) wakes every pending one, and it (like
+/// one first polled afterwards) waits out the time it had left on the
+/// process-wide [`default_timer`](crate::default_timer), which cannot stop.
+/// A [`tokio_clock`](crate::Builder::tokio_clock) timer hands them to a
+/// timer of its own on its runtime instead, so they keep to that clock,
+/// paused or not; if the runtime is gone, they end at once. Ending at once
+/// would make every sleep loop spin, staying pending would hang it, and a
+/// panic (tokio's choice) would take down an innocent task; a loop that
+/// must end on a stop checks
+/// [`is_shutdown`](HashedWheelTimer::is_shutdown), or uses
+/// [`Interval::try_tick`](crate::Interval::try_tick). One warning says so
+/// the first time (see the README's "Warnings").
 ///
 /// # Examples
 ///
-/// ```
-/// use hashed_wheel_timer::HashedWheelTimer;
-/// use std::time::Duration;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let timer = HashedWheelTimer::new();
-/// let sleep = timer.sleep(Duration::from_millis(10));
-/// let deadline = sleep.deadline();
-/// sleep.await;
-/// assert!(timer.now() >= deadline);
-/// # }
-/// ```
-///
-/// Deterministically, on a manual clock:
+/// On a manual clock:
 ///
 /// ```
 /// use hashed_wheel_timer::HashedWheelTimer;
@@ -121,11 +99,8 @@ pub struct Sleep {
 const MS_NANOS: u64 = 1_000_000;
 
 impl HashedWheelTimer {
-    /// A future that completes `duration` from now, on this timer.
-    ///
-    /// A duration too large to represent saturates and never completes.
-    /// See [`Sleep`] for when it registers, cancellation, and behaviour
-    /// after [`stop`](Self::stop).
+    /// A future that completes `duration` from now, on this timer; see
+    /// [`Sleep`]. A duration too large to represent never completes.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -144,15 +119,9 @@ impl HashedWheelTimer {
         sleep
     }
 
-    /// A future that completes at `deadline`, on this timer's clock; at
-    /// once if it has passed.
-    ///
-    /// On a manual or tokio clock, take the deadline from
-    /// [`now`](Self::now) (`timer.now() + d`): `Instant::now()` is the real
-    /// time, which those clocks do not follow, so `sleep_until(Instant::now()
-    /// + d)` then `advance(d)` would not fire it.
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// A future that completes at `deadline` on this timer's clock ([which
+    /// `Instant`](crate#deadlines): on a manual clock, `timer.now() + d`);
+    /// at once if it has passed.
     pub fn sleep_until(&self, deadline: impl Into<Instant>) -> Sleep {
         let deadline = deadline.into();
         let nanos = self.shared().clock.to_nanos(deadline);
@@ -184,16 +153,6 @@ impl Sleep {
         } else {
             &self.timer
         }
-    }
-
-    /// A reading no later than the clock's now and no later than the one
-    /// the deadline was made from, if `sleep` made it; once only.
-    fn take_made_at(&mut self) -> Option<Nanos> {
-        let before = std::mem::take(&mut self.made_ms_before);
-        (before != 0).then(|| {
-            self.deadline_nanos
-                .saturating_sub(u64::from(before) * MS_NANOS)
-        })
     }
 
     /// Replaces the entry, giving up our reference to the old one.
@@ -250,17 +209,17 @@ impl Sleep {
         self.deadline_nanos <= self.home().shared().clock.now()
     }
 
-    /// Moves the deadline, earlier or later, even after completion: the
-    /// `Sleep` is then pending again until the new deadline.
+    /// Moves the deadline ([which `Instant`](crate#deadlines)), earlier or
+    /// later, even after completion: the `Sleep` is then pending again
+    /// until the new deadline.
     ///
     /// The wheel entry moves in place, as with
-    /// [`Timeout::reset`](crate::Timeout::reset), the timer's one way to
-    /// reset. A later deadline: the task is not woken at the old deadline,
-    /// and the timer's thread does no work for it until then, so a deadline
-    /// pushed back again and again (an idle timeout) costs a few atomic
-    /// writes per push. An earlier one reaches the timer's thread at once,
-    /// which wakes if it must, so the task needs no poll to be woken in
-    /// time. A deadline already past wakes the task at once, with no entry.
+    /// [`Timeout::reset`](crate::Timeout::reset). A later deadline costs a
+    /// few atomic writes and no work for the timer's thread until the old
+    /// one (an idle timeout pushed back per message); the task is not woken
+    /// at the old deadline. An earlier one reaches the timer's thread at
+    /// once, so the task needs no poll to be woken in time. A deadline
+    /// already past wakes the task at once, with no entry.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -276,8 +235,6 @@ impl Sleep {
     /// assert_ready!(sleep.poll());
     /// # Ok::<(), hashed_wheel_timer::TimerError>(())
     /// ```
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn reset(&mut self, deadline: impl Into<Instant>) {
         let deadline = deadline.into();
         let earlier = deadline < self.deadline;
@@ -316,7 +273,13 @@ impl Sleep {
         } else {
             Ok(())
         };
-        let made_at = self.take_made_at();
+        // A reading no later than now nor than the one the deadline was
+        // made from, if `sleep` made it; once only.
+        let before = std::mem::take(&mut self.made_ms_before);
+        let made_at = (before != 0).then(|| {
+            let before = u64::from(before) * MS_NANOS;
+            self.deadline_nanos.saturating_sub(before)
+        });
         let shared = self.home().shared();
         let clock = &shared.clock;
         let real_time = clock.reads_real_time();

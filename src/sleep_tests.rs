@@ -1,13 +1,10 @@
 //! `Sleep`'s unit tests: registration, resets, counts, the clock reads.
 
 use super::*;
+use crate::timer::tests::in_wheel;
 use tokio_test::{assert_pending, task};
 
 const MS: Duration = Duration::from_millis(1);
-
-fn in_wheel(timer: &HashedWheelTimer) -> usize {
-    timer.shared().lock_core().wheel.len()
-}
 
 /// Invariant 5 for futures. A timeout kept pending throughout makes a
 /// second uncount show: the count is never below 0, so without it an

@@ -9,12 +9,10 @@ use crate::engine::entry::handle::Timeout;
 
 impl Timeout {
     /// Cancels the timeout. Returns true only for the call that wins, and
-    /// then the task never runs (again); false if it already ran, was
-    /// cancelled before, or a periodic run panicked.
-    ///
-    /// A one-shot task that is running cannot be cancelled. A periodic
-    /// task can be, even from inside its own run: the run in progress
-    /// finishes, and no later run starts.
+    /// then the task never runs (again); false if it already ran or is
+    /// running (one-shot), was cancelled before, or a periodic run panicked.
+    /// A periodic task can be cancelled even from inside its own run: that
+    /// run finishes, and no later one starts.
     ///
     /// The entry leaves the wheel within one tick, so its memory comes back
     /// long before its deadline. A task implementing
@@ -156,10 +154,9 @@ impl Timeout {
     }
 
     /// Moves a pending one-shot timeout to fire `delay` from now instead,
-    /// later or earlier, without cancelling it and scheduling it again: the
-    /// same task, the same handles. The idle-connection pattern (Netty's
-    /// `IdleStateHandler`, tokio-util's `DelayQueue::reset`) does this on
-    /// every message.
+    /// later or earlier, keeping its task and handles: the idle-connection
+    /// pattern (Netty's `IdleStateHandler`, tokio-util's
+    /// `DelayQueue::reset`), done on every message.
     ///
     /// It then fires once, at the new deadline, never at the old one,
     /// never early; a deadline already past fires on the next tick. Returns
@@ -167,10 +164,10 @@ impl Timeout {
     /// running, was cancelled, or the timer stopped, and for a periodic
     /// task; a reset racing the fire has exactly one winner.
     ///
-    /// A reset to a later deadline writes the deadline and nothing more:
-    /// the timer's thread does no work for it until the old deadline comes,
-    /// and then files it once, however many resets came in between. An
-    /// earlier deadline is handed to the timer's thread, as a schedule is.
+    /// A later deadline is only written: the timer's thread does no work
+    /// for it until the old deadline, then files it once, however many
+    /// resets came between. An earlier one is handed to the timer's thread,
+    /// as a schedule is.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -193,44 +190,21 @@ impl Timeout {
     }
 
     /// [`reset`](Timeout::reset) to an absolute deadline on the timer's
-    /// clock (see [`HashedWheelTimer::now`](crate::HashedWheelTimer::now)).
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// clock ([which `Instant`](crate#deadlines)).
     pub fn reset_at(&self, deadline: impl Into<Instant>) -> bool {
         let shared = self.shared();
         shared.reset(self.key(), shared.clock.to_nanos(deadline.into()))
     }
 
     /// When the current run was due, as `java.util.TimerTask`'s
-    /// `scheduledExecutionTime`. Call it from inside the task and compare
-    /// with [`HashedWheelTimer::now`](crate::HashedWheelTimer::now) to see
-    /// how late this run is, for instance to skip a run that comes too late
-    /// after an overrun:
-    ///
-    /// ```
-    /// use hashed_wheel_timer::{HashedWheelTimer, Timeout};
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let clock = timer.clone();
-    /// timer.schedule_at_fixed_rate(
-    ///     move |t: &Timeout| {
-    ///         if clock.now() - t.scheduled_execution_time() > Duration::from_millis(500) {
-    ///             return; // too late to be useful
-    ///         }
-    ///         // ... refresh the cache ...
-    ///     },
-    ///     Duration::ZERO,
-    ///     Duration::from_secs(1),
-    /// )?;
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
-    ///
-    /// For a one-shot task it is its [`deadline`](Timeout::deadline). For a
-    /// periodic task it is the due time of the run in progress; outside a
-    /// run there is none, and it reads the due time of the next run, the
-    /// same as `deadline`. A run fires at the end of the tick its due time
-    /// falls in, so even an on-time run sees `now()` up to a tick later.
+    /// `scheduledExecutionTime`: compare it inside the task with
+    /// [`HashedWheelTimer::now`](crate::HashedWheelTimer::now) to skip a
+    /// run that comes too late after an overrun (example on
+    /// [`schedule_at_fixed_rate`](crate::HashedWheelTimer::schedule_at_fixed_rate)).
+    /// It is the same as [`deadline`](Timeout::deadline): during a periodic
+    /// run, that run's due time; outside one, the next's. A run fires at
+    /// the end of the tick its due time falls in, so even an on-time run
+    /// sees `now()` up to a tick later.
     pub fn scheduled_execution_time(&self) -> Instant {
         self.deadline()
     }

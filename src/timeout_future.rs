@@ -11,15 +11,13 @@ use crate::{Elapsed, HashedWheelTimer, Sleep};
 
 pin_project! {
     /// A future with a deadline, made by [`HashedWheelTimer::timeout`] and
-    /// [`timeout_at`](HashedWheelTimer::timeout_at); tokio's
-    /// `time::Timeout` (named apart from this crate's [`Timeout`](crate::Timeout)
-    /// handle).
+    /// [`timeout_at`](HashedWheelTimer::timeout_at): tokio's `time::Timeout`,
+    /// named apart from this crate's [`Timeout`](crate::Timeout) handle.
     ///
     /// It resolves to `Ok` with the inner future's output if that finishes
     /// first, or to `Err(`[`Elapsed`]`)` once the deadline passes. The inner
-    /// future is polled first on every poll, so one that is ready at the
-    /// deadline still wins, and one that is ready at once never touches
-    /// the wheel.
+    /// future is polled first on every poll, so one ready at the deadline
+    /// still wins, and one ready at once never touches the wheel.
     ///
     /// # Cancellation
     ///
@@ -29,9 +27,8 @@ pin_project! {
     /// # When the timer stops
     ///
     /// It neither hangs nor ends early: the inner future keeps its time,
-    /// waited out on the process-wide [`default_timer`](crate::default_timer)
-    /// or on a tokio clock's runtime (see [`Sleep`]), and if it is not ready
-    /// by then the call ends with an `Elapsed` whose
+    /// waited out elsewhere (see [`Sleep`]), and if it is not ready by then
+    /// the call ends with an `Elapsed` whose
     /// [`is_shutdown`](Elapsed::is_shutdown) is true. So a retry loop around
     /// it does not spin.
     ///
@@ -74,10 +71,8 @@ impl HashedWheelTimer {
         TimeoutFuture::new(future.into_future(), self.sleep(duration))
     }
 
-    /// Runs `future` with a deadline at `deadline`, on this timer's clock.
-    /// See [`TimeoutFuture`].
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// Runs `future` with a deadline at `deadline`, on this timer's clock
+    /// ([which `Instant`](crate#deadlines)). See [`TimeoutFuture`].
     pub fn timeout_at<F: IntoFuture>(
         &self,
         deadline: impl Into<Instant>,

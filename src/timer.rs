@@ -170,38 +170,31 @@ impl HashedWheelTimer {
     /// Stops the timer: ends and joins the worker, and returns every timeout
     /// that neither expired nor was cancelled, by deadline. Those never fire;
     /// they report [`Timeout::is_stopped`]. Afterwards `pending_timeouts()`
-    /// is 0 and new timeouts are refused with [`TimerError::Shutdown`].
+    /// is 0, new timeouts are refused with [`TimerError::Shutdown`], and a
+    /// second call returns an empty `Vec`.
     ///
-    /// A task running when `stop` is called finishes, and no other task
-    /// starts: the worker (or a manual [`advance`](Self::advance) on
-    /// another thread) looks for the shutdown between two tasks, and
-    /// `stop` waits for it. The timeouts due in the same tick that had not
-    /// started are returned like the rest, and so are tasks already handed
-    /// to an [`Executor`](crate::Executor) whose job has not started: that
-    /// job will not run them. When `stop` returns, whichever call it was,
-    /// each timeout has fired, been cancelled, or been returned by exactly
-    /// one `stop` call. Two calls at once both wait; the second returns
-    /// what the first left, usually nothing.
+    /// A task already running finishes, and no other starts: the worker (or
+    /// a manual [`advance`](Self::advance) on another thread) looks for the
+    /// shutdown between two tasks, and `stop` waits for it. Timeouts due in
+    /// the same tick that had not started are returned, and so are tasks
+    /// handed to an [`Executor`](crate::Executor) whose job has not started
+    /// (that job will not run them). When `stop` returns, each timeout has
+    /// fired, been cancelled, or been returned by exactly one `stop` call;
+    /// of two calls at once, the second returns what the first left.
     ///
-    /// Futures neither hang nor spin on a stopped timer: pending ones are
-    /// woken (they are not in the returned `Vec`) and, like new ones, wait
-    /// out the time they had left on the process-wide
-    /// [`default_timer`](crate::default_timer), or on a tokio clock's
-    /// runtime (see [`Sleep`](crate::Sleep)). A [`Sleep`](crate::Sleep)
-    /// then ends, a [`timeout`](Self::timeout) gives an
+    /// A periodic task between runs is returned like any other (its
+    /// [`take_task`](Timeout::take_task) runs it once). One whose run is in
+    /// progress is not: that run finishes, and the task ends
+    /// [`is_stopped`](Timeout::is_stopped), no longer pending; `stop` waits
+    /// for the run on the worker thread, not on an
+    /// [`Executor`](crate::Executor).
+    ///
+    /// Futures neither hang nor spin: pending ones are woken (they are not
+    /// returned) and wait out the time they had left elsewhere; see
+    /// [`Sleep`](crate::Sleep). A `timeout` then ends with an
     /// [`Elapsed`](crate::Elapsed) whose `is_shutdown()` is true, and an
-    /// [`Interval`](crate::Interval) ticks on; its `try_tick` errs at once
-    /// and its stream ends. [`is_shutdown`](Self::is_shutdown) says why.
-    ///
-    /// A second call returns an empty `Vec`.
-    ///
-    /// A periodic task counts as pending between its runs, so it is
-    /// returned like any other (its [`take_task`](Timeout::take_task) runs
-    /// it once). One whose run is in progress when `stop` is called is not
-    /// returned: that run finishes and the task then ends, reporting
-    /// [`Timeout::is_stopped`], and no longer counts as pending. On the
-    /// worker thread `stop` waits for that run; on an
-    /// [`Executor`](crate::Executor) it does not.
+    /// [`Interval`](crate::Interval) ticks on, while its `try_tick` errs
+    /// and its stream ends.
     ///
     /// # Errors
     ///
@@ -262,38 +255,18 @@ impl HashedWheelTimer {
     /// Manual clock only: moves time forward by `by` and, before returning,
     /// fires on this thread every timeout due by then, tick by tick.
     /// During each callback [`now`](Self::now) reads that tick's time.
+    /// Take deadlines from [`now`](Self::now), the manual time, not from
+    /// `Instant::now()` ([why](crate#deadlines)).
     ///
-    /// Deadlines count from [`now`](Self::now), the manual time, not from
-    /// `Instant::now()`: `sleep_until(timer.now() + d)` then `advance(d)`
-    /// fires, where `sleep_until(Instant::now() + d)` would be late by the
-    /// real time the test took. [`advance_to_next`](Self::advance_to_next)
-    /// moves to the next deadline without a duration.
-    ///
-    /// Called from a task that this `advance` is running (on this thread),
-    /// it stands for a task that takes `by` to run: the clock moves on by
-    /// `by` at once, and the running `advance` goes on to the later time,
-    /// firing what fell due meanwhile late, as a slow task on a real worker
-    /// would. (A periodic task that does this on every run never lets the
-    /// running `advance` end: cancel it, or stop doing it, at some point.)
-    /// Called from a job on an [`Executor`](crate::Executor) thread, it is
-    /// an ordinary `advance`.
+    /// Called from a task that this `advance` is running, it stands for a
+    /// task that takes `by` to run: the clock moves on by `by` at once, and
+    /// the running `advance` goes on to the later time, firing what fell due
+    /// meanwhile late. (A periodic task that does this on every run never
+    /// lets the running `advance` end.) From a job on an
+    /// [`Executor`](crate::Executor) thread, it is an ordinary `advance`.
     ///
     /// On a timer with a real clock it does nothing but log a warning.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let t = timer.new_timeout(|_| {}, Duration::from_millis(5))?;
-    /// timer.advance(Duration::from_millis(4));
-    /// assert!(!t.is_expired());
-    /// timer.advance(Duration::from_millis(1));
-    /// assert!(t.is_expired());
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
+    /// (Examples: [`new_timeout`](Self::new_timeout), [`Sleep`](crate::Sleep).)
     pub fn advance(&self, by: Duration) {
         self.shared().advance(by);
     }
@@ -304,9 +277,6 @@ impl HashedWheelTimer {
     /// unmoved, when nothing pending can fire (nothing pending, or only
     /// deadlines too far to represent), after [`stop`](Self::stop), and on
     /// a real or tokio clock.
-    ///
-    /// Deadlines on a manual clock count from [`now`](Self::now), the
-    /// manual time: take them from it, not from `Instant::now()`.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -360,11 +330,12 @@ impl fmt::Debug for HashedWheelTimer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::engine::driver::worker::tests::eventually;
 
-    fn in_wheel(timer: &HashedWheelTimer) -> usize {
+    /// Entries filed in the wheel (not those still in the intake).
+    pub(crate) fn in_wheel(timer: &HashedWheelTimer) -> usize {
         timer.shared().lock_core().wheel.len()
     }
 
