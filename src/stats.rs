@@ -8,8 +8,9 @@ use crate::{HashedWheelTimer, LatenessHistogram};
 ///
 /// The totals count since the timer was built. Each timeout that was
 /// scheduled leaves [`pending`](TimerStats::pending) exactly once, and is
-/// then counted once as fired, cancelled or stopped, so at any quiet
-/// moment (no call in flight on another thread):
+/// then counted once as fired, cancelled or stopped. `scheduled` is the
+/// sum of the four, so every snapshot holds (and `pending` never reads
+/// below zero or above `scheduled`):
 ///
 /// `scheduled == fired + cancelled + stopped + pending`
 ///
@@ -18,10 +19,6 @@ use crate::{HashedWheelTimer, LatenessHistogram};
 /// [`reset`](crate::Timeout::reset) counts nowhere: it is the same
 /// timeout. A [`Sleep`](crate::Sleep) counts when its first poll files
 /// it, and a dropped one counts as cancelled.
-///
-/// The timer keeps `pending`, `fired`, `cancelled` and `stopped`;
-/// `scheduled` is their sum, so the equation holds in every snapshot, and
-/// `pending` never reads below zero or above what was scheduled.
 ///
 /// ```
 /// use hashed_wheel_timer::HashedWheelTimer;
@@ -92,10 +89,8 @@ pub struct TimerStats {
     pub driver_busy: Duration,
     /// How late each fire came after its deadline; see [`LatenessHistogram`].
     pub lateness: LatenessHistogram,
-    /// The most any timeout fired after its deadline, as the timer's thread
-    /// saw it when it fired (the tick's rounding included: up to one tick
-    /// on time). Zero until something fires. The same as
-    /// [`lateness.max()`](LatenessHistogram::max).
+    /// The most any timeout fired after its deadline: the same as
+    /// [`lateness.max()`](LatenessHistogram::max); zero until one fires.
     pub max_lateness: Duration,
     /// Timeouts queued for the timer's thread and not yet filed into the
     /// wheel: the drain backlog. It counts cells of cancelled timeouts the
