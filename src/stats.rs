@@ -20,6 +20,13 @@ use crate::{HashedWheelTimer, LatenessHistogram};
 /// timeout. A [`Sleep`](crate::Sleep) counts when its first poll files
 /// it, and a dropped one counts as cancelled.
 ///
+/// The driver's health: [`lateness`](TimerStats::lateness) (how late each
+/// fire came), [`driver_wakeups`](TimerStats::driver_wakeups) and
+/// [`driver_busy`](TimerStats::driver_busy) (what turning the wheel
+/// costs). With the cargo feature `metrics` the timer also publishes these
+/// figures itself, through the `metrics` crate (see the README's
+/// "Metrics").
+///
 /// ```
 /// use hashed_wheel_timer::HashedWheelTimer;
 /// use std::time::Duration;
@@ -33,25 +40,6 @@ use crate::{HashedWheelTimer, LatenessHistogram};
 /// let s = timer.stats();
 /// assert_eq!((s.scheduled, s.fired, s.cancelled, s.stopped, s.pending), (2, 1, 1, 0, 0));
 /// assert_eq!(s.scheduled, s.fired + s.cancelled + s.stopped + s.pending as u64);
-/// # Ok::<(), hashed_wheel_timer::TimerError>(())
-/// ```
-///
-/// The driver's health: [`lateness`](TimerStats::lateness) (how late each
-/// fire came), [`driver_wakeups`](TimerStats::driver_wakeups) and
-/// [`driver_busy`](TimerStats::driver_busy) (what turning the wheel
-/// costs). With the cargo feature `metrics` the timer also publishes these
-/// figures itself, through the `metrics` crate (see the README's
-/// "Metrics").
-///
-/// ```
-/// use hashed_wheel_timer::HashedWheelTimer;
-/// use std::time::Duration;
-///
-/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-/// timer.new_timeout(|_| {}, Duration::from_millis(10))?;
-/// timer.advance(Duration::from_millis(10));
-///
-/// let s = timer.stats();
 /// assert_eq!(s.lateness.count(), 1);
 /// assert_eq!(s.lateness.quantile(0.99), Duration::ZERO, "on time");
 /// assert!(s.driver_busy > Duration::ZERO, "advance() turned the wheel");

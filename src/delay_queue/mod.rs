@@ -149,18 +149,6 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// [`set_default`](crate::set_default) installed on this thread (a
     /// tokio clock's in a paused test), or else the process-wide default:
     /// tokio-util's `DelayQueue::new`.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::{set_default, DelayQueue, HashedWheelTimer};
-    /// use std::time::Duration;
-    ///
-    /// let manual = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let _guard = set_default(manual.clone());
-    /// let queue = DelayQueue::new();
-    /// queue.insert("job", Duration::from_millis(5))?;
-    /// assert!(queue.timer().is_same(&manual));
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
     pub fn new() -> DelayQueue<T> {
         current_timer().delay_queue()
     }
@@ -191,10 +179,8 @@ impl<T: Send + 'static> DelayQueue<T> {
     }
 
     /// [`insert`](Self::insert) with an absolute deadline on the timer's
-    /// clock (see [`HashedWheelTimer::now`]). A deadline already past is
-    /// due at once, as a zero delay is.
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// clock, a `std::time::Instant` or `tokio::time::Instant` ([which to
+    /// use](crate#deadlines)). A deadline already past is due at once.
     pub fn insert_at(&self, item: T, deadline: impl Into<Instant>) -> Result<DelayKey, TimerError> {
         let clock = &self.inner.timer.shared().clock;
         self.put(item, clock.now(), clock.to_nanos(deadline.into()))
@@ -244,9 +230,9 @@ impl<T> DelayQueue<T> {
         self.moved(key, true, |timeout| timeout.reset(delay))
     }
 
-    /// [`reset`](Self::reset) to an absolute deadline on the timer's clock.
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// [`reset`](Self::reset) to an absolute deadline on the timer's clock,
+    /// a `std::time::Instant` or `tokio::time::Instant` ([which to
+    /// use](crate#deadlines)).
     pub fn reset_at(&self, key: &DelayKey, deadline: impl Into<Instant>) -> bool {
         let deadline = deadline.into();
         self.moved(key, true, |timeout| timeout.reset_at(deadline))
