@@ -135,19 +135,6 @@ enum When {
     At(Instant),
 }
 
-impl When {
-    fn insert<K: Send + 'static>(
-        self,
-        queue: &DelayQueue<K>,
-        key: K,
-    ) -> Result<DelayKey, TimerError> {
-        match self {
-            When::After(delay) => queue.insert(key, delay),
-            When::At(deadline) => queue.insert_at(key, deadline),
-        }
-    }
-}
-
 impl HashedWheelTimer {
     /// A new, empty [`DelayMap`] on this timer (see its example). The map
     /// keeps the timer alive.
@@ -218,7 +205,7 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
                     Err(error)
                 }
             },
-            Entry::Vacant(entry) => match when.insert(&self.queue, entry.key().clone()) {
+            Entry::Vacant(entry) => match self.insert_deadline(entry.key().clone(), when) {
                 Ok(deadline) => {
                     entry.insert((deadline, value));
                     Ok(None)
@@ -243,7 +230,15 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         if moved {
             Ok(deadline)
         } else {
-            when.insert(&self.queue, key.clone())
+            self.insert_deadline(key.clone(), when)
+        }
+    }
+
+    /// Files a deadline for `key` with `when` in the queue.
+    fn insert_deadline(&self, key: K, when: When) -> Result<DelayKey, TimerError> {
+        match when {
+            When::After(delay) => self.queue.insert(key, delay),
+            When::At(deadline) => self.queue.insert_at(key, deadline),
         }
     }
 
@@ -255,28 +250,25 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
     /// does: if the map is [closed](Self::close), or the timer at its
     /// pending limit, it keeps the old one, comes out as it would have,
     /// and this returns false.
-    pub fn reset<Q>(&self, key: &Q, delay: Duration) -> bool
+    pub fn reset<Q: Hash + Eq + ?Sized>(&self, key: &Q, delay: Duration) -> bool
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         self.moved(key, When::After(delay))
     }
 
     /// [`reset`](Self::reset) to an absolute deadline on the timer's clock
     /// (see [which instant to use](crate#deadlines)).
-    pub fn reset_at<Q>(&self, key: &Q, deadline: impl Into<Instant>) -> bool
+    pub fn reset_at<Q: Hash + Eq + ?Sized>(&self, key: &Q, deadline: impl Into<Instant>) -> bool
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         self.moved(key, When::At(deadline.into()))
     }
 
-    fn moved<Q>(&self, key: &Q, when: When) -> bool
+    fn moved<Q: Hash + Eq + ?Sized>(&self, key: &Q, when: When) -> bool
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         let mut shard = self.map.lock(key);
         let Some((owned, &(deadline, _))) = shard.get_key_value(key) else {
@@ -299,10 +291,9 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     /// the value will not come out of the stream. `None` if the key is not
     /// in the map (never inserted, removed, or yielded); a key whose
     /// deadline fired but not yet yielded is still in it.
-    pub fn remove<Q>(&self, key: &Q) -> Option<V>
+    pub fn remove<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         let (deadline, value) = self.map.lock(key).remove(key)?;
         // Outside the map's lock: the stream finds the key gone meanwhile.
@@ -313,20 +304,18 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     /// The deadline of `key`, on the timer's clock: the last it was given.
     /// `None` if the key is not in the map, or if a consumer is yielding
     /// it at this moment.
-    pub fn get_deadline<Q>(&self, key: &Q) -> Option<Instant>
+    pub fn get_deadline<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<Instant>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         let shard = self.map.lock(key);
         self.queue.deadline(&shard.get(key)?.0)
     }
 
     /// A clone of the value of `key`, if it is in the map.
-    pub fn get<Q>(&self, key: &Q) -> Option<V>
+    pub fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
         V: Clone,
     {
         self.map.lock(key).get(key).map(|slot| slot.1.clone())
@@ -334,10 +323,9 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
 
     /// True if `key` is in the map: inserted, and neither removed nor
     /// yielded by the stream.
-    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    pub fn contains_key<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         self.map.lock(key).contains_key(key)
     }

@@ -45,14 +45,11 @@ impl Waiters {
         let displaced = {
             let mut seats = lock(&self.seats);
             let taken = seat.0.load(Ordering::Relaxed).checked_sub(1);
-            let index = match taken.filter(|&index| seats.contains(index)) {
-                Some(index) => index,
-                None => {
-                    let index = seats.insert(None);
-                    seat.0.store(index + 1, Ordering::Relaxed);
-                    index
-                }
-            };
+            let index = taken.filter(|&i| seats.contains(i)).unwrap_or_else(|| {
+                let index = seats.insert(None);
+                seat.0.store(index + 1, Ordering::Relaxed);
+                index
+            });
             let slot = &mut seats[index];
             let displaced = match slot {
                 Some(kept) if kept.will_wake(waker) => None,
