@@ -194,22 +194,19 @@ impl<T: Send + 'static> DelayQueue<T> {
             drop_item(item);
             return Err(TimerError::QueueClosed);
         }
-        let mut shard = self.inner.store.lock_mine();
+        let inner = &*self.inner;
+        let mut shard = inner.store.lock_mine();
         let key = shard.next_key();
-        let notice = Notice {
-            to: self.inner.listener.clone(),
+        let notice = Task::Notice(Notice {
+            to: inner.listener.clone(),
             token: key.into(),
-        };
-        let scheduled = self
-            .inner
-            .timer
-            .schedule_entry(now, deadline, Task::Notice(notice));
-        match scheduled {
+        });
+        match inner.timer.schedule_entry(now, deadline, notice) {
             Ok(timeout) => {
                 shard.put(key, timeout, item);
                 drop(shard);
                 if deadline <= now {
-                    self.inner.signal.waiters.wake_all();
+                    inner.signal.waiters.wake_all();
                 }
                 Ok(key)
             }
