@@ -11,6 +11,7 @@
 //! so that the models in `tests/loom.rs` see them.
 
 use crate::engine::sync::{Mutex, MutexGuard};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
@@ -164,6 +165,13 @@ pub(crate) fn lock<M>(mutex: &Mutex<M>) -> MutexGuard<'_, M> {
 /// threads spread over the shards.
 fn thread_hint() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local!(static HINT: usize = NEXT.fetch_add(1, Ordering::Relaxed));
-    HINT.with(|hint| *hint)
+    thread_local! {
+        static HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    HINT.with(|hint| {
+        if hint.get() == usize::MAX {
+            hint.set(NEXT.fetch_add(1, Ordering::Relaxed));
+        }
+        hint.get()
+    })
 }
