@@ -41,12 +41,12 @@ use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 ///
 /// # Shared, not owned
 ///
-/// `Clone + Send + Sync`, and every method takes `&self`: clones are
-/// handles to one map. The keys are spread over shards (two per core),
-/// each behind its own lock, so threads and tasks working on different
-/// keys seldom meet on one. Several consumers may drain the stream; each
-/// expired key goes to one of them. As with [`DelayQueue`], give each
-/// consuming task its own clone.
+/// As a [`DelayQueue`]: `Clone + Send + Sync`, every method takes `&self`,
+/// clones are handles to one map, and several consumers may drain the
+/// stream, each expired key going to one of them (give each consuming
+/// task its own clone). The keys are spread over shards (two per core),
+/// each behind its own lock, so threads working on different keys seldom
+/// meet on one.
 ///
 /// # Races
 ///
@@ -61,14 +61,7 @@ use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 ///   fired (that one is then skipped);
 /// - nothing comes out before the deadline in force.
 ///
-/// # Refusals
-///
-/// An insert into a [closed](Self::close) map fails with
-/// [`TimerError::QueueClosed`]; one the timer refuses, with its error
-/// ([`Shutdown`](TimerError::Shutdown), [`AtCapacity`](TimerError::AtCapacity):
-/// each key in the map is one pending timeout). A refused insert changes
-/// nothing: a key already there keeps its value and deadline, and the
-/// offered key and value are dropped.
+/// # Keys
 ///
 /// `K`'s `Hash`, `Eq`, `Clone` and `Drop` may run under a shard's lock, as
 /// in any `Mutex<HashMap>`; `V`'s code never does. Each key is kept twice:
@@ -135,47 +128,16 @@ impl<K, V> Drop for Shards<K, V> {
 }
 
 /// When a deadline falls, as given: after a delay from now, or at an
-/// instant. Passed on to the queue's method of the same form.
+/// instant. Passed on to the queue's (or timeout's) method of that form.
 #[derive(Clone, Copy)]
 enum When {
     After(Duration),
     At(Instant),
 }
 
-impl When {
-    fn reset<K>(self, queue: &DelayQueue<K>, key: &DelayKey) -> bool {
-        queue.moved(key, false, |timeout| match self {
-            When::After(delay) => timeout.reset(delay),
-            When::At(deadline) => timeout.reset_at(deadline),
-        })
-    }
-
-    fn insert<K: Send + 'static>(
-        self,
-        queue: &DelayQueue<K>,
-        key: K,
-    ) -> Result<DelayKey, TimerError> {
-        match self {
-            When::After(delay) => queue.insert(key, delay),
-            When::At(deadline) => queue.insert_at(key, deadline),
-        }
-    }
-}
-
 impl HashedWheelTimer {
-    /// A new, empty [`DelayMap`] on this timer. The map keeps the timer
-    /// alive.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::{DelayMap, HashedWheelTimer};
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let leases: DelayMap<u64, String> = timer.delay_map();
-    /// leases.insert(7, "worker-a".to_string(), Duration::from_secs(1))?;
-    /// assert_eq!(leases.get_deadline(&7), Some(timer.now() + Duration::from_secs(1)));
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
+    /// A new, empty [`DelayMap`] on this timer (see its example). The map
+    /// keeps the timer alive.
     pub fn delay_map<K: Hash + Eq + Clone + Send + 'static, V>(&self) -> DelayMap<K, V> {
         let shards = (0..shard_count())
             .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
@@ -191,21 +153,9 @@ impl HashedWheelTimer {
 }
 
 impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
-    /// A new, empty map on [`current_timer`]: the timer
-    /// [`set_default`](crate::set_default) installed on this thread, or
-    /// else the process-wide default.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::{set_default, DelayMap, HashedWheelTimer};
-    /// use std::time::Duration;
-    ///
-    /// let manual = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let _guard = set_default(manual.clone());
-    /// let map = DelayMap::new();
-    /// map.insert("job", (), Duration::from_millis(5))?;
-    /// assert!(map.timer().is_same(&manual));
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
+    /// A new, empty map on [`current_timer`], as [`DelayQueue::new`]: the
+    /// timer [`set_default`](crate::set_default) installed on this thread,
+    /// or else the process-wide default.
     pub fn new() -> DelayMap<K, V> {
         current_timer().delay_map()
     }
@@ -218,8 +168,10 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
     /// # Errors
     ///
     /// [`TimerError::QueueClosed`] after [`close`](Self::close), and the
-    /// timer's refusals, as [`DelayQueue::insert`]'s. Then nothing
-    /// changes: a key already there keeps its value and deadline.
+    /// timer's refusals, as [`DelayQueue::insert`]'s (each key in the map
+    /// is one pending timeout). Then nothing changes: a key already there
+    /// keeps its value and deadline, and the offered key and value are
+    /// dropped.
     pub fn insert(&self, key: K, value: V, delay: Duration) -> Result<Option<V>, TimerError> {
         self.put(key, value, When::After(delay))
     }
@@ -245,17 +197,15 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         // What a refusal leaves is dropped where no panic escapes.
         match shard.entry(key) {
             Entry::Occupied(mut entry) => match self.rearm(entry.key(), entry.get().0, when) {
-                Ok(deadline) => {
-                    let slot = entry.get_mut();
-                    slot.0 = deadline;
-                    Ok(Some(std::mem::replace(&mut slot.1, value)))
-                }
+                Ok(deadline) => Ok(Some(
+                    std::mem::replace(entry.get_mut(), (deadline, value)).1,
+                )),
                 Err(error) => {
                     drop_item((entry, value));
                     Err(error)
                 }
             },
-            Entry::Vacant(entry) => match when.insert(&self.queue, entry.key().clone()) {
+            Entry::Vacant(entry) => match self.insert_deadline(entry.key().clone(), when) {
                 Ok(deadline) => {
                     entry.insert((deadline, value));
                     Ok(None)
@@ -273,10 +223,22 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
     /// its way to a consumer, who will now skip it, files a fresh one.
     /// Returns the name of the deadline in force.
     fn rearm(&self, key: &K, deadline: DelayKey, when: When) -> Result<DelayKey, TimerError> {
-        if when.reset(&self.queue, &deadline) {
+        let moved = self.queue.moved(&deadline, false, |timeout| match when {
+            When::After(delay) => timeout.reset(delay),
+            When::At(at) => timeout.reset_at(at),
+        });
+        if moved {
             Ok(deadline)
         } else {
-            when.insert(&self.queue, key.clone())
+            self.insert_deadline(key.clone(), when)
+        }
+    }
+
+    /// Files a deadline for `key` with `when` in the queue.
+    fn insert_deadline(&self, key: K, when: When) -> Result<DelayKey, TimerError> {
+        match when {
+            When::After(delay) => self.queue.insert(key, delay),
+            When::At(deadline) => self.queue.insert_at(key, deadline),
         }
     }
 
@@ -288,28 +250,25 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
     /// does: if the map is [closed](Self::close), or the timer at its
     /// pending limit, it keeps the old one, comes out as it would have,
     /// and this returns false.
-    pub fn reset<Q>(&self, key: &Q, delay: Duration) -> bool
+    pub fn reset<Q: Hash + Eq + ?Sized>(&self, key: &Q, delay: Duration) -> bool
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         self.moved(key, When::After(delay))
     }
 
     /// [`reset`](Self::reset) to an absolute deadline on the timer's clock
     /// (see [which instant to use](crate#deadlines)).
-    pub fn reset_at<Q>(&self, key: &Q, deadline: impl Into<Instant>) -> bool
+    pub fn reset_at<Q: Hash + Eq + ?Sized>(&self, key: &Q, deadline: impl Into<Instant>) -> bool
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         self.moved(key, When::At(deadline.into()))
     }
 
-    fn moved<Q>(&self, key: &Q, when: When) -> bool
+    fn moved<Q: Hash + Eq + ?Sized>(&self, key: &Q, when: When) -> bool
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         let mut shard = self.map.lock(key);
         let Some((owned, &(deadline, _))) = shard.get_key_value(key) else {
@@ -330,13 +289,11 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
 impl<K: Hash + Eq, V> DelayMap<K, V> {
     /// Takes `key` and its value out of the map, and cancels its deadline:
     /// the value will not come out of the stream. `None` if the key is not
-    /// in the map: never inserted, removed, or yielded by the stream. A key
-    /// whose deadline fired but that the stream has not yet yielded is
-    /// still in the map, and this takes it.
-    pub fn remove<Q>(&self, key: &Q) -> Option<V>
+    /// in the map (never inserted, removed, or yielded); a key whose
+    /// deadline fired but not yet yielded is still in it.
+    pub fn remove<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         let (deadline, value) = self.map.lock(key).remove(key)?;
         // Outside the map's lock: the stream finds the key gone meanwhile.
@@ -347,32 +304,28 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     /// The deadline of `key`, on the timer's clock: the last it was given.
     /// `None` if the key is not in the map, or if a consumer is yielding
     /// it at this moment.
-    pub fn get_deadline<Q>(&self, key: &Q) -> Option<Instant>
+    pub fn get_deadline<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<Instant>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         let shard = self.map.lock(key);
         self.queue.deadline(&shard.get(key)?.0)
     }
 
     /// A clone of the value of `key`, if it is in the map.
-    pub fn get<Q>(&self, key: &Q) -> Option<V>
+    pub fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
         V: Clone,
     {
-        let value = self.map.lock(key).get(key).map(|slot| slot.1.clone());
-        value
+        self.map.lock(key).get(key).map(|slot| slot.1.clone())
     }
 
     /// True if `key` is in the map: inserted, and neither removed nor
     /// yielded by the stream.
-    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    pub fn contains_key<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
     {
         self.map.lock(key).contains_key(key)
     }
@@ -399,11 +352,11 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         }
     }
 
-    /// Ends the stream once the map is empty: inserts fail with
-    /// [`TimerError::QueueClosed`] from now on, the keys already in come
-    /// out as before, and then every consumer gets `None`. Remove works
-    /// as before, and so does reset, but for a key whose deadline has
-    /// already fired (see [`reset`](Self::reset)). As [`DelayQueue::close`].
+    /// Ends the stream once the map is empty, as [`DelayQueue::close`]:
+    /// inserts fail with [`TimerError::QueueClosed`] from now on, the keys
+    /// already in come out as before, and then every consumer gets `None`.
+    /// Remove works as before, and so does reset, but for a key whose
+    /// deadline has already fired (see [`reset`](Self::reset)).
     pub fn close(&self) {
         self.queue.close();
     }
@@ -424,21 +377,6 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     /// [closed](Self::close), or its timer stopped. As
     /// [`DelayQueue::poll_expired`]: deadline order, each key once, to one
     /// consumer.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::task::{Context, Poll};
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let map = timer.delay_map();
-    /// map.insert("k", "v", Duration::from_millis(5))?;
-    /// let mut cx = Context::from_waker(futures::task::noop_waker_ref());
-    /// assert!(map.poll_expired(&mut cx).is_pending());
-    /// timer.advance(Duration::from_millis(5));
-    /// assert_eq!(map.poll_expired(&mut cx), Poll::Ready(Some(("k", "v"))));
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<(K, V)>> {
         loop {
             let Some(expired) = ready!(self.queue.poll_expired(cx)) else {

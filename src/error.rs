@@ -4,12 +4,10 @@ use std::time::Duration;
 
 /// Everything that can go wrong when building or using a timer.
 ///
-/// Each variant names the setting or condition that caused it, so the
-/// `Display` text is enough to fix the call. Use [`is_shutdown`] and
-/// [`is_at_capacity`] to branch on the two runtime conditions.
-///
-/// [`is_shutdown`]: TimerError::is_shutdown
-/// [`is_at_capacity`]: TimerError::is_at_capacity
+/// Each variant's `Display` text names the setting or condition that
+/// caused it, enough to fix the call. Branch on the two runtime conditions
+/// with [`is_shutdown`](Self::is_shutdown) and
+/// [`is_at_capacity`](Self::is_at_capacity).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TimerError {

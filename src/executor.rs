@@ -1,9 +1,5 @@
 //! Where callbacks run: on the worker thread (the default), or handed to an
 //! [`Executor`], Netty's `taskExecutor`.
-//!
-//! On the worker, a slow callback holds up every later tick. Handed off,
-//! it only holds up an executor thread: the worker goes straight back to
-//! the wheel.
 
 use tokio::runtime::Handle;
 
@@ -38,12 +34,10 @@ pub type Job = Box<dyn FnOnce() + Send + 'static>;
 ///   stopped, with the task in place for `take_task`.
 ///
 /// Every `Fn(Job) + Send + Sync` closure is an executor; [`TokioExecutor`]
-/// runs jobs on a tokio runtime.
-///
-/// `execute` is called on the worker thread, so it should hand the job off
-/// and return, not run it; a panic in `execute` is caught and logged. An
-/// executor that runs jobs inline works, but gives back the stalls it is
-/// meant to avoid.
+/// runs jobs on a tokio runtime. `execute` is called on the worker thread,
+/// so it should hand the job off and return (one that runs jobs inline
+/// works, but gives back the stalls an executor is for); a panic in
+/// `execute` is caught and logged.
 ///
 /// # Examples
 ///
@@ -89,13 +83,8 @@ where
 }
 
 /// Runs the timer's callbacks on a tokio runtime, through
-/// [`Handle::spawn`] or [`Handle::spawn_blocking`].
-///
-/// Use [`spawn_blocking`](TokioExecutor::spawn_blocking) for callbacks that
-/// may block or take long (the usual reason to want an executor), and
-/// [`spawn`](TokioExecutor::spawn) for short ones that should not cost a
-/// blocking-pool thread. Once the runtime shuts down, tokio drops the jobs,
-/// and their timeouts end stopped.
+/// [`Handle::spawn`] or [`Handle::spawn_blocking`]. Once the runtime shuts
+/// down, tokio drops the jobs, and their timeouts end stopped.
 ///
 /// # Examples
 ///
@@ -128,7 +117,8 @@ pub struct TokioExecutor {
 
 impl TokioExecutor {
     /// Runs each callback as a tokio task, with [`Handle::spawn`]. For short
-    /// callbacks: one that blocks stalls a runtime worker thread.
+    /// callbacks, that should not cost a blocking-pool thread: one that
+    /// blocks stalls a runtime worker thread.
     pub fn spawn(handle: Handle) -> TokioExecutor {
         TokioExecutor {
             handle,
@@ -137,7 +127,8 @@ impl TokioExecutor {
     }
 
     /// Runs each callback on tokio's blocking pool, with
-    /// [`Handle::spawn_blocking`]. For callbacks that block or take long.
+    /// [`Handle::spawn_blocking`]. For callbacks that block or take long,
+    /// the usual reason to want an executor.
     pub fn spawn_blocking(handle: Handle) -> TokioExecutor {
         TokioExecutor {
             handle,

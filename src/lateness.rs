@@ -17,12 +17,11 @@ use crate::engine::driver::lateness::{bucket_of, BUCKETS};
 /// a busy machine, a stalled runtime for a `tokio_clock()` timer).
 ///
 /// The buckets are log-scale: one per 1.024 µs below 8.2 µs, then 8 per
-/// doubling, so a [`quantile`](Self::quantile) is at most an eighth above
-/// the true one (and never above [`max`](Self::max), which is exact). An
-/// exact zero, as on a manual or paused clock, has a bucket of its own.
-/// Lateness past 18 minutes shares the last bucket. The driver records
-/// each fire with no atomic read-modify-write, at the cost of a few loads
-/// and stores.
+/// doubling (what that makes of a [`quantile`](Self::quantile) is told
+/// there). An exact zero, as on a manual or paused clock, has a bucket of
+/// its own. Lateness past 18 minutes shares the last bucket. The driver
+/// records each fire with a few loads and stores, no atomic
+/// read-modify-write.
 ///
 /// ```
 /// use hashed_wheel_timer::HashedWheelTimer;

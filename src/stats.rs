@@ -8,8 +8,9 @@ use crate::{HashedWheelTimer, LatenessHistogram};
 ///
 /// The totals count since the timer was built. Each timeout that was
 /// scheduled leaves [`pending`](TimerStats::pending) exactly once, and is
-/// then counted once as fired, cancelled or stopped, so at any quiet
-/// moment (no call in flight on another thread):
+/// then counted once as fired, cancelled or stopped. `scheduled` is the
+/// sum of the four, so every snapshot holds (and `pending` never reads
+/// below zero or above `scheduled`):
 ///
 /// `scheduled == fired + cancelled + stopped + pending`
 ///
@@ -19,9 +20,12 @@ use crate::{HashedWheelTimer, LatenessHistogram};
 /// timeout. A [`Sleep`](crate::Sleep) counts when its first poll files
 /// it, and a dropped one counts as cancelled.
 ///
-/// The timer keeps `pending`, `fired`, `cancelled` and `stopped`;
-/// `scheduled` is their sum, so the equation holds in every snapshot, and
-/// `pending` never reads below zero or above what was scheduled.
+/// The driver's health: [`lateness`](TimerStats::lateness) (how late each
+/// fire came), [`driver_wakeups`](TimerStats::driver_wakeups) and
+/// [`driver_busy`](TimerStats::driver_busy) (what turning the wheel
+/// costs). With the cargo feature `metrics` the timer also publishes these
+/// figures itself, through the `metrics` crate (see the README's
+/// "Metrics").
 ///
 /// ```
 /// use hashed_wheel_timer::HashedWheelTimer;
@@ -36,25 +40,6 @@ use crate::{HashedWheelTimer, LatenessHistogram};
 /// let s = timer.stats();
 /// assert_eq!((s.scheduled, s.fired, s.cancelled, s.stopped, s.pending), (2, 1, 1, 0, 0));
 /// assert_eq!(s.scheduled, s.fired + s.cancelled + s.stopped + s.pending as u64);
-/// # Ok::<(), hashed_wheel_timer::TimerError>(())
-/// ```
-///
-/// The driver's health: [`lateness`](TimerStats::lateness) (how late each
-/// fire came), [`driver_wakeups`](TimerStats::driver_wakeups) and
-/// [`driver_busy`](TimerStats::driver_busy) (what turning the wheel
-/// costs). With the cargo feature `metrics` the timer also publishes these
-/// figures itself, through the `metrics` crate (see the README's
-/// "Metrics").
-///
-/// ```
-/// use hashed_wheel_timer::HashedWheelTimer;
-/// use std::time::Duration;
-///
-/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-/// timer.new_timeout(|_| {}, Duration::from_millis(10))?;
-/// timer.advance(Duration::from_millis(10));
-///
-/// let s = timer.stats();
 /// assert_eq!(s.lateness.count(), 1);
 /// assert_eq!(s.lateness.quantile(0.99), Duration::ZERO, "on time");
 /// assert!(s.driver_busy > Duration::ZERO, "advance() turned the wheel");
@@ -92,10 +77,8 @@ pub struct TimerStats {
     pub driver_busy: Duration,
     /// How late each fire came after its deadline; see [`LatenessHistogram`].
     pub lateness: LatenessHistogram,
-    /// The most any timeout fired after its deadline, as the timer's thread
-    /// saw it when it fired (the tick's rounding included: up to one tick
-    /// on time). Zero until something fires. The same as
-    /// [`lateness.max()`](LatenessHistogram::max).
+    /// The most any timeout fired after its deadline: the same as
+    /// [`lateness.max()`](LatenessHistogram::max); zero until one fires.
     pub max_lateness: Duration,
     /// Timeouts queued for the timer's thread and not yet filed into the
     /// wheel: the drain backlog. It counts cells of cancelled timeouts the

@@ -6,9 +6,8 @@
 //! changes one `use` line: `tower::timeout::TimeoutLayer::new(d)` becomes
 //! `hashed_wheel_timer::tower::timeout::TimeoutLayer::new(d)`, on the
 //! [`current_timer`](crate::current_timer). A deadline that passes fails
-//! the call with tower's own
-//! [`Elapsed`], so error handling written
-//! for tower keeps matching.
+//! the call with tower's own [`Elapsed`], so error handling written for
+//! tower keeps matching.
 
 use std::fmt;
 use std::future::Future;
@@ -32,10 +31,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// A call that outlasts the deadline fails with a [`BoxError`] holding
 /// tower's [`Elapsed`] (also when the timer was stopped meanwhile: the call
 /// still gets its time); the inner service's own errors pass through
-/// unchanged (boxed); readiness is the inner service's. The
-/// deadline costs nothing for a response that is ready when first polled:
-/// the inner future is polled first, and only a call still pending
-/// schedules its deadline.
+/// unchanged (boxed); readiness is the inner service's. The deadline costs
+/// nothing for a response that is ready when first polled: the inner
+/// future is polled first, and only a call still pending schedules it.
 ///
 /// # Examples
 ///

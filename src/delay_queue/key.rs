@@ -14,18 +14,6 @@ use std::time::Instant;
 /// and from `u64`, and `usize` on 64-bit targets, for slab-style code: a
 /// key comes to name another item only after 2^30 inserts into its shard
 /// reused its slot, or, made up from a number, by chance.
-///
-/// ```
-/// use hashed_wheel_timer::{DelayKey, HashedWheelTimer};
-/// use std::time::Duration;
-///
-/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-/// let queue = timer.delay_queue();
-/// let key = queue.insert("request", Duration::from_secs(1))?;
-/// let raw: u64 = key.into();
-/// assert_eq!(queue.remove(&DelayKey::from(raw)), Some("request"));
-/// # Ok::<(), hashed_wheel_timer::TimerError>(())
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DelayKey(u64);
 

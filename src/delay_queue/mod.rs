@@ -10,6 +10,7 @@ mod waiters;
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,18 +55,16 @@ use waiters::Seat;
 ///
 /// - The stream of an empty queue is `Pending`, not finished: a consumer
 ///   started before the first insert waits for it. The stream ends (with
-///   `None`) once the queue is [closed](Self::close) and empty, or its
-///   timer has [stopped](HashedWheelTimer::stop) and it is empty. Close a
-///   queue when nothing more will be inserted, and its consumer ends.
+///   `None`) once the queue is empty and [closed](Self::close), or its
+///   timer [stopped](HashedWheelTimer::stop).
 /// - [`remove`](Self::remove) and [`reset`](Self::reset) with a key whose
 ///   item has already come out, or been removed, return `None` / `false`;
 ///   they never panic (see [`DelayKey`]).
-/// - [`peek`](Self::peek) looks at every item: it costs time in
-///   proportion to the queue's length.
-/// - [`reset`](Self::reset) of an item whose deadline has fired, but which
-///   the stream has not yet yielded, returns `false`: the item is on its
-///   way out. [`remove`](Self::remove) still takes it back, until the
-///   stream yields it; exactly one of the two gets it.
+/// - An item whose deadline has fired, but which the stream has not yet
+///   yielded, can no longer be [`reset`](Self::reset) (`false`: it is on
+///   its way out); [`remove`](Self::remove) still takes it back, and
+///   exactly one of the two, `remove` or the stream, gets it.
+/// - [`peek`](Self::peek) costs time in proportion to the queue's length.
 ///
 /// # Memory
 ///
@@ -120,20 +119,8 @@ struct Inner<T> {
 }
 
 impl HashedWheelTimer {
-    /// A new, empty [`DelayQueue`] on this timer. The queue keeps the timer
-    /// alive.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::{DelayQueue, HashedWheelTimer};
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let queue: DelayQueue<u64> = timer.delay_queue();
-    /// let key = queue.insert(7, Duration::from_secs(1))?;
-    /// assert_eq!(queue.len(), 1);
-    /// assert_eq!(queue.deadline(&key), Some(timer.now() + Duration::from_secs(1)));
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
+    /// A new, empty [`DelayQueue`] on this timer (see its example). The
+    /// queue keeps the timer alive.
     pub fn delay_queue<T: Send + 'static>(&self) -> DelayQueue<T> {
         self.delay_queue_with_capacity(0)
     }
@@ -160,20 +147,8 @@ impl HashedWheelTimer {
 impl<T: Send + 'static> DelayQueue<T> {
     /// A new, empty queue on [`current_timer`]: the timer
     /// [`set_default`](crate::set_default) installed on this thread (a
-    /// tokio clock's in a paused test), or else the process-wide default.
+    /// tokio clock's in a paused test), or else the process-wide default:
     /// tokio-util's `DelayQueue::new`.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::{set_default, DelayQueue, HashedWheelTimer};
-    /// use std::time::Duration;
-    ///
-    /// let manual = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let _guard = set_default(manual.clone());
-    /// let queue = DelayQueue::new();
-    /// queue.insert("job", Duration::from_millis(5))?;
-    /// assert!(queue.timer().is_same(&manual));
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
     pub fn new() -> DelayQueue<T> {
         current_timer().delay_queue()
     }
@@ -204,40 +179,34 @@ impl<T: Send + 'static> DelayQueue<T> {
     }
 
     /// [`insert`](Self::insert) with an absolute deadline on the timer's
-    /// clock (see [`HashedWheelTimer::now`]). A deadline already past is
-    /// due at once, as a zero delay is.
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// clock, a `std::time::Instant` or `tokio::time::Instant` ([which to
+    /// use](crate#deadlines)). A deadline already past is due at once.
     pub fn insert_at(&self, item: T, deadline: impl Into<Instant>) -> Result<DelayKey, TimerError> {
         let clock = &self.inner.timer.shared().clock;
         self.put(item, clock.now(), clock.to_nanos(deadline.into()))
     }
 
-    /// Stores `item` in this thread's shard and schedules its timeout at
-    /// `deadline` as read `now`, under the shard's lock, so that the slot is
-    /// filled before the stream can look for it. Scheduling runs no user
-    /// code. An item due already wakes the consumers.
+    /// Stores `item` in this thread's shard and schedules its timeout
+    /// under the shard's lock (scheduling runs no user code), so that the
+    /// slot is filled before the stream can look for it.
     fn put(&self, item: T, now: Nanos, deadline: Nanos) -> Result<DelayKey, TimerError> {
         if self.is_closed() {
             drop_item(item);
             return Err(TimerError::QueueClosed);
         }
-        let mut shard = self.inner.store.lock_mine();
+        let inner = &*self.inner;
+        let mut shard = inner.store.lock_mine();
         let key = shard.next_key();
-        let notice = Notice {
-            to: self.inner.listener.clone(),
+        let notice = Task::Notice(Notice {
+            to: inner.listener.clone(),
             token: key.into(),
-        };
-        let scheduled = self
-            .inner
-            .timer
-            .schedule_entry(now, deadline, Task::Notice(notice));
-        match scheduled {
+        });
+        match inner.timer.schedule_entry(now, deadline, notice) {
             Ok(timeout) => {
                 shard.put(key, timeout, item);
                 drop(shard);
                 if deadline <= now {
-                    self.inner.signal.waiters.wake_all();
+                    inner.signal.waiters.wake_all();
                 }
                 Ok(key)
             }
@@ -252,16 +221,15 @@ impl<T: Send + 'static> DelayQueue<T> {
 
 impl<T> DelayQueue<T> {
     /// Moves the deadline of the item `key` names to `delay` from now,
-    /// later or earlier, in place. Returns false, changing nothing, if the
-    /// key names no item in the queue, or if the item's deadline has
-    /// already fired (it is on its way out of the stream).
+    /// later or earlier. Returns false, changing nothing, if the key names
+    /// no item in the queue, or if the item's deadline has already fired.
     pub fn reset(&self, key: &DelayKey, delay: Duration) -> bool {
         self.moved(key, true, |timeout| timeout.reset(delay))
     }
 
-    /// [`reset`](Self::reset) to an absolute deadline on the timer's clock.
-    ///
-    /// Takes a `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)).
+    /// [`reset`](Self::reset) to an absolute deadline on the timer's clock,
+    /// a `std::time::Instant` or `tokio::time::Instant` ([which to
+    /// use](crate#deadlines)).
     pub fn reset_at(&self, key: &DelayKey, deadline: impl Into<Instant>) -> bool {
         let deadline = deadline.into();
         self.moved(key, true, |timeout| timeout.reset_at(deadline))
@@ -294,30 +262,15 @@ impl<T> DelayQueue<T> {
 
     /// Takes the item `key` names out of the queue, and cancels its
     /// timeout: it will not come out of the stream. `None` if the key
-    /// names no item in the queue: it was removed, or came out of the
-    /// stream, before. An item whose deadline fired but that the stream has
-    /// not yet yielded is still in the queue, and this takes it.
+    /// names no item in the queue (removed, or yielded by the stream); an
+    /// item whose deadline fired but not yet yielded is still in it.
     pub fn remove(&self, key: &DelayKey) -> Option<T> {
         self.try_remove(key).map(Expired::into_inner)
     }
 
     /// [`remove`](Self::remove), giving the item as an [`Expired`] with its
     /// key and deadline (which may be still ahead): tokio-util's
-    /// `try_remove`. `None` if the key names no item in the queue.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let queue = timer.delay_queue();
-    /// let key = queue.insert("request", Duration::from_secs(5))?;
-    /// let removed = queue.try_remove(&key).unwrap();
-    /// assert_eq!((removed.key(), removed.deadline()), (key, timer.now() + Duration::from_secs(5)));
-    /// assert_eq!(removed.into_inner(), "request");
-    /// assert!(queue.try_remove(&key).is_none(), "removed already");
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
+    /// `try_remove`.
     pub fn try_remove(&self, key: &DelayKey) -> Option<Expired<T>> {
         let slot = self.inner.store.lock_of(key)?.take(key)?;
         slot.timeout.cancel();
@@ -332,8 +285,8 @@ impl<T> DelayQueue<T> {
     }
 
     /// The number of items in the queue: inserted, and neither removed nor
-    /// yielded by the stream. It locks each of the queue's shards in turn,
-    /// a few per core, so under concurrent use it is a snapshot.
+    /// yielded. It locks each shard in turn, so under concurrent use it is
+    /// a snapshot.
     pub fn len(&self) -> usize {
         self.inner.store.each().map(|shard| shard.slots.len()).sum()
     }
@@ -353,22 +306,9 @@ impl<T> DelayQueue<T> {
 
     /// The key of the item that comes out next: the one with the earliest
     /// deadline (among equal ones, any of them, not always the one that
-    /// comes out first), or `None` if the queue is empty. tokio-util's `peek`. It looks at every
-    /// item, locking each shard in turn: a snapshot, for tests and
+    /// comes out first), or `None` if empty: tokio-util's `peek`. It looks
+    /// at every item, locking each shard in turn: a snapshot, for tests and
     /// occasional looks, not for a loop over a large queue.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let queue = timer.delay_queue();
-    /// assert_eq!(queue.peek(), None);
-    /// queue.insert("later", Duration::from_secs(9))?;
-    /// let soon = queue.insert("soon", Duration::from_secs(2))?;
-    /// assert_eq!(queue.peek(), Some(soon));
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
     pub fn peek(&self) -> Option<DelayKey> {
         let mut first: Option<(Instant, DelayKey)> = None;
         for shard in self.inner.store.each() {
@@ -386,12 +326,8 @@ impl<T> DelayQueue<T> {
     /// [`TimerError::QueueClosed`] from now on, the items already in come
     /// out as before, and then every consumer gets `None`. An insert that
     /// races the close may still get in, and comes out before the end.
-    /// Reset and remove work as before.
-    ///
-    /// tokio-util's stream ends whenever its queue is empty; this one, which
-    /// any handle may insert into at any time, ends only once closed (or
-    /// its timer stopped). A reaper task per connection ends when the
-    /// connection closes its queue:
+    /// Reset and remove work as before. A reaper task per connection ends
+    /// when the connection closes its queue:
     ///
     /// ```
     /// use futures::StreamExt;
@@ -415,12 +351,13 @@ impl<T> DelayQueue<T> {
     /// # }
     /// ```
     pub fn close(&self) {
-        self.inner.signal.close();
+        self.inner.signal.closed.store(true, Ordering::SeqCst);
+        self.inner.signal.waiters.wake_all();
     }
 
     /// True once [`close`](Self::close) was called on any handle.
     pub fn is_closed(&self) -> bool {
-        self.inner.signal.is_closed()
+        self.inner.signal.closed.load(Ordering::SeqCst)
     }
 
     /// The timer the queue runs on.
@@ -429,21 +366,20 @@ impl<T> DelayQueue<T> {
     }
 
     fn with_slot<R>(&self, key: &DelayKey, f: impl FnOnce(&store::Slot<T>) -> R) -> Option<R> {
-        let shard = self.inner.store.lock_of(key)?;
-        shard.get(key).map(f)
+        self.inner.store.lock_of(key)?.get(key).map(f)
     }
 
-    /// Once closed, or the timer stopped, a consumer waits for the queue
-    /// to empty: it looks again after a removal.
+    /// Closed, or the timer stopped: the stream ends once the queue is empty.
+    fn is_ending(&self) -> bool {
+        self.is_closed() || self.inner.timer.is_shutdown()
+    }
+
+    /// Once ending, a consumer waits for the queue to empty: it looks
+    /// again after a removal.
     fn wake_if_ending(&self) {
-        if self.is_closed() || self.inner.timer.is_shutdown() {
+        if self.is_ending() {
             self.inner.signal.waiters.wake_all();
         }
-    }
-
-    /// True once the stream has ended: empty, and closed or stopped.
-    pub(crate) fn is_finished(&self) -> bool {
-        (self.is_closed() || self.inner.timer.is_shutdown()) && self.is_empty()
     }
 }
 

@@ -3,8 +3,8 @@
 //! holds the item and the timeout that will tell the stream its key.
 //!
 //! A key names its slot by index. `compact` moves items to fill the holes,
-//! so it records where each moved item went (`moved`); a
-//! look-up that misses at the key's index looks there.
+//! so it records where each moved item went (`moved`), where a look-up
+//! that misses at the key's index looks.
 //!
 //! No user code runs under a shard's lock: items are taken out, and
 //! dropped or returned after it. The locks are loom's under `cfg(loom)`,

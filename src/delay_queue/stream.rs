@@ -3,6 +3,7 @@
 //! `Signal`, and the stream, which takes the item out of its slot.
 
 use std::pin::Pin;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -14,7 +15,6 @@ use crate::delay_queue::waiters::Waiters;
 use crate::delay_queue::DelayQueue;
 use crate::engine::driver::ShutdownHook;
 use crate::engine::entry::task::Listener;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the driver and the consumers of one queue share: the keys of items
 /// whose deadline fired, in the order they fired, who waits for them, and
@@ -23,18 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) struct Signal {
     fired: SegQueue<u64>,
     pub(crate) waiters: Waiters,
-    closed: AtomicBool,
-}
-
-impl Signal {
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        self.waiters.wake_all();
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
-    }
+    pub(super) closed: AtomicBool,
 }
 
 impl ShutdownHook for Signal {
@@ -69,29 +58,26 @@ impl<T> DelayQueue<T> {
     /// Each item comes out once, to one caller, however many poll.
     ///
     /// On `Pending`, this handle keeps `cx`'s waker in place of the one its
-    /// previous poll left (waking that one, if it would wake another task):
-    /// the queue holds one waker per handle, not one per poll.
+    /// previous poll left (waking that one, if it would wake another task).
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         if let Some(expired) = self.next_fired() {
             return Poll::Ready(Some(expired));
         }
         self.inner.signal.waiters.register(&self.seat, cx.waker());
-        if let Some(expired) = self.next_fired() {
-            return Poll::Ready(Some(expired));
-        }
-        // On a manual or tokio clock, what is due at this instant comes out
-        // at this poll, as tokio-util's does (an item inserted already due,
-        // say): turn the wheel here if no driver is turning it.
+        // Look again; then, on a manual or tokio clock, what is due at this
+        // instant comes out at this poll, as tokio-util's does (an item
+        // inserted already due, say): turn the wheel here if no driver is
+        // turning it, and look once more.
         let shared = self.inner.timer.shared();
-        if !shared.clock.is_real() && shared.turn_here() {
-            if let Some(expired) = self.next_fired() {
-                return Poll::Ready(Some(expired));
-            }
+        let turned = || !shared.clock.is_real() && shared.turn_here();
+        match self
+            .next_fired()
+            .or_else(|| turned().then(|| self.next_fired()).flatten())
+        {
+            Some(expired) => Poll::Ready(Some(expired)),
+            None if self.is_ending() && self.is_empty() => Poll::Ready(None),
+            None => Poll::Pending,
         }
-        if self.is_finished() {
-            return Poll::Ready(None);
-        }
-        Poll::Pending
     }
 
     /// Takes out the next item whose key the driver passed on, skipping
@@ -118,8 +104,7 @@ impl<T> Stream for DelayQueue<T> {
     }
 }
 
-/// A shared reference is a stream too, for consumers that keep the queue
-/// borrowed.
+/// A shared reference is a stream too.
 impl<T> Stream for &DelayQueue<T> {
     type Item = Expired<T>;
 

@@ -3,12 +3,12 @@
 //!
 //! A consumer is a handle: the queue, or one of its clones. Each handle
 //! that has waited has one slot here, its [`Seat`], holding the waker of
-//! its latest poll: a poll with another waker replaces it, so a queue
-//! keeps at most one waker per live handle, however often, and with
-//! however many wakers, its consumers poll; a dropped handle gives its
-//! slot up. Replacing a waker that would wake another task wakes it (a
-//! spurious wake-up, for a task that shares one handle with others: it
-//! polls again and takes the slot back), so no task is left waiting.
+//! its latest poll, so a queue keeps at most one waker per live handle,
+//! however often and with however many wakers its consumers poll; a
+//! dropped handle gives its slot up. A replaced waker that would wake
+//! another task is woken (a spurious wake-up, for a task that shares one
+//! handle with others: it polls again and takes the slot back), so no task
+//! is left waiting.
 //!
 //! A consumer that finds nothing registers its waker, arms the flag, and
 //! looks again. The driver pushes, then reads the flag, and takes the lock
@@ -45,14 +45,11 @@ impl Waiters {
         let displaced = {
             let mut seats = lock(&self.seats);
             let taken = seat.0.load(Ordering::Relaxed).checked_sub(1);
-            let index = match taken.filter(|&index| seats.contains(index)) {
-                Some(index) => index,
-                None => {
-                    let index = seats.insert(None);
-                    seat.0.store(index + 1, Ordering::Relaxed);
-                    index
-                }
-            };
+            let index = taken.filter(|&i| seats.contains(i)).unwrap_or_else(|| {
+                let index = seats.insert(None);
+                seat.0.store(index + 1, Ordering::Relaxed);
+                index
+            });
             let slot = &mut seats[index];
             let displaced = match slot {
                 Some(kept) if kept.will_wake(waker) => None,

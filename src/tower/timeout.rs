@@ -38,15 +38,14 @@ pub mod error {
     pub use tower::timeout::error::Elapsed;
 }
 
-/// tower's `TimeoutLayer::new(timeout)`, on the
-/// [`current_timer`](crate::current_timer) when it is made.
+/// tower's `TimeoutLayer`: a [`super::TimeoutLayer`] made with tower's
+/// arguments.
 #[derive(Clone, Debug)]
 pub struct TimeoutLayer(super::TimeoutLayer);
 
 impl TimeoutLayer {
-    /// A layer that gives each request `timeout`, on the timer
-    /// [`set_default`](crate::set_default) installed on this thread, or
-    /// else the process-wide default.
+    /// A layer that gives each request `timeout`, on the
+    /// [`current_timer`](crate::current_timer) when it is made.
     pub fn new(timeout: Duration) -> TimeoutLayer {
         TimeoutLayer(super::TimeoutLayer::new(crate::current_timer(), timeout))
     }
@@ -61,33 +60,13 @@ impl<S> Layer<S> for TimeoutLayer {
 }
 
 /// tower's `timeout::Timeout`: a [`TimeoutService`] made with tower's
-/// arguments, on the [`current_timer`](crate::current_timer).
-///
-/// ```
-/// use hashed_wheel_timer::tower::timeout::Timeout; // was tower::timeout::Timeout
-/// use hashed_wheel_timer::{set_default, HashedWheelTimer};
-/// use std::time::Duration;
-/// use tokio_test::{assert_pending, assert_ready, task};
-/// use tower::timeout::error::Elapsed;
-/// use tower::{service_fn, Service};
-///
-/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-/// let _guard = set_default(timer.clone());
-/// let never = service_fn(|()| std::future::pending::<Result<(), std::convert::Infallible>>());
-/// let mut svc = Timeout::new(never, Duration::from_millis(100));
-/// let mut call = task::spawn(svc.call(()));
-/// assert_pending!(call.poll());
-/// timer.advance(Duration::from_millis(100));
-/// assert!(assert_ready!(call.poll()).unwrap_err().is::<Elapsed>());
-/// # Ok::<(), hashed_wheel_timer::TimerError>(())
-/// ```
+/// arguments.
 #[derive(Clone, Debug)]
 pub struct Timeout<S>(TimeoutService<S>);
 
 impl<S> Timeout<S> {
-    /// Wraps `inner`, giving each request `timeout` on the timer
-    /// [`set_default`](crate::set_default) installed on this thread, or
-    /// else the process-wide default.
+    /// Wraps `inner`, giving each request `timeout` on the
+    /// [`current_timer`](crate::current_timer) when it is made.
     pub fn new(inner: S, timeout: Duration) -> Timeout<S> {
         Timeout(TimeoutService::new(inner, crate::current_timer(), timeout))
     }
