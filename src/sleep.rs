@@ -155,6 +155,15 @@ impl Sleep {
         }
     }
 
+    /// Starts loading the entry's cache line, for a drop (a cancel) that
+    /// may follow soon: see `Entry::prefetch`.
+    #[inline(always)]
+    pub(crate) fn prefetch_entry(&self) {
+        if let Some(key) = self.entry {
+            self.home().shared().entry(key).prefetch();
+        }
+    }
+
     /// Replaces the entry, giving up our reference to the old one.
     fn set_entry(&mut self, entry: Option<Key>) {
         if let Some(old) = std::mem::replace(&mut self.entry, entry) {
