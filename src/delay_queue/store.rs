@@ -123,6 +123,8 @@ impl<T> Shard<T> {
     /// Takes out the slot `key` names, if it still holds that item.
     pub(crate) fn take(&mut self, key: &DelayKey) -> Option<Slot<T>> {
         let index = self.find(key)?;
+        // The cancel that follows needs the entry: start loading it now.
+        self.slots[index].timeout.entry().prefetch();
         if !self.moved.is_empty() {
             self.moved.remove(key);
         }

@@ -218,9 +218,9 @@ impl Entry {
         self.flags.load(Ordering::SeqCst) & flag != 0
     }
 
-    /// Starts loading this entry's cache line without waiting for it: a
-    /// future about to end calls it before polling what it wraps, so the
-    /// cancel that follows finds the line loaded (`TimeoutFuture::poll`).
+    /// Starts loading this entry's cache line without waiting for it, for
+    /// a cancel that is about to come, so that the line is loaded while the
+    /// caller does other work (`TimeoutFuture::poll`, `Shard::take`).
     #[inline(always)]
     pub(crate) fn prefetch(&self) {
         #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
