@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use futures::Stream;
 
-use crate::delay_queue::{drop_item, lock, shard_count};
+use crate::delay_queue::{drop_item, shard_count};
+use crate::engine::sync::lock;
 use crate::engine::sync::{Mutex, MutexGuard};
 use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 

@@ -20,8 +20,8 @@ use crate::engine::clock::Nanos;
 use crate::engine::driver::ShutdownHook;
 use crate::engine::entry::task::{panic_message, Listener, Notice, Task};
 use crate::{current_timer, HashedWheelTimer, TimerError};
+pub(crate) use store::shard_count;
 use store::Store;
-pub(crate) use store::{lock, shard_count};
 use stream::{listener, Signal};
 use waiters::Seat;
 

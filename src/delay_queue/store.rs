@@ -10,7 +10,7 @@
 //! dropped or returned after it. The locks are loom's under `cfg(loom)`,
 //! so that the models in `tests/loom.rs` see them.
 
-use crate::engine::sync::{Mutex, MutexGuard};
+use crate::engine::sync::{lock, Mutex, MutexGuard};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -154,13 +154,6 @@ impl<T> Shard<T> {
 pub(crate) fn shard_count() -> usize {
     let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
     (threads * 2).next_power_of_two().clamp(2, 64)
-}
-
-/// Locks a delay queue's or map's mutex, recovering rather than propagating
-/// poison: no user code runs under a queue's locks, and a key's panicking
-/// `Hash` or `Eq` leaves a map sound.
-pub(crate) fn lock<M>(mutex: &Mutex<M>) -> MutexGuard<'_, M> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A number fixed per thread, counting threads as they first ask, so that

@@ -21,8 +21,7 @@ use std::task::Waker;
 
 use slab::Slab;
 
-use crate::delay_queue::lock;
-use crate::engine::sync::{fence, AtomicBool, Mutex, Ordering};
+use crate::engine::sync::{fence, lock, AtomicBool, Mutex, Ordering};
 
 #[derive(Default)]
 pub(crate) struct Waiters {

@@ -20,8 +20,9 @@ pub(crate) use loom::cell::UnsafeCell;
 #[cfg(not(loom))]
 pub(crate) use crossbeam_queue::SegQueue as Queue;
 
-/// `mutex.lock()`, going on past a poisoning: no engine lock guards data a panic leaves
-/// half-changed (no user code runs under one, or its panic is caught).
+/// `mutex.lock()`, going on past a poisoning: no lock of the engine, a delay queue or a
+/// delay map guards data a panic leaves half-changed (no user code runs under one, its
+/// panic is caught, or, for a map key's `Hash` or `Eq`, the map stays sound).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
