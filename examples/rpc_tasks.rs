@@ -46,8 +46,8 @@
 //! the two agree within 0.8-1.25 (the verdict is printed last).
 //!
 //! `--alone NAME` runs the row of that exact name and nothing else (no
-//! baseline, no table), to compare two whole processes with `farm-bench`
-//! or `perf stat`.
+//! baseline, no table), to compare two whole processes with `perf stat`
+//! or `/usr/bin/time -v` (or `benches/rpc_tasks_alone.sh`).
 
 #[path = "support/proc.rs"]
 mod proc;
@@ -135,7 +135,7 @@ struct Config {
     warmup: Duration,
     only: Vec<String>,
     /// `--alone NAME`: that row only, with no baseline or control, for a
-    /// whole-process comparison of two runs (`farm-bench`, `perf stat`).
+    /// whole-process comparison of two runs (`perf stat`, `/usr/bin/time -v`).
     alone: Option<String>,
     quick: bool,
     /// `--tokio-clock`: every row of this crate on a `tokio_clock()` timer.
