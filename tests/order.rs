@@ -89,3 +89,23 @@ fn equal_deadlines_fire_in_submission_order_across_a_full_ring() {
     assert_eq!(first_swap, None, "fired out of submission order");
     assert_eq!(labels, (50..RING + 300).collect::<Vec<_>>());
 }
+
+/// On a tokio clock the driver turns where tokio wakes it: a timeout that
+/// arrives while it sleeps, due with one already in the wheel, is filed
+/// by the turn that fires both, and still fires second.
+#[tokio::test(start_paused = true)]
+async fn an_equal_deadline_filed_by_the_firing_turn_fires_after_the_one_in_the_wheel() {
+    let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+    let labels = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let deadline = timer.now() + MS * 50;
+    let schedule_at = |label: usize| {
+        let labels = labels.clone();
+        let task = move |_: &hashed_wheel_timer::Timeout| labels.lock().unwrap().push(label);
+        timer.new_timeout_at(task, deadline).unwrap()
+    };
+    let _first = schedule_at(0);
+    tokio::time::sleep(MS * 10).await; // the driver files the first
+    let _second = schedule_at(1); // does not wake it: due with the first
+    tokio::time::sleep(MS * 100).await;
+    assert_eq!(*labels.lock().unwrap(), vec![0, 1]);
+}

@@ -39,8 +39,10 @@ impl Shared {
             } else {
                 now_tick
             };
-            due.append(&mut core.ready);
             while core.wheel.expire_next(&self.slots, upto, due).is_some() {}
+            // After the wheel's keys: a tie fires in filing order, and the
+            // wheel's were filed first (`fire` sorts stably).
+            due.append(&mut core.ready);
             self.next_turn(&core, now_tick, drained)
         };
         let fired = !due.is_empty();
