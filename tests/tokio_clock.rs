@@ -238,3 +238,67 @@ fn a_task_of_another_runtime_reads_the_timers_own_clock() {
     );
     assert!(!sleep.is_elapsed());
 }
+
+/// When a sleep until `base + deadline` completes on a fresh paused runtime:
+/// on this crate's timer, built half a millisecond into tokio's time (so its
+/// ticks end half-way through tokio's milliseconds), or on tokio's. The sleep
+/// is made `wait` after that.
+fn completes_at(on_this_timer: bool, wait: Duration, deadline: Duration) -> Duration {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let base = Instant::now();
+        tokio::time::advance(Duration::from_micros(500)).await;
+        let timer = timer();
+        tokio::time::advance(wait).await;
+        if on_this_timer {
+            timer.sleep_until(base + deadline).await;
+        } else {
+            tokio::time::sleep_until(base + deadline).await;
+        }
+        Instant::now() - base
+    })
+}
+
+/// tokio wakes its driver up to a millisecond late. Asked for a tick's end,
+/// the timer fired a tick after tokio's own sleep; it asks for the tick's
+/// start, and fires what is due by the time tokio wakes it.
+#[test]
+fn a_deadline_inside_a_tick_fires_with_tokios_own_sleep() {
+    let at = |on_this_timer| completes_at(on_this_timer, Duration::ZERO, MS * 17 / 10);
+    assert_eq!(at(true), at(false), "this timer's sleep, then tokio's");
+}
+
+/// Woken by tokio before the tick's end but after the deadline, the turn
+/// fires it then, not a tick later.
+#[test]
+fn a_turn_before_the_ticks_end_fires_what_is_due() {
+    let (wait, deadline) = (MS * 7 / 10, MS * 21 / 10);
+    let ours = completes_at(true, wait, deadline);
+    assert!(ours >= deadline, "early: {ours:?}");
+    assert!(ours < completes_at(false, wait, deadline), "{ours:?}");
+}
+
+/// A fixed-rate task far behind catches up a run a tick, as on the other
+/// clocks: a turn that fires what is due before its tick's end leaves a
+/// periodic task to its tick.
+#[tokio::test(start_paused = true)]
+async fn a_periodic_task_behind_runs_once_a_tick_on_tokios_clock_too() {
+    let timer = timer();
+    let runs = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = runs.clone();
+    let task = move |_: &Timeout| seen.lock().unwrap().push(Instant::now());
+    let _periodic = timer.schedule_at_fixed_rate(task, MS, MS).unwrap();
+    tokio::time::sleep(MS * 3 / 2).await;
+    tokio::time::advance(MS * 10).await;
+    tokio::time::sleep(MS * 5).await;
+    let runs = runs.lock().unwrap().clone();
+    assert!(runs.len() >= 5, "{runs:?}");
+    assert!(
+        runs.windows(2).all(|w| w[1] > w[0]),
+        "two runs at one instant: {runs:?}"
+    );
+}

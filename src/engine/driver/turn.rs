@@ -1,7 +1,7 @@
 //! `turn(now)`, the one routine every driver runs (Netty's `Worker.run`, tokio's
 //! `process_at_time`). Under the core lock: read the mailbox (take cancelled entries out, file
 //! again those a reset moved earlier), file at most `DRAIN_CAP_PER_TICK` arrivals, expire every
-//! tick up to `now`. Then, unlocked, fire what is due, by deadline then submission (`dispatch.rs`),
+//! tick up to `now` (on a tokio clock, and the next tick's keys due by `now`). Then, unlocked, fire what is due, by deadline then submission (`dispatch.rs`),
 //! and say when to turn next; a sleeping driver publishes it (`plan_sleep`).
 
 use std::sync::Arc;
@@ -40,6 +40,9 @@ impl Shared {
                 now_tick
             };
             while core.wheel.expire_next(&self.slots, upto, due).is_some() {}
+            if upto == now_tick && self.clock.tokio_runtime().is_some() {
+                core.wheel.expire_filed_by(&self.slots, now, due);
+            }
             // After the wheel's keys: a tie fires in filing order, and the
             // wheel's were filed first (`fire` sorts stably).
             due.append(&mut core.ready);

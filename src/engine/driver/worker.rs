@@ -8,7 +8,7 @@
 //! same rounds, waiting on `sleep_until` or a producer's `Notify`, so a paused runtime moves the
 //! timer as its own timers. The sleep's waker turns the wheel before it wakes the task
 //! (`TurnOnWake`): what is due at an instant has fired when tokio's own timers of that instant
-//! wake. A round holds the driver lock (`stop()` waits for it), never across an `await`. The
+//! wake. It sleeps to the start of the next tick with work, not its end (`tokio_wake`). A round holds the driver lock (`stop()` waits for it), never across an `await`. The
 //! runtime's shutdown drops the task, which shuts the timer down.
 
 use std::future::Future;
@@ -117,7 +117,7 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
                 shared.counts.note_wakeup();
             }
             Round::Sleep(Some(wake_at)) => {
-                let Some(at) = shared.clock.tokio_instant(wake_at) else {
+                let Some(at) = shared.clock.tokio_instant(tokio_wake(shared, wake_at)) else {
                     return; // not a tokio clock: never spawned for one
                 };
                 let woken = std::pin::pin!(notify.notified());
@@ -132,6 +132,21 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
                 shared.counts.note_wakeup();
             }
         }
+    }
+}
+
+/// When to ask tokio to wake the driver for a turn planned at `wake_at`, a
+/// tick's end. tokio wakes a sleep at its own next millisecond, not at the
+/// wheel's: asked for the tick's end, a timeout would wait for both. So it is
+/// asked for the tick's start, once that is ahead, and the turn there fires
+/// what is due by then (`Wheel::expire_filed_by`); the rest at the tick's
+/// end, or with the next tick's.
+fn tokio_wake(shared: &Shared, wake_at: Nanos) -> Nanos {
+    let start = wake_at.saturating_sub(shared.config.tick_nanos) + 1;
+    if start > shared.clock.now() {
+        start
+    } else {
+        wake_at
     }
 }
 

@@ -21,7 +21,7 @@ mod list;
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
-use crate::engine::clock::{earliest, tick_of};
+use crate::engine::clock::{earliest, tick_of, Nanos};
 use crate::engine::entry::arena::Slots;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Entry;
@@ -155,6 +155,29 @@ impl Wheel {
         self.occupied.clear(bucket);
         self.drain_list(slots, list, due);
         Some(tick)
+    }
+
+    /// Takes out of the next tick's bucket, in bucket order, the one-shot keys
+    /// filed by `now`, before the tick ends: a tokio clock's driver turns where
+    /// tokio wakes it, on tokio's millisecond, not the wheel's (`worker.rs`).
+    /// A periodic key waits for its tick, to run at most once a tick.
+    pub(crate) fn expire_filed_by(&mut self, slots: &Slots, now: Nanos, due: &mut Vec<Key>) {
+        let Place::Bucket(bucket) = self.place_of(self.current.saturating_add(1)) else {
+            return; // a round's first tick: its keys still wait in `overflow`
+        };
+        let mut list = List::unpack(self.buckets[bucket]);
+        let mut next = list.head;
+        while let Some(key) = next {
+            let entry = slots.get(key);
+            next = entry.next_link();
+            if entry.filed() <= now && !entry.is_periodic() {
+                list.unlink(slots, key);
+                entry.set_in_wheel(false);
+                self.len -= 1;
+                due.push(key);
+            }
+        }
+        self.with_list(Place::Bucket(bucket), |kept| *kept = list);
     }
 
     /// Moves round `round` from `overflow` into the (empty) buckets.
