@@ -1,63 +1,10 @@
-//! `Sleep`'s unit tests: registration, resets, counts, the clock reads.
+//! `Sleep`'s unit tests: registration, resets, slots, the clock reads.
 
 use super::*;
 use crate::timer::tests::in_wheel;
 use tokio_test::{assert_pending, task};
 
 const MS: Duration = Duration::from_millis(1);
-
-/// Invariant 5 for futures. A timeout kept pending throughout makes a
-/// second uncount show: the count is never below 0, so without it an
-/// extra uncount would read as the 0 expected.
-#[test]
-fn futures_leave_the_pending_count_exactly_once() {
-    use tokio_test::assert_ready;
-    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-    let _marker = timer.new_timeout(|_| {}, MS * 100_000).unwrap();
-    let counted = || timer.pending_timeouts();
-    // Fired, polled to completion, dropped.
-    let mut fired = task::spawn(timer.sleep(MS));
-    assert_pending!(fired.poll());
-    timer.advance(MS);
-    assert_ready!(fired.poll());
-    drop(fired);
-    assert_eq!(counted(), 1, "fired then dropped");
-    // Fired, dropped without another poll.
-    let mut unpolled = task::spawn(timer.sleep(MS));
-    assert_pending!(unpolled.poll());
-    timer.advance(MS);
-    drop(unpolled);
-    assert_eq!(counted(), 1, "fired, dropped unpolled");
-    // Cancelled by its drop, after a reset that moved its entry earlier.
-    let mut swapped = task::spawn(timer.sleep(MS * 10));
-    assert_pending!(swapped.poll());
-    swapped.reset(timer.now() + MS * 5);
-    assert_eq!(counted(), 2, "one entry for it, before and after");
-    drop(swapped);
-    assert_eq!(counted(), 1, "reset then dropped");
-    // An interval over many ticks.
-    let mut interval = timer.interval(MS * 2);
-    let mut ticks = task::spawn(());
-    for _ in 0..50 {
-        while ticks.enter(|cx, _| interval.poll_tick(cx)).is_ready() {}
-        timer.advance(MS * 2);
-    }
-    while ticks.enter(|cx, _| interval.poll_tick(cx)).is_ready() {}
-    assert_eq!(counted(), 2, "one entry for it, tick after tick");
-    drop(interval);
-    assert_eq!(counted(), 1, "an interval, dropped");
-    // Stopped: woken, not returned, and uncounted once. (An hour: it
-    // must still wait when polled after the move, even under Miri.)
-    let mut stopped = task::spawn(timer.sleep(MS * 3_600_000));
-    assert_pending!(stopped.poll());
-    let returned = timer.stop().unwrap();
-    assert_eq!(returned.len(), 1, "only the marker is returned");
-    assert!(stopped.is_woken());
-    assert_pending!(stopped.poll(), "waits on, on the default timer");
-    assert_eq!(counted(), 0, "the marker, by stop; the sleep, once");
-    drop(stopped);
-    assert_eq!(counted(), 0);
-}
 
 /// Invariant 6 for futures: a `Sleep` that re-files (every interval
 /// tick, every reset) gives the old entry's slot back.
@@ -119,30 +66,6 @@ fn a_sleep_reads_the_clock_only_where_time_can_be_moved() {
     assert_pending!(due.poll());
     manual.advance(MS * 5);
     tokio_test::assert_ready!(due.poll());
-}
-
-/// A `sleep(d)` first polled after `d` has passed, on real time, takes an
-/// entry due already, and the driver's next turn fires it.
-#[test]
-fn a_sleep_first_polled_after_its_deadline_completes() {
-    let timer = HashedWheelTimer::new();
-    let sleep = timer.sleep(MS);
-    std::thread::sleep(MS * 5);
-    assert!(sleep.is_elapsed());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        futures::executor::block_on(sleep);
-        tx.send(()).unwrap();
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("woken by the driver's next turn");
-}
-
-/// The memory row of `examples/compare` boxes a `Sleep` per pending
-/// timeout: 40 bytes, a 48-byte heap chunk.
-#[test]
-fn a_sleep_is_40_bytes() {
-    assert_eq!(std::mem::size_of::<Sleep>(), 40);
 }
 
 #[test]

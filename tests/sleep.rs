@@ -1,5 +1,5 @@
 //! `Sleep` on a manual clock: exact ticks, reset, cancellation by drop,
-//! which waker is woken, and what a stopped timer does to it.
+//! counted once, which waker is woken, and what a stopped timer does to it.
 
 mod common;
 
@@ -183,6 +183,54 @@ fn drop_cancels() {
     assert_eq!(timer.pending_timeouts(), 0);
 }
 
+/// Invariant 5 for futures. A timeout kept pending throughout makes a
+/// second uncount show: the count is never below 0, so without it an
+/// extra uncount would read as the 0 expected.
+#[test]
+fn futures_leave_the_pending_count_exactly_once() {
+    let timer = manual(MS);
+    let _marker = timer.new_timeout(|_| {}, MS * 100_000).unwrap();
+    let counted = || timer.pending_timeouts();
+    // Fired, polled to completion, dropped.
+    let mut fired = polled(timer.sleep(MS));
+    timer.advance(MS);
+    assert_ready!(fired.poll());
+    drop(fired);
+    assert_eq!(counted(), 1, "fired then dropped");
+    // Fired, dropped without another poll.
+    let unpolled = polled(timer.sleep(MS));
+    timer.advance(MS);
+    drop(unpolled);
+    assert_eq!(counted(), 1, "fired, dropped unpolled");
+    // Cancelled by its drop, after a reset that moved its entry earlier.
+    let mut swapped = polled(timer.sleep(MS * 10));
+    swapped.reset(timer.now() + MS * 5);
+    assert_eq!(counted(), 2, "one entry for it, before and after");
+    drop(swapped);
+    assert_eq!(counted(), 1, "reset then dropped");
+    // An interval over many ticks.
+    let mut interval = timer.interval(MS * 2);
+    let mut ticks = task::spawn(());
+    for _ in 0..50 {
+        while ticks.enter(|cx, _| interval.poll_tick(cx)).is_ready() {}
+        timer.advance(MS * 2);
+    }
+    while ticks.enter(|cx, _| interval.poll_tick(cx)).is_ready() {}
+    assert_eq!(counted(), 2, "one entry for it, tick after tick");
+    drop(interval);
+    assert_eq!(counted(), 1, "an interval, dropped");
+    // Stopped: woken, not returned, and uncounted once. (An hour: it
+    // must still wait when polled after the move, even under Miri.)
+    let mut stopped = polled(timer.sleep(MS * 3_600_000));
+    let returned = timer.stop().unwrap();
+    assert_eq!(returned.len(), 1, "only the marker is returned");
+    assert!(stopped.is_woken());
+    assert_pending!(stopped.poll(), "waits on, on the default timer");
+    assert_eq!(counted(), 0, "the marker, by stop; the sleep, once");
+    drop(stopped);
+    assert_eq!(counted(), 0);
+}
+
 #[test]
 fn only_the_task_that_polled_last_is_woken_once() {
     let timer = manual(MS);
@@ -203,6 +251,13 @@ fn only_the_task_that_polled_last_is_woken_once() {
 fn it_is_unpin_send_and_sync() {
     fn check<T: Unpin + Send + Sync + 'static>() {}
     check::<Sleep>();
+}
+
+/// The memory row of `examples/compare` boxes a `Sleep` per pending
+/// timeout: 40 bytes, a 48-byte heap chunk.
+#[test]
+fn a_sleep_is_40_bytes() {
+    assert_eq!(std::mem::size_of::<Sleep>(), 40);
 }
 
 #[test]
@@ -333,4 +388,21 @@ fn a_zero_delay_is_ready_at_the_first_poll_on_every_clock() {
     }
     let mut free = task::spawn(hashed_wheel_timer::sleep(Duration::ZERO));
     assert_ready!(free.poll(), "the default timer too");
+}
+
+/// A `sleep(d)` first polled after `d` has passed, on real time, takes an
+/// entry due already, and the driver's next turn fires it.
+#[test]
+fn a_sleep_first_polled_after_its_deadline_completes() {
+    let timer = HashedWheelTimer::new();
+    let sleep = timer.sleep(MS);
+    std::thread::sleep(MS * 5);
+    assert!(sleep.is_elapsed());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        futures::executor::block_on(sleep);
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("woken by the driver's next turn");
 }
