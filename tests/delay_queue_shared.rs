@@ -6,10 +6,18 @@ mod common;
 
 use common::manual;
 use futures::StreamExt;
-use hashed_wheel_timer::HashedWheelTimer;
+use hashed_wheel_timer::{DelayKey, DelayQueue, HashedWheelTimer};
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
+
+#[test]
+fn handles_are_shareable_and_keys_are_plain_values() {
+    fn assert_shareable<Q: Clone + Send + Sync + 'static>() {}
+    assert_shareable::<DelayQueue<String>>();
+    fn plain<K: Copy + Eq + std::hash::Hash + Send + Sync + 'static>() {}
+    plain::<DelayKey>();
+}
 
 #[test]
 fn producers_on_many_threads_and_several_consumers_see_each_item_exactly_once() {

@@ -448,15 +448,6 @@ impl<T> fmt::Debug for DelayQueue<T> {
 mod tests {
     use super::*;
 
-    fn assert_shareable<Q: Clone + Send + Sync + 'static>() {}
-
-    #[test]
-    fn handles_are_shareable_and_keys_are_plain_values() {
-        assert_shareable::<DelayQueue<String>>();
-        fn plain<K: Copy + Eq + std::hash::Hash + Send + Sync + 'static>() {}
-        plain::<DelayKey>();
-    }
-
     /// An item's timer entry comes back when it is removed or yielded, and
     /// its slot is reused: the arena and the slabs stay as large as the
     /// most items ever held at once.
