@@ -230,13 +230,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fixed_rate_counts_from_the_due_time_fixed_delay_from_the_end() {
-        let (due, ended) = (1_000, 1_700);
-        assert_eq!(Every::Rate(500).next_due(due, ended), 1_500);
-        assert_eq!(Every::Delay(500).next_due(due, ended), 2_200);
-    }
-
-    #[test]
     fn next_due_saturates() {
         assert_eq!(Every::Rate(u64::MAX).next_due(1, 1), u64::MAX);
         assert_eq!(Every::Delay(2).next_due(0, u64::MAX - 1), u64::MAX);
