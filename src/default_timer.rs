@@ -20,16 +20,6 @@ use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerErro
 /// [`stop`](HashedWheelTimer::stop) on it returns
 /// [`TimerError::StopDefaultTimer`]. Build your own timer for other
 /// settings or a life of its own.
-///
-/// ```
-/// use hashed_wheel_timer::default_timer;
-/// use std::time::Duration;
-///
-/// let timer = default_timer();
-/// assert_eq!(timer.tick_duration(), Duration::from_millis(1));
-/// assert_eq!(timer.ticks_per_wheel(), 512);
-/// assert!(std::ptr::eq(timer, default_timer()));
-/// ```
 pub fn default_timer() -> &'static HashedWheelTimer {
     DEFAULT.get_or_init(HashedWheelTimer::new)
 }
@@ -54,25 +44,6 @@ thread_local! {
 /// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or a manual one.
 /// Only this thread is affected: test on a `current_thread` runtime, as
 /// `#[tokio::test]` does by default.
-///
-/// ```
-/// use hashed_wheel_timer::HashedWheelTimer;
-/// use std::time::Duration;
-///
-/// /// Code under test, written against the free functions.
-/// async fn fetch_with_deadline() -> Result<(), hashed_wheel_timer::Elapsed> {
-///     let backend = tokio::time::sleep(Duration::from_secs(3600)); // slow
-///     hashed_wheel_timer::timeout(Duration::from_millis(50), backend).await
-/// }
-///
-/// #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// async fn run() {
-///     let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
-///     let _guard = hashed_wheel_timer::set_default(timer);
-///     assert!(fetch_with_deadline().await.is_err(), "times out, as in production");
-/// }
-/// # run();
-/// ```
 pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
     let previous = CURRENT.with(|current| current.replace(Some(timer)));
     DefaultGuard {
@@ -138,15 +109,6 @@ fn with_default<R>(f: impl FnOnce(&HashedWheelTimer) -> R) -> R {
 
 /// Sleeps `duration` on the [default timer](default_timer); see
 /// [`HashedWheelTimer::sleep`].
-///
-/// ```
-/// use std::time::Duration;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// hashed_wheel_timer::sleep(Duration::from_millis(5)).await;
-/// # }
-/// ```
 pub fn sleep(duration: Duration) -> Sleep {
     with_default(|timer| timer.sleep(duration))
 }
@@ -159,18 +121,6 @@ pub fn sleep_until(deadline: impl Into<Instant>) -> Sleep {
 
 /// Runs `future` with a deadline `duration` from now, on the
 /// [default timer](default_timer); see [`TimeoutFuture`].
-///
-/// ```
-/// use hashed_wheel_timer::timeout;
-/// use std::time::Duration;
-///
-/// # futures::executor::block_on(async {
-/// let answer = timeout(Duration::from_secs(1), async { 42 }).await;
-/// assert_eq!(answer, Ok(42));
-/// let never = timeout(Duration::from_millis(1), std::future::pending::<()>()).await;
-/// assert!(never.is_err());
-/// # });
-/// ```
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> TimeoutFuture<F::IntoFuture> {
     with_default(|timer| timer.timeout(duration, future))
 }
@@ -186,18 +136,6 @@ pub fn timeout_at<F: IntoFuture>(
 
 /// An [`Interval`] on the [default timer](default_timer), first tick now;
 /// see [`HashedWheelTimer::interval`] (a zero period becomes one tick).
-///
-/// ```
-/// use std::time::Duration;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let mut interval = hashed_wheel_timer::interval(Duration::from_millis(2));
-/// for _ in 0..3 {
-///     interval.tick().await;
-/// }
-/// # }
-/// ```
 pub fn interval(period: Duration) -> Interval {
     with_default(|timer| timer.interval(period))
 }
@@ -235,16 +173,6 @@ pub fn try_interval_at(
 /// # Errors
 ///
 /// As [`HashedWheelTimer::new_timeout`].
-///
-/// ```
-/// use std::sync::mpsc;
-/// use std::time::Duration;
-///
-/// let (tx, rx) = mpsc::channel();
-/// hashed_wheel_timer::new_timeout(move |_| tx.send(()).unwrap(), Duration::from_millis(1))?;
-/// rx.recv().unwrap();
-/// # Ok::<(), hashed_wheel_timer::TimerError>(())
-/// ```
 pub fn new_timeout<F, R>(task: F, delay: Duration) -> Result<Timeout, TimerError>
 where
     F: FnOnce(&Timeout) -> R + Send + 'static,

@@ -2,28 +2,6 @@
 //! nothing else. [`TimeoutLayer::new`] and [`Timeout::new`] take tower's
 //! arguments and run on the [`current_timer`](crate::current_timer) when
 //! they are called, as tower's run on the ambient tokio runtime.
-//!
-//! ```
-//! use hashed_wheel_timer::tower::timeout::TimeoutLayer; // was tower::timeout::TimeoutLayer
-//! use hashed_wheel_timer::{set_default, HashedWheelTimer};
-//! use std::time::Duration;
-//! use tower::timeout::error::Elapsed;
-//! use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
-//!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-//! let _guard = set_default(HashedWheelTimer::builder().tokio_clock().build()?);
-//! let mut svc = ServiceBuilder::new()
-//!     .layer(TimeoutLayer::new(Duration::from_millis(100)))
-//!     .service(service_fn(|()| async {
-//!         tokio::time::sleep(Duration::from_secs(3600)).await;
-//!         Ok::<_, std::convert::Infallible>("too late")
-//!     }));
-//! let err = svc.ready().await?.call(()).await.unwrap_err();
-//! assert!(err.is::<Elapsed>());
-//! # Ok(())
-//! # }
-//! ```
 
 use std::task::{Context, Poll};
 use std::time::Duration;
