@@ -138,16 +138,6 @@ impl HashedWheelTimer {
     /// # Errors
     ///
     /// [`TimerError::ZeroPeriod`] if `period` is zero.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::{HashedWheelTimer, TimerError};
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::new();
-    /// let err = timer.try_interval(Duration::ZERO).unwrap_err();
-    /// assert!(matches!(err, TimerError::ZeroPeriod { what: "period", .. }));
-    /// assert_eq!(err.to_string(), "period must be greater than zero (got 0ns)");
-    /// ```
     pub fn try_interval(&self, period: Duration) -> Result<Interval, TimerError> {
         self.try_interval_at(self.now(), period)
     }
@@ -189,20 +179,6 @@ impl Interval {
 
     /// Like [`tick`](Self::tick), but an error once the timer has stopped:
     /// [`TimerError::Shutdown`] for every tick not yet due by then.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// # futures::executor::block_on(async {
-    /// let timer = HashedWheelTimer::new();
-    /// let mut interval = timer.interval(Duration::from_secs(60));
-    /// interval.try_tick().await?; // immediate
-    /// timer.stop()?;
-    /// assert!(interval.try_tick().await.unwrap_err().is_shutdown());
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// # }).unwrap();
-    /// ```
     pub async fn try_tick(&mut self) -> Result<Instant, TimerError> {
         poll_fn(|cx| self.poll_try_tick(cx)).await
     }

@@ -65,19 +65,6 @@ impl HashedWheelTimer {
     /// `java.util.Timer.schedule(task, Date)`: never early, at most a tick
     /// late; a deadline already past fires on the next tick. The same
     /// errors and counting as `new_timeout`.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let at = timer.now() + Duration::from_secs(2);
-    /// let t = timer.new_timeout_at(|_| println!("two seconds in"), at)?;
-    /// assert_eq!(t.deadline(), at);
-    /// timer.advance(Duration::from_secs(2));
-    /// assert!(t.is_expired());
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
     pub fn new_timeout_at<F, R>(
         &self,
         task: F,

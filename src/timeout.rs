@@ -73,20 +73,6 @@ impl Timeout {
     /// `timeout.task()`. `None` for a timeout that is still pending, has
     /// run, was cancelled, or whose task was already taken. The task of a
     /// periodic timeout runs once.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::new();
-    /// timer.new_timeout(|_| println!("ran after stop"), Duration::from_secs(60))?;
-    /// for t in timer.stop()? {
-    ///     if let Some(task) = t.take_task() {
-    ///         task.run(&t);
-    ///     }
-    /// }
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
     pub fn take_task(&self) -> Option<Box<dyn crate::TimerTask>> {
         if !self.entry().is_stopped() {
             return None;
@@ -98,22 +84,6 @@ impl Timeout {
     /// once the timer's last handle has been dropped. Use it inside a task
     /// rather than capturing a timer clone, which would keep the timer
     /// alive while the task waits.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::{HashedWheelTimer, Timeout};
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// timer.new_timeout(|t: &Timeout| {
-    ///     // Retry once, a second later.
-    ///     if let Some(timer) = t.timer() {
-    ///         let _ = timer.new_timeout(|_| println!("retrying"), Duration::from_secs(1));
-    ///     }
-    /// }, Duration::from_secs(1))?;
-    /// timer.advance(Duration::from_secs(1));
-    /// assert_eq!(timer.pending_timeouts(), 1);
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
     pub fn timer(&self) -> Option<crate::HashedWheelTimer> {
         crate::HashedWheelTimer::of(self.shared())
     }
@@ -131,19 +101,6 @@ impl Timeout {
     /// `ScheduledFuture.getDelay`. Zero once the deadline has passed, and
     /// once it fired, is running, was cancelled or stopped. For a periodic
     /// task, the time to its next run.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let t = timer.new_timeout(|_| {}, Duration::from_secs(10))?;
-    /// timer.advance(Duration::from_secs(4));
-    /// assert_eq!(t.remaining(), Duration::from_secs(6));
-    /// t.cancel();
-    /// assert_eq!(t.remaining(), Duration::ZERO);
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
     pub fn remaining(&self) -> Duration {
         let shared = self.shared();
         if !self.entry().is_pending() || shared.is_shutdown() {
@@ -168,22 +125,6 @@ impl Timeout {
     /// for it until the old deadline, then files it once, however many
     /// resets came between. An earlier one is handed to the timer's thread,
     /// as a schedule is.
-    ///
-    /// ```
-    /// use hashed_wheel_timer::HashedWheelTimer;
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let idle = timer.new_timeout(|_| println!("idle: closing"), Duration::from_secs(30))?;
-    /// timer.advance(Duration::from_secs(20));
-    /// assert!(idle.reset(Duration::from_secs(30))); // a message came
-    /// timer.advance(Duration::from_secs(20));
-    /// assert!(idle.is_pending(), "not at the old deadline");
-    /// timer.advance(Duration::from_secs(10));
-    /// assert!(idle.is_expired());
-    /// assert!(!idle.reset(Duration::from_secs(30)), "too late");
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
     pub fn reset(&self, delay: Duration) -> bool {
         let shared = self.shared();
         shared.reset(self.key(), shared.clock.deadline_after(delay))
