@@ -108,18 +108,6 @@ impl TimerError {
 /// It also ends a timeout whose timer was [stopped](crate::HashedWheelTimer::stop)
 /// first, so that it cannot hang: [`is_shutdown`](Elapsed::is_shutdown)
 /// tells the two apart.
-///
-/// ```
-/// use hashed_wheel_timer::HashedWheelTimer;
-/// use std::time::Duration;
-///
-/// let timer = HashedWheelTimer::new();
-/// let never = std::future::pending::<()>();
-/// let err = futures::executor::block_on(timer.timeout(Duration::from_millis(1), never))
-///     .unwrap_err();
-/// assert!(!err.is_shutdown());
-/// assert_eq!(err.to_string(), "deadline has elapsed");
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{}", if self.shutdown { "the timer was stopped before the deadline" } else { "deadline has elapsed" })]
 pub struct Elapsed {
@@ -141,19 +129,6 @@ impl Elapsed {
 /// So that `timeout(d, io).await??` works in a function returning
 /// `io::Result`, as with tokio's `Elapsed`: an error of kind
 /// [`TimedOut`](std::io::ErrorKind::TimedOut) holding this one.
-///
-/// ```
-/// use hashed_wheel_timer::HashedWheelTimer;
-/// use std::time::Duration;
-///
-/// async fn read_with_deadline(timer: &HashedWheelTimer) -> std::io::Result<u8> {
-///     let never = std::future::pending::<std::io::Result<u8>>();
-///     Ok(timer.timeout(Duration::from_millis(1), never).await??)
-/// }
-///
-/// let err = futures::executor::block_on(read_with_deadline(&HashedWheelTimer::new())).unwrap_err();
-/// assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
-/// ```
 impl From<Elapsed> for std::io::Error {
     fn from(elapsed: Elapsed) -> std::io::Error {
         std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed)

@@ -85,30 +85,6 @@ where
 /// Runs the timer's callbacks on a tokio runtime, through
 /// [`Handle::spawn`] or [`Handle::spawn_blocking`]. Once the runtime shuts
 /// down, tokio drops the jobs, and their timeouts end stopped.
-///
-/// # Examples
-///
-/// ```
-/// use hashed_wheel_timer::{HashedWheelTimer, TokioExecutor};
-/// use std::time::Duration;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), hashed_wheel_timer::TimerError> {
-/// let timer = HashedWheelTimer::builder()
-///     .executor(TokioExecutor::spawn_blocking(tokio::runtime::Handle::current()))
-///     .build()?;
-/// let (tx, rx) = tokio::sync::oneshot::channel();
-/// timer.new_timeout(
-///     move |_| {
-///         // On tokio's blocking pool: a runtime is at hand.
-///         tx.send(tokio::runtime::Handle::try_current().is_ok()).unwrap();
-///     },
-///     Duration::from_millis(1),
-/// )?;
-/// assert!(rx.await.unwrap());
-/// # Ok(())
-/// # }
-/// ```
 #[derive(Debug, Clone)]
 pub struct TokioExecutor {
     handle: Handle,

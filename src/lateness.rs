@@ -22,28 +22,6 @@ use crate::engine::driver::lateness::{bucket_of, BUCKETS};
 /// its own. Lateness past 18 minutes shares the last bucket. The driver
 /// records each fire with a few loads and stores, no atomic
 /// read-modify-write.
-///
-/// ```
-/// use hashed_wheel_timer::HashedWheelTimer;
-/// use std::time::Duration;
-///
-/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-/// assert_eq!(timer.stats().lateness.count(), 0);
-///
-/// // A callback that holds the driver up for 30 ms of the timer's time
-/// // (here by moving the manual clock) makes the next fire 20 ms late.
-/// let clock = timer.clone();
-/// timer.new_timeout(move |_| clock.advance(Duration::from_millis(30)), Duration::from_millis(10))?;
-/// timer.new_timeout(|_| {}, Duration::from_millis(20))?;
-/// timer.advance(Duration::from_millis(100));
-///
-/// let lateness = timer.stats().lateness;
-/// assert_eq!(lateness.count(), 2);
-/// assert_eq!(lateness.quantile(0.5), Duration::ZERO, "the first was on time");
-/// assert_eq!(lateness.quantile(0.99), Duration::from_millis(20));
-/// assert_eq!(lateness.max(), Duration::from_millis(20));
-/// # Ok::<(), hashed_wheel_timer::TimerError>(())
-/// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct LatenessHistogram {
     buckets: [u64; BUCKETS],
