@@ -15,16 +15,8 @@ use crate::{Executor, HashedWheelTimer, TimerError};
 pub const MAX_TICKS_PER_WHEEL: usize = 1 << 20;
 
 /// Configures a [`HashedWheelTimer`]; made by [`HashedWheelTimer::builder`].
-///
-/// | setting | default | meaning |
-/// |---|---|---|
-/// | [`tick_duration`](Builder::tick_duration) | 1 ms | resolution: a timeout fires at the end of the tick its deadline falls in |
-/// | [`ticks_per_wheel`](Builder::ticks_per_wheel) | 512 | buckets per round, rounded up to a power of two |
-/// | [`max_pending_timeouts`](Builder::max_pending_timeouts) | no limit | beyond it `new_timeout` fails with [`TimerError::AtCapacity`] |
-/// | [`thread_name`](Builder::thread_name) | `"hashed-wheel-timer"` | the worker thread's name |
-/// | [`manual_clock`](Builder::manual_clock) | off | no thread; time moves only by [`advance`](HashedWheelTimer::advance) |
-/// | [`tokio_clock`](Builder::tokio_clock) | off | the runtime's clock (paused or not), driven by a task on it |
-/// | [`executor`](Builder::executor) | none: callbacks run on the worker | where callbacks run, so a slow one cannot delay ticks |
+/// Each setting's default is on its method (the README's "Settings and
+/// errors" has them in one table).
 ///
 /// # Examples
 ///

@@ -23,22 +23,6 @@ impl HashedWheelTimer {
     /// [`TimerError::AtCapacity`] at `max_pending_timeouts`, and
     /// [`TimerError::WorkerSpawn`] if the worker thread could not start.
     /// The pending count is unchanged by a refused call.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use hashed_wheel_timer::{HashedWheelTimer, Timeout};
-    /// use std::time::Duration;
-    ///
-    /// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-    /// let t = timer.new_timeout(|t: &Timeout| println!("due at {:?}", t.deadline()),
-    ///                           Duration::from_millis(3))?;
-    /// assert_eq!(timer.pending_timeouts(), 1);
-    /// timer.advance(Duration::from_millis(3));
-    /// assert!(t.is_expired());
-    /// assert_eq!(timer.pending_timeouts(), 0);
-    /// # Ok::<(), hashed_wheel_timer::TimerError>(())
-    /// ```
     #[inline]
     pub fn new_timeout<F, R>(&self, task: F, delay: Duration) -> Result<Timeout, TimerError>
     where

@@ -19,33 +19,6 @@ use crate::{HashedWheelTimer, LatenessHistogram};
 /// [`reset`](crate::Timeout::reset) counts nowhere: it is the same
 /// timeout. A [`Sleep`](crate::Sleep) counts when its first poll files
 /// it, and a dropped one counts as cancelled.
-///
-/// The driver's health: [`lateness`](TimerStats::lateness) (how late each
-/// fire came), [`driver_wakeups`](TimerStats::driver_wakeups) and
-/// [`driver_busy`](TimerStats::driver_busy) (what turning the wheel
-/// costs). With the cargo feature `metrics` the timer also publishes these
-/// figures itself, through the `metrics` crate (see the README's
-/// "Metrics").
-///
-/// ```
-/// use hashed_wheel_timer::HashedWheelTimer;
-/// use std::time::Duration;
-///
-/// let timer = HashedWheelTimer::builder().manual_clock().build()?;
-/// let answered = timer.new_timeout(|_| {}, Duration::from_millis(50))?;
-/// timer.new_timeout(|_| {}, Duration::from_millis(10))?;
-/// answered.cancel();
-/// timer.advance(Duration::from_millis(10));
-///
-/// let s = timer.stats();
-/// assert_eq!((s.scheduled, s.fired, s.cancelled, s.stopped, s.pending), (2, 1, 1, 0, 0));
-/// assert_eq!(s.scheduled, s.fired + s.cancelled + s.stopped + s.pending as u64);
-/// assert_eq!(s.lateness.count(), 1);
-/// assert_eq!(s.lateness.quantile(0.99), Duration::ZERO, "on time");
-/// assert!(s.driver_busy > Duration::ZERO, "advance() turned the wheel");
-/// assert_eq!(s.driver_wakeups, 0, "a manual clock has no driver to wake");
-/// # Ok::<(), hashed_wheel_timer::TimerError>(())
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct TimerStats {
