@@ -145,20 +145,17 @@ impl Builder {
     /// [`advance`](HashedWheelTimer::advance) does nothing: use
     /// `tokio::time::advance`.
     ///
-    /// It also suits production code that wants no extra thread, and for
-    /// futures in tasks on a multi-thread runtime it is the cheaper choice:
-    /// a fired timeout wakes its task with one wake-up (a runtime worker's,
-    /// as tokio's timer does), not two (the timer's thread's, then a
-    /// worker's); see the README's "Measuring the async faces in tasks".
+    /// It also suits production code that wants no extra thread, and is the
+    /// cheaper choice for futures in tasks on a multi-thread runtime (one
+    /// wake-up per fire, not two: the README's "Measuring the async faces
+    /// in tasks").
     ///
     /// Callbacks run on the driver task, so a slow one delays its runtime
     /// thread as well as later timeouts: give heavy ones an
-    /// [`executor`](Builder::executor). When the runtime shuts down, so
-    /// does the timer. When every runtime worker is blocked, nothing fires,
-    /// callbacks included, until one is free; then everything due fires at
-    /// once, late, never early. A timer on the real clock (the default) has
-    /// a thread of its own and keeps firing: see the README's "When a
-    /// worker is stuck" and `examples/stuck_worker.rs`.
+    /// [`executor`](Builder::executor). The timer shuts down with its
+    /// runtime, and stalls while every runtime worker is blocked (then fires
+    /// late, never early), where the real clock's thread keeps firing: see
+    /// the README's "When a worker is stuck".
     ///
     /// `build` fails with [`TimerError::NoTokioRuntime`] outside a runtime,
     /// [`TimerError::TokioTimeDisabled`] in one built without

@@ -19,9 +19,7 @@ use crate::engine::driver::lateness::{bucket_of, BUCKETS};
 /// The buckets are log-scale: one per 1.024 µs below 8.2 µs, then 8 per
 /// doubling (what that makes of a [`quantile`](Self::quantile) is told
 /// there). An exact zero, as on a manual or paused clock, has a bucket of
-/// its own. Lateness past 18 minutes shares the last bucket. The driver
-/// records each fire with a few loads and stores, no atomic
-/// read-modify-write.
+/// its own. Lateness past 18 minutes shares the last bucket.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct LatenessHistogram {
     buckets: [u64; BUCKETS],
