@@ -52,8 +52,8 @@
 //! # The wheel
 //!
 //! Time is cut into ticks (default 1 ms). A timeout fires at the end of the
-//! tick its deadline falls in: never early, and at most one tick (plus OS
-//! wake-up noise) late. Scheduling and cancelling are O(1) and lock-free
+//! tick its deadline falls in (on a tokio clock, when tokio wakes the driver
+//! after it): never early, and at most one tick (plus wake-up noise) late. Scheduling and cancelling are O(1) and lock-free
 //! for the caller; a cancelled timeout leaves its bucket within a tick.
 //! Unlike Netty's, the buckets hold only the current round (later rounds
 //! wait in order and move in once), so a tick costs what fires, not what

@@ -20,8 +20,9 @@ use crate::{HashedWheelTimer, TimerError};
 /// tokio: a `Sleep` never polled, or already due when polled, costs no
 /// entry. From then it counts in
 /// [`pending_timeouts`](HashedWheelTimer::pending_timeouts) until it fires
-/// or is dropped. It fires at the end of the tick its deadline falls in:
-/// never early, at most one tick late.
+/// or is dropped. It fires at the end of the tick its deadline falls in (on
+/// a tokio clock, when tokio wakes the driver after it): never early, at
+/// most one tick late.
 ///
 /// On real time (the real clock, or a multi-thread runtime's
 /// [`tokio_clock`](crate::Builder::tokio_clock)) polls read the clock no
