@@ -7,9 +7,7 @@ use std::time::Instant;
 /// [`insert`](crate::DelayQueue::insert) and given back with the item by
 /// the stream. tokio-util's `delay_queue::Key`.
 ///
-/// It is `Copy` and holds nothing: the item's memory comes back when it is
-/// removed or yielded, however long its key is kept. A stale key is
-/// harmless: `remove` gives `None`, `reset` gives `false`. It is one `u64`
+/// It is `Copy` and holds nothing, however long it is kept. It is one `u64`
 /// (the item's shard, its slot, and a 30-bit generation), and converts to
 /// and from `u64`, and `usize` on 64-bit targets, for slab-style code: a
 /// key comes to name another item only after 2^30 inserts into its shard
@@ -46,8 +44,7 @@ impl From<DelayKey> for u64 {
 }
 
 impl From<u64> for DelayKey {
-    /// A key from a number a key was converted to. Any other number names
-    /// nothing, but by chance.
+    /// A key from a number a key was converted to.
     fn from(raw: u64) -> DelayKey {
         DelayKey(raw)
     }

@@ -46,32 +46,22 @@ use waiters::Seat;
 /// goes to exactly one of them.
 ///
 /// A handle is one consumer: while the queue is empty it keeps the waker
-/// of that handle's latest poll, one per handle, and drops it with the
-/// handle. Give each task that consumes its own clone. Tasks that share
-/// one handle still never wait unwoken, but each poll wakes the task that
-/// polled before it, to poll again.
+/// of that handle's latest poll, and drops it with the handle. Give each
+/// consuming task its own clone: tasks that share one handle never wait
+/// unwoken, but each poll wakes the task that polled before it.
 ///
 /// # Where it differs from tokio-util's
 ///
-/// - The stream of an empty queue is `Pending`, not finished: a consumer
-///   started before the first insert waits for it. The stream ends (with
-///   `None`) once the queue is empty and [closed](Self::close), or its
-///   timer [stopped](HashedWheelTimer::stop).
-/// - [`remove`](Self::remove) and [`reset`](Self::reset) with a key whose
-///   item has already come out, or been removed, return `None` / `false`;
-///   they never panic (see [`DelayKey`]).
-/// - An item whose deadline has fired, but which the stream has not yet
-///   yielded, can no longer be [`reset`](Self::reset) (`false`: it is on
-///   its way out); [`remove`](Self::remove) still takes it back, and
-///   exactly one of the two, `remove` or the stream, gets it.
-/// - [`peek`](Self::peek) costs time in proportion to the queue's length.
+/// - The stream of an empty queue is `Pending`, not finished, until the
+///   queue is closed or its timer stopped (see [`poll_expired`](Self::poll_expired)).
+/// - A stale key makes [`remove`](Self::remove) and [`reset`](Self::reset)
+///   return `None` / `false`; they never panic.
 ///
 /// # Memory
 ///
 /// An item, its slot and its timeout's entry come back when it is removed
-/// or yielded; a key holds nothing. Dropping the last handle cancels every
-/// pending item's timeout and drops the items. A panic in an item's `Drop`
-/// there, or in [`clear`](Self::clear), is caught and logged.
+/// or yielded; a key holds nothing. Dropping the last handle
+/// [`clear`](Self::clear)s the queue.
 ///
 /// # When the timer stops
 ///
@@ -79,8 +69,7 @@ use waiters::Seat;
 /// among the rest; their items stay in the queue, for
 /// [`remove`](Self::remove) or [`clear`](Self::clear). Running the task of
 /// such a timeout (see [`Timeout::take_task`](crate::Timeout::take_task))
-/// hands its item to the stream, as its deadline would have. Inserts fail
-/// with [`TimerError::Shutdown`].
+/// hands its item to the stream, as its deadline would have.
 ///
 /// # Examples
 ///
@@ -145,10 +134,7 @@ impl HashedWheelTimer {
 }
 
 impl<T: Send + 'static> DelayQueue<T> {
-    /// A new, empty queue on [`current_timer`]: the timer
-    /// [`set_default`](crate::set_default) installed on this thread (a
-    /// tokio clock's in a paused test), or else the process-wide default:
-    /// tokio-util's `DelayQueue::new`.
+    /// A new, empty queue on [`current_timer`]: tokio-util's `DelayQueue::new`.
     pub fn new() -> DelayQueue<T> {
         current_timer().delay_queue()
     }
@@ -222,7 +208,8 @@ impl<T: Send + 'static> DelayQueue<T> {
 impl<T> DelayQueue<T> {
     /// Moves the deadline of the item `key` names to `delay` from now,
     /// later or earlier. Returns false, changing nothing, if the key names
-    /// no item in the queue, or if the item's deadline has already fired.
+    /// no item in the queue, or if the item's deadline has already fired
+    /// (unlike tokio-util's: it is on its way out).
     pub fn reset(&self, key: &DelayKey, delay: Duration) -> bool {
         self.moved(key, true, |timeout| timeout.reset(delay))
     }
@@ -236,10 +223,8 @@ impl<T> DelayQueue<T> {
     }
 
     /// Moves the item `key` names with `reset`. A deadline moved earlier
-    /// wakes the consumers if `wake_if_earlier`, as tokio-util's queue wakes
-    /// its task, so one that plans by [`peek`](Self::peek) looks again; one
-    /// due at once always does (a `DelayMap`, which has no `peek`, asks no
-    /// more: a wake-up per earlier reset is a context switch for nothing).
+    /// wakes the consumers if `wake_if_earlier` (as tokio-util's, for one
+    /// planning by [`peek`](Self::peek); a `DelayMap` has none), or if due.
     pub(crate) fn moved(
         &self,
         key: &DelayKey,
@@ -262,8 +247,9 @@ impl<T> DelayQueue<T> {
 
     /// Takes the item `key` names out of the queue, and cancels its
     /// timeout: it will not come out of the stream. `None` if the key
-    /// names no item in the queue (removed, or yielded by the stream); an
-    /// item whose deadline fired but not yet yielded is still in it.
+    /// names no item in the queue (removed, or yielded by the stream); one
+    /// whose deadline fired is in it until yielded, and exactly one of
+    /// `remove` and the stream gets it.
     pub fn remove(&self, key: &DelayKey) -> Option<T> {
         self.try_remove(key).map(Expired::into_inner)
     }

@@ -55,10 +55,8 @@ impl<T> DelayQueue<T> {
     ///
     /// Items come out in the order their deadlines fired: deadline order,
     /// and insertion order among equal deadlines inserted from one thread.
-    /// Each item comes out once, to one caller, however many poll.
-    ///
-    /// On `Pending`, this handle keeps `cx`'s waker in place of the one its
-    /// previous poll left (waking that one, if it would wake another task).
+    /// Each goes to one caller; for the wakers kept, see
+    /// [the type's docs](DelayQueue#shared-not-owned).
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         if let Some(expired) = self.next_fired() {
             return Poll::Ready(Some(expired));

@@ -3,12 +3,8 @@
 //!
 //! A consumer is a handle: the queue, or one of its clones. Each handle
 //! that has waited has one slot here, its [`Seat`], holding the waker of
-//! its latest poll, so a queue keeps at most one waker per live handle,
-//! however often and with however many wakers its consumers poll; a
-//! dropped handle gives its slot up. A replaced waker that would wake
-//! another task is woken (a spurious wake-up, for a task that shares one
-//! handle with others: it polls again and takes the slot back), so no task
-//! is left waiting.
+//! its latest poll; a replaced waker that would wake another task is woken
+//! (see `DelayQueue`'s docs), and a dropped handle gives its slot up.
 //!
 //! A consumer that finds nothing registers its waker, arms the flag, and
 //! looks again. The driver pushes, then reads the flag, and takes the lock
