@@ -37,30 +37,21 @@ use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 /// [`insert`](Self::insert) a key with a delay (replacing the value and
 /// deadline of a key already there), [`reset`](Self::reset) its deadline,
 /// [`remove`](Self::remove) it; keys whose deadline passes come out of the
-/// map's [`Stream`] of `(K, V)` pairs, in deadline order, never before
-/// their deadline, each exactly once.
+/// map's [`Stream`] of `(K, V)` pairs.
 ///
 /// # Shared, not owned
 ///
-/// As a [`DelayQueue`]: `Clone + Send + Sync`, every method takes `&self`,
-/// clones are handles to one map, and several consumers may drain the
-/// stream, each expired key going to one of them (give each consuming
-/// task its own clone). The keys are spread over shards (two per core),
-/// each behind its own lock, so threads working on different keys seldom
-/// meet on one.
+/// As a [`DelayQueue`](DelayQueue#shared-not-owned): `Clone + Send + Sync`,
+/// `&self` methods, each expired key to one consumer, a clone per consuming
+/// task. The keys are spread over shards (two per core), each behind its
+/// own lock, so threads working on different keys seldom meet on one.
 ///
 /// # Races
 ///
-/// The map decides each race on a key under its shard's lock:
-///
-/// - a value removed, or replaced by an [`insert`](Self::insert), never
-///   comes out of the stream, even if its deadline fired a moment before;
-///   the value that replaced it stays, with its own deadline;
-/// - a key stays in the map until the stream yields it: until then
-///   [`remove`](Self::remove) takes it back, and [`reset`](Self::reset)
-///   gives it a new deadline, later or earlier, even one that has just
-///   fired (that one is then skipped);
-/// - nothing comes out before the deadline in force.
+/// The map decides each race on a key under its shard's lock: a key comes
+/// out only with the value and deadline in force, even if an older deadline
+/// fired a moment before, and stays in the map until the stream yields it
+/// (see [`insert`](Self::insert), [`reset`](Self::reset), [`remove`](Self::remove)).
 ///
 /// # Keys
 ///
@@ -93,13 +84,10 @@ use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 /// # }
 /// ```
 pub struct DelayMap<K, V> {
-    /// The deadlines: each holds a clone of its key.
     queue: DelayQueue<K>,
     map: Arc<Shards<K, V>>,
 }
 
-/// One shard's keys: each key's value, and the name of its deadline in
-/// the queue.
 type Map<K, V> = HashMap<K, (DelayKey, V)>;
 
 type Shard<K, V> = CachePadded<Mutex<Map<K, V>>>;
@@ -154,9 +142,7 @@ impl HashedWheelTimer {
 }
 
 impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
-    /// A new, empty map on [`current_timer`], as [`DelayQueue::new`]: the
-    /// timer [`set_default`](crate::set_default) installed on this thread,
-    /// or else the process-wide default.
+    /// A new, empty map on [`current_timer`].
     pub fn new() -> DelayMap<K, V> {
         current_timer().delay_map()
     }
@@ -353,11 +339,9 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         }
     }
 
-    /// Ends the stream once the map is empty, as [`DelayQueue::close`]:
-    /// inserts fail with [`TimerError::QueueClosed`] from now on, the keys
-    /// already in come out as before, and then every consumer gets `None`.
-    /// Remove works as before, and so does reset, but for a key whose
-    /// deadline has already fired (see [`reset`](Self::reset)).
+    /// Ends the stream once the map is empty, as [`DelayQueue::close`]
+    /// (inserts fail); a reset of a key whose deadline has fired then fails
+    /// (see [`reset`](Self::reset)).
     pub fn close(&self) {
         self.queue.close();
     }
@@ -372,12 +356,10 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         self.queue.timer()
     }
 
-    /// The next expired key and its value: `Ready(Some)` with one whose
-    /// deadline has passed, `Pending` if there is none yet (`cx`'s waker is
-    /// woken when there is), and `Ready(None)` once the map is empty and
-    /// [closed](Self::close), or its timer stopped. As
-    /// [`DelayQueue::poll_expired`]: deadline order, each key once, to one
-    /// consumer.
+    /// The next expired key and its value, as [`DelayQueue::poll_expired`]
+    /// gives items: deadline order, each key once, to one consumer;
+    /// `Ready(None)` once the map is empty and [closed](Self::close), or its
+    /// timer stopped.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<(K, V)>> {
         loop {
             let Some(expired) = ready!(self.queue.poll_expired(cx)) else {
@@ -385,8 +367,6 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
             };
             let deadline = expired.key();
             let mut shard = self.map.lock(expired.get_ref());
-            // Yielded only if the key still names this deadline: else it
-            // was removed, replaced or moved, and this one is skipped.
             match shard.entry(expired.into_inner()) {
                 Entry::Occupied(entry) if entry.get().0 == deadline => {
                     let (key, (_, value)) = entry.remove_entry();
