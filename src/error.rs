@@ -18,9 +18,7 @@ pub enum TimerError {
     #[error("ticks_per_wheel must be at least 1 (got 0)")]
     ZeroTicksPerWheel,
     /// `ticks_per_wheel` was above
-    /// [`MAX_TICKS_PER_WHEEL`](crate::MAX_TICKS_PER_WHEEL), 2^20: the
-    /// wheel allocates its buckets up front, and a bigger one would take
-    /// gigabytes (2^30 buckets, Netty's bound, would take 8 GiB).
+    /// [`MAX_TICKS_PER_WHEEL`](crate::MAX_TICKS_PER_WHEEL), 2^20.
     #[error("ticks_per_wheel must be at most 2^20 = 1048576 (got {0})")]
     TooManyTicksPerWheel(usize),
     /// One wheel turn, `tick_duration × ticks_per_wheel`, does not fit in
@@ -80,8 +78,7 @@ pub enum TimerError {
     #[error("manual_clock() and tokio_clock() were both set: a timer reads one clock; pick one")]
     ClockConflict,
     /// `stop()` was called on the process-wide
-    /// [`default_timer`](crate::default_timer), which every library in the
-    /// process shares: it keeps running.
+    /// [`default_timer`](crate::default_timer), which cannot be stopped.
     #[error("the process-wide default timer cannot be stopped; build a timer of your own to stop")]
     StopDefaultTimer,
     /// An insert into a [`DelayQueue`](crate::DelayQueue) after its
@@ -103,11 +100,8 @@ impl TimerError {
 }
 
 /// The error of a [`timeout`](crate::HashedWheelTimer::timeout) whose
-/// deadline came before its future finished.
-///
-/// It also ends a timeout whose timer was [stopped](crate::HashedWheelTimer::stop)
-/// first, so that it cannot hang: [`is_shutdown`](Elapsed::is_shutdown)
-/// tells the two apart.
+/// deadline came before its future finished, or whose timer was stopped
+/// first ([`is_shutdown`](Elapsed::is_shutdown)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{}", if self.shutdown { "the timer was stopped before the deadline" } else { "deadline has elapsed" })]
 pub struct Elapsed {

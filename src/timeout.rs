@@ -15,9 +15,8 @@ impl Timeout {
     /// run finishes, and no later one starts.
     ///
     /// The entry leaves the wheel within one tick, so its memory comes back
-    /// long before its deadline. A task implementing
-    /// [`TimerTask::cancelled`](crate::TimerTask::cancelled) hears of it on
-    /// this thread.
+    /// long before its deadline. See also
+    /// [`TimerTask::cancelled`](crate::TimerTask::cancelled).
     #[inline]
     pub fn cancel(&self) -> bool {
         match self.shared().cancel(self.key()) {
@@ -81,9 +80,8 @@ impl Timeout {
     }
 
     /// The timer this timeout belongs to, Netty's `timeout.timer()`; `None`
-    /// once the timer's last handle has been dropped. Use it inside a task
-    /// rather than capturing a timer clone, which would keep the timer
-    /// alive while the task waits.
+    /// once the timer's last handle has been dropped. For use inside a task
+    /// (see [`HashedWheelTimer`](crate::HashedWheelTimer)).
     pub fn timer(&self) -> Option<crate::HashedWheelTimer> {
         crate::HashedWheelTimer::of(self.shared())
     }
@@ -142,10 +140,8 @@ impl Timeout {
     /// [`HashedWheelTimer::now`](crate::HashedWheelTimer::now) to skip a
     /// run that comes too late after an overrun (example on
     /// [`schedule_at_fixed_rate`](crate::HashedWheelTimer::schedule_at_fixed_rate)).
-    /// It is the same as [`deadline`](Timeout::deadline): during a periodic
-    /// run, that run's due time; outside one, the next's. A run fires at
-    /// the end of the tick its due time falls in, so even an on-time run
-    /// sees `now()` up to a tick later.
+    /// The same as [`deadline`](Timeout::deadline). A run fires at the end
+    /// of its due time's tick: an on-time run sees `now()` up to a tick later.
     pub fn scheduled_execution_time(&self) -> Instant {
         self.deadline()
     }

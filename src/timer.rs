@@ -182,27 +182,21 @@ impl HashedWheelTimer {
     /// fired, been cancelled, or been returned by exactly one `stop` call;
     /// of two calls at once, the second returns what the first left.
     ///
-    /// A periodic task between runs is returned like any other (its
-    /// [`take_task`](Timeout::take_task) runs it once). One whose run is in
-    /// progress is not: that run finishes, and the task ends
+    /// A periodic task between runs is returned like any other. One whose
+    /// run is in progress is not: that run finishes, and the task ends
     /// [`is_stopped`](Timeout::is_stopped), no longer pending; `stop` waits
     /// for the run on the worker thread, not on an
     /// [`Executor`](crate::Executor).
     ///
-    /// Futures neither hang nor spin: pending ones are woken (they are not
-    /// returned) and wait out the time they had left elsewhere; see
-    /// [`Sleep`](crate::Sleep). A `timeout` then ends with an
-    /// [`Elapsed`](crate::Elapsed) whose `is_shutdown()` is true, and an
-    /// [`Interval`](crate::Interval) ticks on, while its `try_tick` errs
-    /// and its stream ends.
+    /// Pending futures are woken, not returned, and neither hang nor spin:
+    /// see [`Sleep`](crate::Sleep#when-the-timer-stops).
     ///
     /// # Errors
     ///
     /// [`TimerError::StopFromTimerTask`] if called from a task running on
     /// this timer, where waiting for the worker would deadlock.
     /// [`TimerError::StopDefaultTimer`] on the process-wide
-    /// [`default_timer`](crate::default_timer), which every library in the
-    /// process shares: it keeps running.
+    /// [`default_timer`](crate::default_timer), which keeps running.
     ///
     /// # Examples
     ///
