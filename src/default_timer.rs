@@ -11,10 +11,9 @@ use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerErro
 /// The process-wide timer: 1 ms ticks, 512 buckets, no pending limit.
 ///
 /// Built on first use, with no tokio runtime needed; its worker thread
-/// starts with the first timeout, parks when nothing is pending and lives
-/// as long as the process. The free functions (`sleep`, `timeout`,
-/// `interval`, ...) use it, unless [`set_default`] set another timer on the
-/// calling thread; `default_timer()` always returns the process-wide one.
+/// parks when nothing is pending and lives as long as the process. The
+/// free functions use it unless [`set_default`] set another timer on the
+/// calling thread; `default_timer()` always returns this one.
 ///
 /// Shared by the whole process, it cannot be stopped:
 /// [`stop`](HashedWheelTimer::stop) on it returns
@@ -41,9 +40,8 @@ thread_local! {
 /// returned guard is dropped; then the one before comes back. Guards nest,
 /// as `tracing::subscriber::set_default`'s do. So code written against the
 /// free functions can be tested as it is, on a paused tokio runtime's clock
-/// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or a manual one.
-/// Only this thread is affected: test on a `current_thread` runtime, as
-/// `#[tokio::test]` does by default.
+/// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or a manual one;
+/// test on a `current_thread` runtime, as `#[tokio::test]` does by default.
 pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
     let previous = CURRENT.with(|current| current.replace(Some(timer)));
     DefaultGuard {
@@ -135,7 +133,7 @@ pub fn timeout_at<F: IntoFuture>(
 }
 
 /// An [`Interval`] on the [default timer](default_timer), first tick now;
-/// see [`HashedWheelTimer::interval`] (a zero period becomes one tick).
+/// see [`HashedWheelTimer::interval`].
 pub fn interval(period: Duration) -> Interval {
     with_default(|timer| timer.interval(period))
 }
@@ -146,20 +144,12 @@ pub fn interval_at(start: impl Into<Instant>, period: Duration) -> Interval {
     with_default(|timer| timer.interval_at(start, period))
 }
 
-/// [`interval`], but a zero period is an error.
-///
-/// # Errors
-///
-/// [`TimerError::ZeroPeriod`] if `period` is zero.
+/// [`interval`], but a zero period is an error, [`TimerError::ZeroPeriod`].
 pub fn try_interval(period: Duration) -> Result<Interval, TimerError> {
     with_default(|timer| timer.try_interval(period))
 }
 
-/// [`interval_at`], but a zero period is an error.
-///
-/// # Errors
-///
-/// [`TimerError::ZeroPeriod`] if `period` is zero.
+/// [`interval_at`], but a zero period is an error, [`TimerError::ZeroPeriod`].
 pub fn try_interval_at(
     start: impl Into<Instant>,
     period: Duration,
@@ -168,11 +158,7 @@ pub fn try_interval_at(
 }
 
 /// Runs `task` once, `delay` from now, on the [default timer](default_timer)'s
-/// thread; see [`HashedWheelTimer::new_timeout`].
-///
-/// # Errors
-///
-/// As [`HashedWheelTimer::new_timeout`].
+/// thread; see [`HashedWheelTimer::new_timeout`], also for the errors.
 pub fn new_timeout<F, R>(task: F, delay: Duration) -> Result<Timeout, TimerError>
 where
     F: FnOnce(&Timeout) -> R + Send + 'static,
@@ -181,12 +167,8 @@ where
 }
 
 /// Runs `task` once at `deadline` ([which `Instant`](crate#deadlines)), on
-/// the [default timer](default_timer)'s thread; see
+/// the [default timer](default_timer)'s thread; errors and all as
 /// [`HashedWheelTimer::new_timeout_at`].
-///
-/// # Errors
-///
-/// As [`new_timeout`].
 pub fn new_timeout_at<F, R>(task: F, deadline: impl Into<Instant>) -> Result<Timeout, TimerError>
 where
     F: FnOnce(&Timeout) -> R + Send + 'static,

@@ -133,20 +133,14 @@ impl HashedWheelTimer {
         })
     }
 
-    /// [`interval`](Self::interval), but a zero period is an error.
-    ///
-    /// # Errors
-    ///
-    /// [`TimerError::ZeroPeriod`] if `period` is zero.
+    /// [`interval`](Self::interval), but a zero period is an error,
+    /// [`TimerError::ZeroPeriod`].
     pub fn try_interval(&self, period: Duration) -> Result<Interval, TimerError> {
         self.try_interval_at(self.now(), period)
     }
 
-    /// [`interval_at`](Self::interval_at), but a zero period is an error.
-    ///
-    /// # Errors
-    ///
-    /// [`TimerError::ZeroPeriod`] if `period` is zero.
+    /// [`interval_at`](Self::interval_at), but a zero period is an error,
+    /// [`TimerError::ZeroPeriod`].
     pub fn try_interval_at(
         &self,
         start: impl Into<Instant>,
