@@ -95,8 +95,7 @@ impl Builder {
 
     /// Buckets per wheel round. Default 512; rounded up to a power of two;
     /// at most [`MAX_TICKS_PER_WHEEL`] (2^20), or `build` fails with
-    /// [`TimerError::TooManyTicksPerWheel`]. The wheel allocates 8 bytes
-    /// per bucket when it is built.
+    /// [`TimerError::TooManyTicksPerWheel`].
     pub fn ticks_per_wheel(mut self, ticks: usize) -> Builder {
         self.ticks_per_wheel = ticks;
         self
@@ -194,8 +193,7 @@ impl Builder {
         self
     }
 
-    /// Checks the settings and makes the timer. No thread starts until the
-    /// first timeout is scheduled.
+    /// Checks the settings and makes the timer.
     ///
     /// # Errors
     ///

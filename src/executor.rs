@@ -3,25 +3,18 @@
 
 use tokio::runtime::Handle;
 
-/// A callback of the timer, ready to run: what an [`Executor`] is given.
-///
-/// It catches and logs its task's panic itself, so the executor never sees
-/// one. Dropping it unrun ends its timeout as stopped (see [`Executor`]).
+/// A callback of the timer, ready to run: what an [`Executor`] is given
+/// (see there for what it guarantees).
 pub type Job = Box<dyn FnOnce() + Send + 'static>;
 
 /// Runs the timer's callbacks somewhere other than its worker thread, set
 /// with [`Builder::executor`](crate::Builder::executor).
 ///
-/// With an executor, a slow or blocking callback no longer delays ticks:
-/// the worker hands each fired callback over as a [`Job`] and moves on.
-/// Future wakers are still woken on the worker, which is cheap.
-///
 /// What a job guarantees wherever it runs:
-/// - A panicking task is caught and logged with `tracing`, and its
-///   [`Timeout`](crate::Timeout) reports
+/// - A panicking task is caught and logged with `tracing` by the job (the
+///   executor never sees it), and its [`Timeout`](crate::Timeout) reports
 ///   [`is_panicked`](crate::Timeout::is_panicked).
-/// - Runs of one periodic task never overlap, even on many threads: the
-///   next run is armed only when the job of the previous one returns.
+/// - Runs of one periodic task never overlap, even on many threads.
 /// - [`stop`](crate::HashedWheelTimer::stop) called from inside a job
 ///   returns [`TimerError::StopFromTimerTask`](crate::TimerError::StopFromTimerTask)
 ///   instead of deadlocking, as on the worker.

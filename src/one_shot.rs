@@ -28,7 +28,6 @@ impl HashedWheelTimer {
     where
         F: FnOnce(&Timeout) -> R + Send + 'static,
     {
-        // Whatever the task returns is dropped, as Netty's `void run`.
         let task = Closure(move |t: &Timeout| drop(task(t)));
         self.schedule_after(Task::callback(Box::new(task)), delay)
     }

@@ -49,15 +49,13 @@ impl HashedWheelTimer {
     /// [`Timeout::scheduled_execution_time`] says when it was due, so a task
     /// can skip runs that are too late.
     ///
-    /// The returned [`Timeout`] stands for every run:
-    /// [`cancel`](Timeout::cancel) stops all later runs (one in progress
-    /// finishes), and [`pending_timeouts`](Self::pending_timeouts) counts
-    /// the task as one until it is cancelled, ended by a panic, or returned
-    /// by [`stop`](Self::stop). A run that panics is caught and logged,
-    /// suppresses all later runs and shows in [`Timeout::is_panicked`];
-    /// other timeouts carry on. A run falls due at the end of the tick its
-    /// due time is in, so a period shorter than a tick runs at most once
-    /// per tick.
+    /// The returned [`Timeout`] stands for every run, one
+    /// [pending timeout](Self::pending_timeouts): [`cancel`](Timeout::cancel)
+    /// stops all later runs (one in progress finishes). A run that panics is
+    /// caught and logged, suppresses all later runs and shows in
+    /// [`Timeout::is_panicked`]; other timeouts carry on. A run falls due at
+    /// the end of its due time's tick, so a period shorter than a tick runs
+    /// at most once per tick.
     ///
     /// # Errors
     ///
@@ -112,9 +110,7 @@ impl HashedWheelTimer {
     /// pushes every later run back; there is nothing to catch up.
     ///
     /// Everything else is as for
-    /// [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate): one
-    /// [`Timeout`] for all runs, runs never overlap, cancel stops later
-    /// runs, a panic suppresses them.
+    /// [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate).
     ///
     /// # Errors
     ///

@@ -53,9 +53,8 @@ impl Timeout {
         self.entry().is_pending()
     }
 
-    /// True if a run of the task panicked. The panic was caught and
-    /// logged; for a periodic task it suppressed all later runs, as in
-    /// Java's `ScheduledThreadPoolExecutor`. Other timeouts are unaffected.
+    /// True if a run of the task panicked (caught and logged; a periodic
+    /// task runs no more, as in Java's `ScheduledThreadPoolExecutor`).
     pub fn is_panicked(&self) -> bool {
         self.entry().is_panicked()
     }

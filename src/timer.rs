@@ -249,8 +249,6 @@ impl HashedWheelTimer {
     /// Manual clock only: moves time forward by `by` and, before returning,
     /// fires on this thread every timeout due by then, tick by tick.
     /// During each callback [`now`](Self::now) reads that tick's time.
-    /// Take deadlines from [`now`](Self::now), the manual time, not from
-    /// `Instant::now()` ([why](crate#deadlines)).
     ///
     /// Called from a task that this `advance` is running, it stands for a
     /// task that takes `by` to run: the clock moves on by `by` at once, and
@@ -260,7 +258,7 @@ impl HashedWheelTimer {
     /// [`Executor`](crate::Executor) thread, it is an ordinary `advance`.
     ///
     /// On a timer with a real clock it does nothing but log a warning.
-    /// (Examples: [`new_timeout`](Self::new_timeout), [`Sleep`](crate::Sleep).)
+    /// (Example: [`Sleep`](crate::Sleep).)
     pub fn advance(&self, by: Duration) {
         self.shared().advance(by);
     }
