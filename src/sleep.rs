@@ -44,19 +44,16 @@ use crate::{HashedWheelTimer, TimerError};
 ///
 /// # When the timer stops
 ///
-/// A `Sleep` neither hangs, spins, nor ends early on a stopped timer:
-/// [`stop`](HashedWheelTimer::stop) wakes every pending one, and it (like
-/// one first polled afterwards) waits out the time it had left on the
-/// process-wide [`default_timer`](crate::default_timer), which cannot stop.
-/// A [`tokio_clock`](crate::Builder::tokio_clock) timer hands them to a
-/// timer of its own on its runtime instead, so they keep to that clock,
-/// paused or not; if the runtime is gone, they end at once. Ending at once
-/// would make every sleep loop spin, staying pending would hang it, and a
-/// panic (tokio's choice) would take down an innocent task; a loop that
-/// must end on a stop checks
-/// [`is_shutdown`](HashedWheelTimer::is_shutdown), or uses
-/// [`Interval::try_tick`](crate::Interval::try_tick). One warning says so
-/// the first time (see the README's "Warnings").
+/// A `Sleep` neither hangs, spins, panics (as tokio's would) nor ends early
+/// on a stopped timer: [`stop`](HashedWheelTimer::stop) wakes every pending
+/// one, and it (like one first polled afterwards) waits out the time it had
+/// left on the process-wide [`default_timer`](crate::default_timer), which
+/// cannot stop. A [`tokio_clock`](crate::Builder::tokio_clock) timer hands
+/// them to a timer of its own on its runtime instead, so they keep to that
+/// clock, paused or not; if the runtime is gone, they end at once. A loop
+/// that must end on a stop checks [`is_shutdown`](HashedWheelTimer::is_shutdown),
+/// or uses [`Interval::try_tick`](crate::Interval::try_tick). One warning
+/// says so the first time (see the README's "Warnings").
 ///
 /// # Examples
 ///
@@ -87,8 +84,7 @@ pub struct Sleep {
     /// in place, or swaps it for an earlier one), or spent. Holds one of
     /// its references.
     entry: Option<Key>,
-    /// Our timer stopped before the deadline, and the wait went on on its
-    /// `after_stop` timer (see "When the timer stops").
+    /// `move_after_stop` ran.
     moved: bool,
     /// How long before `deadline_nanos` the clock was read to make it, in
     /// whole milliseconds rounded up; 0 if unknown (too long, reset since,
@@ -121,8 +117,7 @@ impl HashedWheelTimer {
     }
 
     /// A future that completes at `deadline` on this timer's clock ([which
-    /// `Instant`](crate#deadlines): on a manual clock, `timer.now() + d`);
-    /// at once if it has passed.
+    /// `Instant`](crate#deadlines)); at once if it has passed.
     pub fn sleep_until(&self, deadline: impl Into<Instant>) -> Sleep {
         let deadline = deadline.into();
         let nanos = self.shared().clock.to_nanos(deadline);
@@ -223,13 +218,10 @@ impl Sleep {
     /// later, even after completion: the `Sleep` is then pending again
     /// until the new deadline.
     ///
-    /// The wheel entry moves in place, as with
-    /// [`Timeout::reset`](crate::Timeout::reset). A later deadline costs a
-    /// few atomic writes and no work for the timer's thread until the old
-    /// one (an idle timeout pushed back per message); the task is not woken
-    /// at the old deadline. An earlier one reaches the timer's thread at
-    /// once, so the task needs no poll to be woken in time. A deadline
-    /// already past wakes the task at once, with no entry.
+    /// The wheel entry moves in place, at the cost told on
+    /// [`Timeout::reset`](crate::Timeout::reset): the task is not woken at
+    /// the old deadline, and needs no poll to be woken at an earlier one. A
+    /// deadline already past wakes the task at once, with no entry.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -324,9 +316,6 @@ impl Sleep {
                 self.poll_elapsed(cx)
             }
             Err(TimerError::Shutdown) => {
-                // The after-stop timer stopped too: its tokio runtime is
-                // gone, and with it the clock that could reach the deadline.
-                // (The default timer never stops.)
                 self.set_entry(None);
                 Poll::Ready(Err(TimerError::Shutdown))
             }

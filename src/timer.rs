@@ -226,10 +226,8 @@ impl HashedWheelTimer {
             .collect())
     }
 
-    /// Where this timer's futures wait out their time once it stopped: the
-    /// process-wide default timer, which cannot stop; on a tokio clock, a
-    /// timer of its own on the same runtime (made at first need), so the
-    /// wait keeps to that runtime's clock, paused or not.
+    /// Where this timer's futures wait out their time once it stopped (see
+    /// `Sleep`'s "When the timer stops"); a tokio clock's is made at first need.
     pub(crate) fn after_stop(&self) -> &HashedWheelTimer {
         let Some(runtime) = self.shared().clock.tokio_runtime() else {
             return crate::default_timer();
