@@ -25,7 +25,7 @@
 //! [`interval`](HashedWheelTimer::interval) an [`Interval`] with tokio's
 //! [`MissedTickBehavior`]. The free functions [`sleep`], [`timeout`],
 //! [`interval`], [`new_timeout`] and friends use a process-wide
-//! [`default_timer`] (1 ms ticks, 512 buckets), built on first use.
+//! [`default_timer`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -44,22 +44,19 @@
 //! # }
 //! ```
 //!
-//! The timer's own thread wakes the futures, so they work on any tokio
-//! runtime and with none (`futures::executor::block_on`). See [`Sleep`] for
-//! when a future takes a place in the wheel, and why none hangs or spins
-//! after [`stop`](HashedWheelTimer::stop).
+//! They work on any runtime or none; see [`Sleep`] for what they cost, and
+//! for what a [`stop`](HashedWheelTimer::stop) does to them.
 //!
 //! # The wheel
 //!
 //! Time is cut into ticks (default 1 ms). A timeout fires at the end of the
 //! tick its deadline falls in (on a tokio clock, when tokio wakes the driver
-//! after it): never early, and at most one tick (plus wake-up noise) late. Scheduling and cancelling are O(1) and lock-free
-//! for the caller; a cancelled timeout leaves its bucket within a tick.
-//! Unlike Netty's, the buckets hold only the current round (later rounds
-//! wait in order and move in once), so a tick costs what fires, not what
-//! waits, and an idle timer makes no wake-ups. Empty ticks are skipped, so
-//! a short tick costs nothing while idle; a longer one (Netty's 100 ms)
-//! batches more expiries per wake-up.
+//! after it): never early, and at most one tick (plus wake-up noise) late.
+//! Scheduling and cancelling are O(1) and lock-free for the caller; a
+//! cancelled timeout leaves its bucket within a tick. Unlike Netty's, the
+//! buckets hold only the current round (later rounds wait in order and move
+//! in once), so a tick costs what fires, not what waits, and an idle timer
+//! makes no wake-ups; nor does an empty tick ([`Builder::tick_duration`]).
 //!
 //! Choose it over `tokio::time` for very many timeouts that are mostly
 //! cancelled (RPC deadlines, idle connections: a reset on every message
@@ -74,10 +71,8 @@
 //! [`HashedWheelTimer::new_timeout_at`] schedules at an absolute deadline,
 //! [`Timeout::remaining`] tells the time left, and [`Timeout::reset`] (or
 //! [`reset_at`](Timeout::reset_at)) moves a pending timeout in place.
-//! [`HashedWheelTimer::stats`] returns a [`TimerStats`] whose totals add
-//! up (`scheduled = fired + cancelled + stopped + pending`), with the
-//! driver's health: a [`LatenessHistogram`], `driver_wakeups`,
-//! `driver_busy` (see [Metrics](#metrics)).
+//! [`HashedWheelTimer::stats`] returns a [`TimerStats`] of totals that add
+//! up, and of the driver's health (see [Metrics](#metrics)).
 //!
 //! # Metrics
 //!
@@ -127,18 +122,15 @@
 //! [`advance_to_next`](HashedWheelTimer::advance_to_next)): exact, never
 //! flaky. [`Builder::tokio_clock`] gives one on the tokio runtime's clock,
 //! which `start_paused`, `tokio::time::advance` and auto-advance move.
-//! [`set_default`] makes the free functions use such a timer on this
-//! thread, so code written against them is tested as it is.
+//! [`set_default`] makes the free functions use such a timer on this thread.
 //!
 //! # Deadlines
 //!
 //! Every function that takes a deadline (`sleep_until`, `timeout_at`,
-//! `interval_at`, [`Sleep::reset`], `new_timeout_at`,
-//! [`Timeout::reset_at`], [`DelayQueue::insert_at`],
-//! [`reset_at`](DelayQueue::reset_at), [`DelayMap::insert_at`] and
-//! [`DelayMap::reset_at`]) takes a `std::time::Instant` or a
-//! `tokio::time::Instant`, so code written for tokio passes its instants
-//! as they are. Take the deadline from the clock the timer reads:
+//! `interval_at`, `new_timeout_at`, `insert_at`, `reset_at`, [`Sleep::reset`])
+//! takes a `std::time::Instant` or a `tokio::time::Instant`, so code written
+//! for tokio passes its instants as they are. Take the deadline from the
+//! clock the timer reads:
 //!
 //! - real clock: `std::time::Instant::now() + d` or
 //!   `tokio::time::Instant::now() + d` (the same time, outside a paused
