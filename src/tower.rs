@@ -1,13 +1,7 @@
 //! `TimeoutLayer`: per-request deadlines on the wheel for any
 //! `tower::Service`, in the shape of tower's own `TimeoutLayer`. Behind the
-//! cargo feature `tower`.
-//!
-//! [`timeout`] mirrors `tower::timeout` name for name, so that a port
-//! changes one `use` line: `tower::timeout::TimeoutLayer::new(d)` becomes
-//! `hashed_wheel_timer::tower::timeout::TimeoutLayer::new(d)`, on the
-//! [`current_timer`](crate::current_timer). A deadline that passes fails
-//! the call with tower's own [`Elapsed`], so error handling written for
-//! tower keeps matching.
+//! cargo feature `tower`. [`timeout`] mirrors `tower::timeout` name for
+//! name, so that a port changes one `use` line.
 
 use std::fmt;
 use std::future::Future;
