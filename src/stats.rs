@@ -50,8 +50,7 @@ pub struct TimerStats {
     pub driver_busy: Duration,
     /// How late each fire came after its deadline; see [`LatenessHistogram`].
     pub lateness: LatenessHistogram,
-    /// The most any timeout fired after its deadline: the same as
-    /// [`lateness.max()`](LatenessHistogram::max); zero until one fires.
+    /// The same as [`lateness.max()`](LatenessHistogram::max).
     pub max_lateness: Duration,
     /// Timeouts queued for the timer's thread and not yet filed into the
     /// wheel: the drain backlog. It counts cells of cancelled timeouts the

@@ -1,8 +1,6 @@
-//! Why a timeout is refused, the pending count, and the totals behind `stats()`. A pending timeout
-//! leaves the pending count once, and only then counts as fired, cancelled or stopped (invariant
-//! 5); `scheduled` is their sum, so `stats()` adds up. A refused call counts nowhere. The pending
-//! count never goes below zero: a timeout leaves it only after `reserve` (what ends it exists only
-//! after), and one atomic's changes have one order.
+//! Why a timeout is refused, the pending count, and the totals behind `stats()`, which add up as
+//! `TimerStats` says (invariant 5). The pending count never goes below zero: a timeout leaves it
+//! only after `reserve` (what ends it exists only after), and one atomic's changes have one order.
 
 use crate::engine::driver::lateness::Lateness;
 use crate::engine::entry::arena::MAX_ENTRIES;
@@ -75,9 +73,8 @@ impl Counts {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// Counts one more pending timeout, or says why not. A future's waker is
-    /// never refused by `max_pending_timeouts`: a `Sleep` has no error to
-    /// report and must not end early; the tasks holding futures bound them.
+    /// Counts one more pending timeout, or says why not; never refuses a
+    /// future's waker (see `Builder::max_pending_timeouts`).
     #[inline(always)]
     pub(crate) fn reserve(&self, task: &Task) -> Result<(), Refusal> {
         let max = match task {

@@ -74,7 +74,6 @@ impl Shared {
         released.into_iter().for_each(|key| self.slots.release(key));
         #[cfg(feature = "metrics")]
         self.config.publish.turned(self, self.clock.now(), true);
-        // Futures are woken, not returned: they see the shutdown and end.
         all.retain(|&key| {
             let future = wake_if_future(self.entry(key));
             if future {
