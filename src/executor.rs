@@ -21,10 +21,9 @@ pub type Job = Box<dyn FnOnce() + Send + 'static>;
 /// - A job the executor drops without running (say, its runtime shut down)
 ///   ends its timeout as [stopped](crate::Timeout::is_stopped), counted
 ///   once; [`take_task`](crate::Timeout::take_task) hands the task back.
-/// - A job that has not started when the timer is
+/// - A job not started when the timer is
 ///   [stopped](crate::HashedWheelTimer::stop) (or its last handle dropped)
-///   does not run its task when it starts: `stop` returned its timeout,
-///   stopped, with the task in place for `take_task`.
+///   never runs its task: `stop` returned its timeout, task in place.
 ///
 /// Every `Fn(Job) + Send + Sync` closure is an executor; [`TokioExecutor`]
 /// runs jobs on a tokio runtime. `execute` is called on the worker thread,
@@ -76,8 +75,7 @@ where
 }
 
 /// Runs the timer's callbacks on a tokio runtime, through
-/// [`Handle::spawn`] or [`Handle::spawn_blocking`]. Once the runtime shuts
-/// down, tokio drops the jobs, and their timeouts end stopped.
+/// [`Handle::spawn`] or [`Handle::spawn_blocking`].
 #[derive(Debug, Clone)]
 pub struct TokioExecutor {
     handle: Handle,
