@@ -32,8 +32,7 @@ impl HashedWheelTimer {
         self.schedule_after(Task::callback(Box::new(task)), delay)
     }
 
-    /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`], such as one
-    /// that also wants to hear of its cancellation.
+    /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`].
     #[inline]
     pub fn new_timeout_task<T: TimerTask>(
         &self,

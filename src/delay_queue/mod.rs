@@ -139,8 +139,7 @@ impl<T: Send + 'static> DelayQueue<T> {
         current_timer().delay_queue()
     }
 
-    /// [`new`](Self::new), with room for `capacity` items inserted from
-    /// this thread before the queue allocates.
+    /// [`new`](Self::new), with room for `capacity` items, as [`reserve`](Self::reserve) makes.
     pub fn with_capacity(capacity: usize) -> DelayQueue<T> {
         current_timer().delay_queue_with_capacity(capacity)
     }
