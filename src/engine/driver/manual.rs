@@ -9,9 +9,8 @@ use crate::engine::driver::Shared;
 use crate::engine::sync::{lock, AtomicU64, Ordering};
 
 impl Shared {
-    /// Moves time on by `by`, turning at each time with work on the way, the
-    /// clock reading that time: each task sees its own tick's time. True if
-    /// anything fired.
+    /// `HashedWheelTimer::advance`, turning at each time with work on the
+    /// way; true if anything fired.
     pub(crate) fn advance(self: &Arc<Self>, by: Duration) -> bool {
         let Some(target) = self.clock.manual_target() else {
             crate::engine::notice::warn(format_args!(
@@ -22,8 +21,7 @@ impl Shared {
         };
         let by = saturating_nanos(by);
         if self.is_driving_here() {
-            // In a task of an outer `advance`: move the clock now. The outer call
-            // fires what came due meanwhile late, as after a slow task.
+            // In a task of an outer `advance` (see its docs): move the clock now.
             let to = later(self.clock.now(), by);
             self.clock.set_manual(to);
             target.fetch_max(to, Ordering::AcqRel);
@@ -57,9 +55,7 @@ impl Shared {
         fired
     }
 
-    /// Advances to the end of the next tick with a pending timeout due, firing
-    /// it; returns how far time moved. `None`, time unmoved, if nothing can
-    /// fire (none, or only saturated deadlines), not manual, or stopped.
+    /// `HashedWheelTimer::advance_to_next`.
     pub(crate) fn advance_to_next(self: &Arc<Self>) -> Option<Duration> {
         self.clock.manual_target()?;
         let start = self.clock.now();
