@@ -38,10 +38,8 @@ fn refiled_sleeps_give_their_slots_back() {
     assert_eq!(live(), 0, "all back once the futures are gone");
 }
 
-/// On real time a `Sleep` reads the clock where tokio's needs no reading
-/// either: not at its first poll, which takes the reading its deadline
-/// was made from, nor when its registered entry is pending. On a manual
-/// clock each poll reads it, so what `advance` made due is ready then.
+/// A `Sleep` reads the clock as its docs say: on real time, neither at its
+/// first poll nor while registered; on a manual clock, at each poll.
 #[test]
 #[cfg(not(loom))] // `READS` counts only outside loom
 fn a_sleep_reads_the_clock_only_where_time_can_be_moved() {
