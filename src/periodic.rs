@@ -1,14 +1,9 @@
 //! Periodic tasks: `schedule_at_fixed_rate` and `schedule_with_fixed_delay`.
-//! The payload (`Periodic`, `Every`) is the engine's, in `task.rs`; how a
-//! run ends, re-armed or not, is in `rearm.rs`.
-//!
-//! A periodic task is one entry for its whole life. Each run moves it
-//! `PENDING -> RUNNING` (see `entry.rs`) and takes the task out; the runner
-//! re-arms the entry only after the run returns (next due time, task back,
-//! `RUNNING -> PENDING`, a push onto the intake as a new timeout's), so
-//! runs never overlap, even on a multi-threaded executor. From an executor
-//! thread the push wakes the worker if it would otherwise fire the run
-//! more than a tick late.
+//! The payload (`Periodic`, `Every`) is the engine's, in `task.rs`; a run
+//! and its re-arm (after it returns, so runs never overlap; see the ground
+//! rules in `entry/mod.rs`) are in `dispatch.rs`. From an executor thread
+//! the re-arm wakes the worker if it would otherwise fire the run more than
+//! a tick late.
 
 use std::any::Any;
 use std::time::Duration;
