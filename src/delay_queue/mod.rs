@@ -415,7 +415,6 @@ impl<T> Clone for DelayQueue<T> {
 }
 
 impl<T> Drop for DelayQueue<T> {
-    /// The handle waits no more: the queue drops its waker.
     fn drop(&mut self) {
         self.inner.signal.waiters.leave(&self.seat);
     }
