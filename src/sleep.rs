@@ -4,12 +4,13 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::engine::clock::{saturating_nanos, Nanos};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
+use crate::engine::sync::Ordering;
 use crate::{HashedWheelTimer, TimerError};
 
 /// A future that completes once its deadline has passed on its timer's
@@ -28,10 +29,11 @@ use crate::{HashedWheelTimer, TimerError};
 /// [`tokio_clock`](crate::Builder::tokio_clock)) polls read the clock no
 /// more than tokio's, which go by its driver's last turn: a first poll of
 /// `sleep(d)` goes by the reading its deadline was made from, a registered
-/// `Sleep` by its entry. So one polled after its deadline but before the
-/// driver's next turn is pending, and that turn (at most a tick later)
-/// wakes it. On a manual or paused clock every poll reads the clock: what
-/// `advance` made due is ready at the next poll.
+/// `Sleep` by its entry or the wheel's progress ([`reset`](Sleep::reset)).
+/// So one polled after its deadline but before the driver's next turn is
+/// pending, and that turn (at most a tick later) wakes it. On a manual or
+/// paused clock every poll reads the clock: what `advance` made due is
+/// ready at the next poll.
 ///
 /// It is [`Unpin`], so unlike tokio's it needs no pinning to be polled by
 /// reference (`(&mut sleep).await`, `select!`), and it keeps its timer
@@ -80,10 +82,16 @@ pub struct Sleep {
     deadline: Instant,
     /// `deadline` on the timer's clock.
     deadline_nanos: Nanos,
-    /// The entry holding our waker: due at `deadline` (a reset moves it
-    /// in place, or swaps it for an earlier one), or spent. Holds one of
-    /// its references.
+    /// The entry holding our waker, or spent: due at `entry_deadline`. Holds
+    /// one of its references.
     entry: Option<Key>,
+    /// The deadline our entry holds (`deadline_nanos`, or earlier after a
+    /// later reset left it), and how far past it a later reset leaves it:
+    /// half the wait it was given.
+    entry_deadline: Nanos,
+    entry_slack: Nanos,
+    /// The waker our entry holds, once a poll has looked at the entry.
+    registered: Option<Waker>,
     /// `move_after_stop` ran.
     moved: bool,
     /// How long before `deadline_nanos` the clock was read to make it, in
@@ -132,6 +140,9 @@ impl Sleep {
             deadline,
             deadline_nanos,
             entry: None,
+            entry_deadline: 0,
+            entry_slack: 0,
+            registered: None,
             moved: false,
             made_ms_before: 0,
         }
@@ -165,6 +176,17 @@ impl Sleep {
         if let Some(old) = std::mem::replace(&mut self.entry, entry) {
             self.home().shared().release(old);
         }
+    }
+
+    /// True if our entry holds a waker that wakes the same task as `waker`.
+    fn registered(&self, waker: &Waker) -> bool {
+        self.registered.as_ref().is_some_and(|w| w.will_wake(waker))
+    }
+
+    /// Our entry now holds `deadline_nanos`, given at `now`.
+    fn set_entry_deadline(&mut self, now: Nanos) {
+        self.entry_deadline = self.deadline_nanos;
+        self.entry_slack = self.deadline_nanos.saturating_sub(now) / 2;
     }
 
     /// Our timer stopped before the deadline: the wait goes on on its
@@ -218,10 +240,16 @@ impl Sleep {
     /// later, even after completion: the `Sleep` is then pending again
     /// until the new deadline.
     ///
-    /// The wheel entry moves in place, at the cost told on
-    /// [`Timeout::reset`](crate::Timeout::reset): the task is not woken at
-    /// the old deadline, and needs no poll to be woken at an earlier one. A
-    /// deadline already past wakes the task at once, with no entry.
+    /// An earlier deadline moves the entry in place, as
+    /// [`Timeout::reset`](crate::Timeout::reset) does, with no poll needed; a
+    /// past one wakes the task at once, with no entry. A later one (an idle
+    /// timeout reset per message) writes to the `Sleep` alone until it is
+    /// half the entry's wait past the entry's deadline, and the next poll
+    /// need not look at the entry either: no cache miss on it for most
+    /// messages. While resets come that often the task is never woken early;
+    /// one reset later, then left alone, may be woken once at the entry's
+    /// deadline, pending at that poll, which files the entry again (Linux's
+    /// keepalive timer re-arms as lazily).
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -247,13 +275,17 @@ impl Sleep {
             return;
         };
         let shared = self.home().shared();
-        // Only an earlier deadline can have passed already: a later one
-        // (the idle-timeout pattern, a reset per message) reads no clock.
+        // A later deadline reads no clock, and within the slack no entry.
+        if !earlier && self.deadline_nanos < self.entry_deadline.saturating_add(self.entry_slack) {
+            return;
+        }
         if !earlier || self.deadline_nanos > shared.clock.now() {
             // The timer's one reset. If it cannot move the entry, it fired
             // or the timer stopped: the task was woken, and its next poll
             // files a new entry or completes.
-            shared.reset(key, self.deadline_nanos);
+            if shared.reset(key, self.deadline_nanos) {
+                self.set_entry_deadline(shared.clock.now());
+            }
             return;
         }
         // Due already: no tick to wait for. A cancel lost to the driver or
@@ -289,7 +321,19 @@ impl Sleep {
             if !real_time && self.deadline_nanos <= clock.now() {
                 return Poll::Ready(done);
             }
+            // Not fired (the wheel has not reached its deadline) nor stopped,
+            // and holding a waker of this task: no need to look at it.
+            let registered = self.registered(cx.waker());
+            if registered
+                && self.entry_deadline > shared.fired_by.load(Ordering::Acquire)
+                && !shared.is_shutdown()
+            {
+                return Poll::Pending;
+            }
             if shared.entry(key).wait_with(cx.waker()) {
+                if !registered {
+                    self.registered = Some(cx.waker().clone());
+                }
                 return Poll::Pending;
             }
             // Spent: it fired (maybe just now), or the timer stopped. Only
@@ -309,6 +353,8 @@ impl Sleep {
         {
             Ok(key) => {
                 self.set_entry(Some(key));
+                self.set_entry_deadline(now);
+                self.registered = self.registered.take().filter(|w| w.will_wake(cx.waker()));
                 Poll::Pending
             }
             Err(TimerError::Shutdown) if !self.moved => {

@@ -94,11 +94,7 @@ fn reset_moves_the_entry_in_place_either_way() {
     assert_eq!(sleep.entry, Some(key), "kept, later");
     sleep.reset(timer.now() + MS * 2);
     assert_eq!(sleep.entry, Some(key), "kept, earlier");
-    assert_eq!(
-        shared.entry(key).deadline(),
-        2_000_000,
-        "in force: 2 ms away"
-    );
+    assert_eq!(shared.entry(key).deadline(), 2_000_000, "in force: 2 ms");
     assert_eq!(timer.pending_timeouts(), 1);
     timer.advance(MS * 2);
     assert!(sleep.is_woken(), "woken at the earlier deadline");
@@ -125,4 +121,24 @@ fn reset_to_a_past_deadline_wakes_at_once_and_files_nothing() {
     timer.advance(Duration::ZERO); // takes the old entry out of its bucket
     assert_eq!(timer.shared().live(), 0);
     assert_ready!(sleep.poll());
+}
+
+/// A reset per message (every 10 ms, 100 ms ahead) moves the entry about
+/// once per half wait, not per reset, and never wakes the task early.
+#[test]
+fn a_reset_per_message_moves_the_entry_once_per_half_wait() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let mut sleep = task::spawn(timer.sleep(MS * 100));
+    assert_pending!(sleep.poll());
+    let entry = timer.shared().entry(sleep.entry.unwrap());
+    let mut moves = 0;
+    for _ in 0..32 {
+        timer.advance(MS * 10);
+        let before = entry.deadline();
+        sleep.reset(timer.now() + MS * 100);
+        moves += usize::from(entry.deadline() != before);
+        assert!(!sleep.is_woken());
+        assert_pending!(sleep.poll());
+    }
+    assert!((6..=7).contains(&moves), "{moves} moves for 32 resets");
 }

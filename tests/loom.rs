@@ -206,6 +206,58 @@ fn sleep_repoll_with_new_waker_against_fire() {
     });
 }
 
+/// A waker whose wake-up a loom thread can wait for, as a task's poll
+/// follows its wake-up (the model sees the order).
+struct LoomWakes(AtomicUsize);
+
+impl futures::task::ArcWake for LoomWakes {
+    fn wake_by_ref(this: &Arc<Self>) {
+        this.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A `Sleep` reset a little later, which leaves its entry at the old
+/// deadline, polled by its own task (the waker its entry holds, so a poll
+/// may skip the entry) while the driving thread fires that entry: the poll
+/// after the wake-up files a new entry, which wakes the task at the deadline.
+#[test]
+fn a_registered_sleeps_poll_against_an_early_fire() {
+    use std::future::Future;
+    use std::task::Context;
+
+    loom::model(|| {
+        let timer = manual();
+        let mut sleep = timer.sleep(TICK * 2);
+        let wakes = Arc::new(LoomWakes(AtomicUsize::new(0)));
+        let waker = futures::task::waker(wakes.clone());
+        let mut poll = || std::pin::Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker));
+        assert!(poll().is_pending() && poll().is_pending(), "registered");
+        let entry_deadline = timer.now() + TICK * 2;
+        sleep.reset(entry_deadline + TICK / 2); // within the entry's slack
+        timer.advance(Duration::ZERO); // filed into its bucket
+
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.advance(TICK * 2))
+        };
+        let mut poll = || std::pin::Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker));
+        assert!(poll().is_pending(), "its own deadline is ahead");
+        while wakes.0.load(SeqCst) == 0 {
+            thread::yield_now();
+        }
+        assert!(poll().is_pending());
+        assert_eq!(
+            timer.pending_timeouts(),
+            1,
+            "a new entry, filed by that poll"
+        );
+        driver.join().unwrap();
+        timer.advance(TICK);
+        assert_eq!(wakes.0.load(SeqCst), 2);
+        assert!(poll().is_ready());
+    });
+}
+
 /// A `Sleep` dropped on one thread while the driving thread drains its
 /// lane, and a third stops the timer: the drop withdraws the entry from the
 /// lane with no swap on the entry only if neither took it. Whoever ends it,

@@ -400,3 +400,25 @@ fn a_sleep_reset_later_does_not_wake_its_task_at_the_old_deadline() {
     let s = timer.stats();
     assert_eq!((s.scheduled, s.fired), (1, 1), "one entry all along: {s:?}");
 }
+
+/// A `Sleep` reset later, then left alone, may be woken once at the deadline
+/// its entry kept (its poll is then pending, and files the entry again), and
+/// completes at its own deadline, within a tick.
+#[test]
+fn a_sleep_reset_later_and_left_alone_completes_at_its_deadline() {
+    let timer = manual(MS);
+    let mut sleep = task::spawn(timer.sleep(MS * 100));
+    assert_pending!(sleep.poll());
+    timer.advance(MS * 10);
+    sleep.reset(timer.now() + MS * 100);
+    assert_pending!(sleep.poll());
+    let deadline = sleep.deadline();
+    let mut early_wakes = 0;
+    while !sleep.is_woken() || sleep.poll().is_pending() {
+        assert!(timer.now() <= deadline + MS, "not woken by its deadline");
+        early_wakes += usize::from(sleep.is_woken());
+        timer.advance(MS);
+    }
+    assert!(timer.now() >= deadline, "never early");
+    assert!(early_wakes <= 1, "{early_wakes} early wakes");
+}

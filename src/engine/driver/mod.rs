@@ -115,6 +115,9 @@ pub(crate) struct Shared {
     pub(crate) mailbox: Queue<Key>,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
+    /// The latest `now` entries were fired by (`fire`), stored before it
+    /// fires them: an entry whose deadline is later has not fired.
+    pub(crate) fired_by: AtomicU64,
     /// Calls to `unpark_worker`, for tests.
     #[cfg(test)]
     pub(crate) unparks: AtomicUsize,
@@ -153,6 +156,7 @@ impl Shared {
             mailbox: Queue::new(),
             housekeeping_requested: AtomicBool::new(false),
             planned_wake: AtomicU64::new(BUSY),
+            fired_by: AtomicU64::new(0),
             #[cfg(test)]
             unparks: AtomicUsize::new(0),
             jobs: Mutex::new(Jobs::new()),

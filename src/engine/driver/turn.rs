@@ -219,6 +219,8 @@ impl Shared {
             due.sort_by_cached_key(deadline);
         }
         let now = self.clock.now();
+        // Before any fire: the entries it fires are due by `now`.
+        self.fired_by.fetch_max(now, Ordering::Release);
         #[cfg(feature = "metrics")]
         let lateness = self.config.publish.lateness();
         let mut moved = Vec::new();
