@@ -153,6 +153,18 @@ fn main() {
             (sleep.deadline(), sleep)
         })))
     };
+    let clocked = rt.block_on(async {
+        hashed_wheel_timer::HashedWheelTimer::builder()
+            .tokio_clock()
+            .build()
+            .expect("timer")
+    });
+    let tokio_clock = || {
+        row(rt.block_on(run(|| {
+            let sleep = clocked.sleep(SLEEP);
+            (sleep.deadline(), sleep)
+        })))
+    };
     let tokio = || {
         row(rt.block_on(run(|| {
             let sleep = tokio::time::sleep(SLEEP);
@@ -160,21 +172,26 @@ fn main() {
         })))
     };
     println!("{TASKS} tasks each sleeping {SLEEP:?} on a multi-thread runtime, {ROUNDS} rounds");
-    let (mut wheel_rows, mut tokio_rows) = (Vec::new(), Vec::new());
+    let (mut wheel_rows, mut clock_rows, mut tokio_rows) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=ROUNDS {
-        // Alternate which goes first, so neither always runs warm.
-        let (w, t) = if round % 2 == 1 {
-            let w = wheel();
-            (w, tokio())
-        } else {
-            let t = tokio();
-            (wheel(), t)
-        };
+        // Rotate which goes first, so none always runs warm.
+        let (mut w, mut c, mut t) = (None, None, None);
+        for turn in 0..3 {
+            match (round + turn) % 3 {
+                0 => w = Some(wheel()),
+                1 => c = Some(tokio_clock()),
+                _ => t = Some(tokio()),
+            }
+        }
+        let (w, c, t) = (w.expect("ran"), c.expect("ran"), t.expect("ran"));
         print(&format!("round {round} hashed_wheel_timer"), w);
+        print(&format!("round {round} ... tokio_clock"), c);
         print(&format!("round {round} tokio::time"), t);
         wheel_rows.push(w);
+        clock_rows.push(c);
         tokio_rows.push(t);
     }
     print("median hashed_wheel_timer", median(&wheel_rows));
+    print("median ... tokio_clock", median(&clock_rows));
     print("median tokio::time", median(&tokio_rows));
 }
