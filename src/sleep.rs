@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use crate::engine::clock::{saturating_nanos, Nanos};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
-use crate::engine::sync::Ordering;
 use crate::{HashedWheelTimer, TimerError};
 
 /// A future that completes once its deadline has passed on its timer's
@@ -321,13 +320,9 @@ impl Sleep {
             if !real_time && self.deadline_nanos <= clock.now() {
                 return Poll::Ready(done);
             }
-            // Not fired (the wheel has not reached its deadline) nor stopped,
-            // and holding a waker of this task: no need to look at it.
+            // Our entry holds a waker of this task and will wake it.
             let registered = self.registered(cx.waker());
-            if registered
-                && self.entry_deadline > shared.fired_by.load(Ordering::Acquire)
-                && !shared.is_shutdown()
-            {
+            if registered && shared.surely_pending(self.entry_deadline) {
                 return Poll::Pending;
             }
             if shared.entry(key).wait_with(cx.waker()) {

@@ -17,7 +17,7 @@ use std::cell::Cell;
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
 
-use crate::engine::clock::{Clock, Source};
+use crate::engine::clock::{Clock, Nanos, Source};
 use crate::engine::driver::counts::{Counts, Totals};
 use crate::engine::entry::arena::Slots;
 use crate::engine::entry::key::Key;
@@ -115,9 +115,8 @@ pub(crate) struct Shared {
     pub(crate) mailbox: Queue<Key>,
     pub(crate) housekeeping_requested: AtomicBool,
     pub(crate) planned_wake: AtomicU64,
-    /// The latest `now` entries were fired by (`fire`), stored before it
-    /// fires them: an entry whose deadline is later has not fired.
-    pub(crate) fired_by: AtomicU64,
+    /// The latest `now` entries were fired by, stored before `fire` fires them.
+    fired_by: AtomicU64,
     /// Calls to `unpark_worker`, for tests.
     #[cfg(test)]
     pub(crate) unparks: AtomicUsize,
@@ -183,6 +182,13 @@ impl Shared {
     #[inline(always)]
     pub(crate) fn is_shutdown(&self) -> bool {
         self.shutdown.load(Ordering::SeqCst)
+    }
+
+    /// True if an entry due at `deadline` has not fired nor been stopped, so a
+    /// task whose waker it holds will be woken: a poll need not look at it.
+    #[inline(always)]
+    pub(crate) fn surely_pending(&self, deadline: Nanos) -> bool {
+        deadline > self.fired_by.load(Ordering::Acquire) && !self.is_shutdown()
     }
 
     /// Calls `hook` when the timer shuts down, or now if it has. Held weakly, as its owner may go
