@@ -40,8 +40,12 @@ use crate::{HashedWheelTimer, TimerError};
 ///
 /// # Cancellation
 ///
-/// Dropping a `Sleep` cancels it: its entry leaves the wheel within a tick
-/// and `pending_timeouts()` goes down at once.
+/// Dropping a `Sleep` cancels it, and it never wakes its task after. The
+/// cancel may wait in its thread's batch of 16, which the drop that fills it
+/// cancels at once, loading the entries together; the timer's next turn, at
+/// the latest the `Sleep`'s deadline, takes the rest first. `pending_timeouts()`,
+/// `stats()` and `stop()` take the batches before they count, so they see it
+/// cancelled at once. Until then its entry keeps the task's waker.
 ///
 /// # When the timer stops
 ///
@@ -158,15 +162,6 @@ impl Sleep {
             self.timer.after_stop()
         } else {
             &self.timer
-        }
-    }
-
-    /// Starts loading the entry's cache line, for a drop (a cancel) that
-    /// may follow soon: see `Entry::prefetch`.
-    #[inline(always)]
-    pub(crate) fn prefetch_entry(&self) {
-        if let Some(key) = self.entry {
-            self.home().shared().entry(key).prefetch();
         }
     }
 
@@ -382,7 +377,7 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let Some(key) = self.entry.take() {
-            drop(self.home().shared().cancel_and_release(key));
+            self.home().shared().cancel_later(key);
         }
     }
 }

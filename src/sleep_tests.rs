@@ -104,6 +104,7 @@ fn reset_moves_the_entry_in_place_either_way() {
     drop(dropped);
     timer.advance(MS);
     drop(sleep);
+    timer.advance(MS); // a turn cancels what the drops batched
     assert_eq!(shared.live(), 0, "every reference came back");
 }
 
@@ -141,4 +142,18 @@ fn a_reset_per_message_moves_the_entry_once_per_half_wait() {
         assert_pending!(sleep.poll());
     }
     assert!((6..=7).contains(&moves), "{moves} moves for 32 resets");
+}
+
+/// The drop that fills its thread's batch cancels the whole batch: no turn needed.
+#[test]
+fn the_drop_that_fills_a_batch_cancels_it() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let batch = crate::engine::intake::lane::CANCEL_BATCH;
+    let sleeps: Vec<_> = (0..batch)
+        .map(|_| task::spawn(timer.sleep(MS * 10)))
+        .collect();
+    sleeps
+        .into_iter()
+        .for_each(|mut sleep| assert_pending!(sleep.poll()));
+    assert_eq!(timer.shared().live(), 0, "every reference came back");
 }

@@ -113,9 +113,6 @@ impl<F: Future> Future for TimeoutFuture<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        // Overlaps the entry's cache miss with the inner poll's: if that is
-        // ready, the `Sleep` is dropped and its cancel needs the entry.
-        this.sleep.prefetch_entry();
         if let Poll::Ready(output) = this.future.poll(cx) {
             return Poll::Ready(Ok(output));
         }

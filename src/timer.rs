@@ -164,7 +164,7 @@ impl HashedWheelTimer {
     /// periodic task counts as one for its whole life, runs included, until
     /// it is cancelled, ended by a panic, or stopped.
     pub fn pending_timeouts(&self) -> usize {
-        self.shared().counts.pending()
+        self.shared().totals().pending
     }
 
     /// Stops the timer: ends and joins the worker, and returns every timeout

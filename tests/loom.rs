@@ -293,6 +293,43 @@ fn a_dropped_sleep_against_drain_and_stop() {
     });
 }
 
+/// Dropped `Sleep`s wait in their thread's batch (two cells under loom): the
+/// drop that fills it cancels both, while the driving thread's turn takes the
+/// batches before it fires (as a count's reader does). Each entry ends once,
+/// fired or cancelled; the count comes to 0; every stored waker is dropped.
+#[test]
+fn batched_cancels_against_a_turn() {
+    use std::future::Future;
+    use std::task::Context;
+
+    loom::model(|| {
+        let timer = manual();
+        let (wakes, waker) = counting_waker();
+        let mut sleeps: Vec<_> = (0..2).map(|_| Box::pin(timer.sleep(TICK))).collect();
+        for sleep in &mut sleeps {
+            assert!(sleep
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
+        }
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.advance(TICK))
+        };
+        drop(sleeps.remove(0)); // waits in the batch
+        drop(sleeps); // fills it
+        driver.join().unwrap();
+        let stats = timer.stats();
+        assert_eq!((stats.fired + stats.cancelled, stats.pending), (2, 0));
+        drop(waker);
+        assert_eq!(
+            Arc::strong_count(&wakes),
+            1,
+            "the stored wakers were dropped"
+        );
+    });
+}
+
 /// A periodic run ends while another thread cancels it: the runner puts the
 /// task back as the canceller wins, and loom checks that the two never touch
 /// the entry's task slot at once. The task never runs again.

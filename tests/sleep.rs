@@ -416,3 +416,31 @@ fn a_sleep_first_polled_after_its_deadline_completes() {
     rx.recv_timeout(Duration::from_secs(60))
         .expect("woken by the driver's next turn");
 }
+
+/// A dropped `Sleep`'s cancel may wait in its thread's batch, but the next
+/// turn cancels it before it fires anything: its task is never woken, and
+/// it is counted cancelled, not fired.
+#[test]
+fn a_turn_cancels_a_dropped_sleep_before_its_deadline_fires_it() {
+    let timer = manual(MS);
+    let mut sleep = timer.sleep(MS * 5);
+    let (wakes, waker) = CountingWaker::new();
+    assert!(poll_with(&mut sleep, &waker).is_pending());
+    drop(sleep);
+    timer.advance(MS * 10);
+    assert_eq!(wakes.wakes(), 0, "the dropped sleep's task was woken");
+    let stats = timer.stats();
+    assert_eq!((stats.cancelled, stats.fired, stats.pending), (1, 0, 0));
+}
+
+/// `stop()` cancels what dropped `Sleep`s left in the batches before it
+/// stops the rest: the dropped ones count as cancelled, not stopped.
+#[test]
+fn stop_counts_a_dropped_sleep_cancelled() {
+    let timer = manual(MS);
+    let sleep = polled(timer.sleep(MS * 5));
+    drop(sleep);
+    assert!(timer.stop().unwrap().is_empty());
+    let stats = timer.stats();
+    assert_eq!((stats.cancelled, stats.stopped, stats.pending), (1, 0, 0));
+}

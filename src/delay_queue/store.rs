@@ -124,7 +124,7 @@ impl<T> Shard<T> {
     pub(crate) fn take(&mut self, key: &DelayKey) -> Option<Slot<T>> {
         let index = self.find(key)?;
         // The cancel that follows needs the entry: start loading it now.
-        self.slots[index].timeout.entry().prefetch();
+        crate::engine::entry::prefetch(self.slots[index].timeout.entry());
         if !self.moved.is_empty() {
             self.moved.remove(key);
         }

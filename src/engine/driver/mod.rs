@@ -175,7 +175,9 @@ impl Shared {
         self.owner.get()?.upgrade()
     }
 
+    /// The counts, once the batched cancels are done.
     pub(crate) fn totals(&self) -> Totals {
+        self.cancel_batched();
         self.counts.totals(self.intake.len())
     }
 

@@ -105,6 +105,20 @@ pub(crate) enum Fire {
     Later,
 }
 
+/// Starts loading `at`'s cache line without waiting for it, for a cancel about to come, so the
+/// miss overlaps other work (`Shard::take`) or other misses (`Shared::cancel_all`). x86-64 only.
+#[inline(always)]
+#[allow(unused_variables)]
+pub(crate) fn prefetch<T>(at: &T) {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint: it reads nothing into the
+        // program, writes nothing, and cannot fault on any address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((at as *const T).cast()) };
+    }
+}
+
 /// On a cache line of its own (see `arena.rs`).
 #[repr(align(64))]
 pub(crate) struct Entry {
@@ -216,20 +230,6 @@ impl Entry {
 
     fn has_flag(&self, flag: u8) -> bool {
         self.flags.load(Ordering::SeqCst) & flag != 0
-    }
-
-    /// Starts loading this entry's cache line without waiting for it, for
-    /// a cancel that is about to come, so that the line is loaded while the
-    /// caller does other work (`TimeoutFuture::poll`, `Shard::take`).
-    #[inline(always)]
-    pub(crate) fn prefetch(&self) {
-        #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // SAFETY: a prefetch is a hint: it reads nothing into the
-            // program, writes nothing, and cannot fault on any address.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>((self as *const Entry).cast()) };
-        }
     }
 
     pub(crate) fn is_periodic(&self) -> bool {

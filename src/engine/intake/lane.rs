@@ -28,7 +28,7 @@ use std::time::Duration;
 use crate::engine::clock::Nanos;
 use crate::engine::entry::arena::Slots;
 use crate::engine::entry::key::Key;
-use crate::engine::entry::Entry;
+use crate::engine::entry::{prefetch, Entry};
 use crate::engine::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// Cells per ring: a `HOLD` of schedules at 250,000 a second.
@@ -71,6 +71,9 @@ pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
     (HOLD_NANOS as u64 + BATCH_NANOS).saturating_add(tick_nanos.saturating_mul(2))
 }
 
+/// Dropped `Sleep`s whose cancels a lane batches (`batch_cancel`): a cache line of keys.
+pub(crate) const CANCEL_BATCH: usize = if cfg!(loom) { 2 } else { 16 };
+
 /// Free slots a lane keeps for its owner; the rest go to the shared list.
 const FREE_MAX: u32 = if cfg!(loom) { 2 } else { 4096 };
 
@@ -82,6 +85,8 @@ pub(crate) struct Lane {
     producer: CachePadded<ProducerSide>,
     /// Oldest cell that may hold a key; only moves on (`drain`, `reclaim`).
     head: CachePadded<AtomicU64>,
+    /// Keys whose cancels wait: the owner fills them in order, anyone takes them (`take_batch`).
+    batch: CachePadded<[AtomicU32; CANCEL_BATCH]>,
 }
 
 #[derive(Default)]
@@ -96,6 +101,8 @@ struct ProducerSide {
     free_len: AtomicU32,
     /// The reading the last key was pushed with (`not_before`).
     last_now: AtomicU64,
+    /// The next `batch` cell the owner fills.
+    batched: AtomicU32,
 }
 
 /// What a drain of a lane, or of the whole intake (`Intake::drain`), did.
@@ -128,7 +135,34 @@ impl Lane {
             stamps: (0..RING).map(|_| AtomicU32::new(0)).collect(),
             producer: CachePadded::default(),
             head: CachePadded::new(AtomicU64::new(0)),
+            batch: CachePadded::new(std::array::from_fn(|_| AtomicU32::new(0))),
         }
+    }
+
+    /// Owner only: puts `key` in the batch; the batch's keys once it is full, to cancel now.
+    /// Every cell past `batched` is empty: only the owner fills one, and only in order.
+    #[inline(always)]
+    pub(crate) fn batch_cancel(&self, key: Key) -> Option<[Option<Key>; CANCEL_BATCH]> {
+        let at = self.producer.batched.load(Ordering::Relaxed) as usize;
+        self.batch[at].store(key.pack(), Ordering::Release);
+        let next = (at + 1) % CANCEL_BATCH;
+        self.producer.batched.store(next as u32, Ordering::Relaxed);
+        (next == 0).then(|| self.take_batch())
+    }
+
+    /// Takes the batch's keys, each by one swap, so once: by the owner, the driver or a reader.
+    pub(crate) fn take_batch(&self) -> [Option<Key>; CANCEL_BATCH] {
+        std::array::from_fn(|i| {
+            let cell = &self.batch[i];
+            // A load first: cells mostly empty stay on the owner's core.
+            (cell.load(Ordering::Relaxed) != 0)
+                .then(|| Key::unpack(cell.swap(0, Ordering::AcqRel)))
+                .flatten()
+        })
+    }
+
+    pub(crate) fn prefetch_cell(&self, cell: usize) {
+        self.cells.get(cell).map(prefetch);
     }
 
     /// Owner only: the later of `now` and the last key's reading. A caller may push with a

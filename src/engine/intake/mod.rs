@@ -50,7 +50,7 @@ impl Intake {
         }
     }
 
-    fn lanes(&self) -> impl Iterator<Item = &Lane> {
+    pub(crate) fn lanes(&self) -> impl Iterator<Item = &Lane> {
         let made = self.lanes_made.load(Ordering::Acquire);
         self.lanes[..made].iter().filter_map(OnceLock::get)
     }
@@ -79,15 +79,26 @@ impl Intake {
         self.shared.len() % SHARED_LOOK_EVERY == 0
     }
 
-    /// `Lane::withdraw` at the place `entry` records for `key`. The mark may be stale (the driver
-    /// reuses the field once it took the key), but a cell holding this key is always its place.
+    /// The lane and cell `entry` records for its key. The mark may be stale (the driver reuses
+    /// the field once it took the key), but a cell holding this key is always its place.
+    #[inline(always)]
+    fn place_of(&self, entry: &Entry) -> Option<(&Lane, usize)> {
+        let (lane, cell) = unmark(entry.queue_mark())?;
+        Some((self.lanes.get(lane)?.get()?, cell))
+    }
+
+    /// Starts loading the lane cell `entry`'s key is in, if any.
+    pub(crate) fn prefetch_cell(&self, entry: &Entry) {
+        if let Some((lane, cell)) = self.place_of(entry) {
+            lane.prefetch_cell(cell);
+        }
+    }
+
+    /// `Lane::withdraw` at `entry`'s place.
     #[inline(always)]
     pub(crate) fn withdraw(&self, entry: &Entry, key: Key) -> bool {
-        let Some((lane, cell)) = unmark(entry.queue_mark()) else {
-            return false;
-        };
-        let lane = self.lanes.get(lane).and_then(OnceLock::get);
-        lane.is_some_and(|lane| lane.withdraw(cell, key))
+        self.place_of(entry)
+            .is_some_and(|(lane, cell)| lane.withdraw(cell, key))
     }
 
     /// Passes up to `limit` keys to `out`: each lane's due at `now` (every
@@ -133,11 +144,10 @@ impl Intake {
         self.shared.len() + self.lanes().map(|lane| lane.len()).sum::<usize>()
     }
 
-    /// Keeps a vacated slot on this thread's lane; false: free it.
+    /// This thread's lane, if it has made one here.
     #[inline]
-    pub(crate) fn push_free(&self, key: Key, entry: &Entry) -> bool {
-        let lane = thread_index().and_then(|index| self.lanes.get(index)?.get());
-        lane.is_some_and(|lane| lane.push_free(key, entry))
+    pub(crate) fn lane_if_made(&self) -> Option<&Lane> {
+        thread_index().and_then(|index| self.lanes.get(index)?.get())
     }
 
     /// Free slots the lanes hold, for the arena's accounting in tests.

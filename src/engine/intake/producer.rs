@@ -21,8 +21,8 @@ use crate::engine::driver::Shared;
 use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
-use crate::engine::entry::{CancelOutcome, Entry};
-use crate::engine::intake::lane::Lane;
+use crate::engine::entry::{prefetch, CancelOutcome, Entry};
+use crate::engine::intake::lane::{Lane, CANCEL_BATCH};
 use crate::engine::sync::{fence, Ordering};
 
 impl Shared {
@@ -143,6 +143,38 @@ impl Shared {
         Some(task.unwrap_or_else(|| Task::Wake(None)))
     }
 
+    /// A dropped `Sleep`'s `cancel_and_release`, batched on this thread's lane: half of them
+    /// find the entry and its lane cell in another core's cache, and a batch loads them all at
+    /// once. Each turn takes the batches before it fires, as `stop()` and a count's reader do.
+    #[inline(always)]
+    pub(crate) fn cancel_later(&self, key: Key) {
+        match self.intake.lane_if_made() {
+            Some(lane) if !self.is_shutdown() => {
+                if let Some(batch) = lane.batch_cancel(key) {
+                    self.cancel_all(batch);
+                }
+            }
+            _ => drop(self.cancel_and_release(key)),
+        }
+    }
+
+    /// Cancels and releases each of `keys`, their entries and lane cells loaded first.
+    fn cancel_all(&self, keys: [Option<Key>; CANCEL_BATCH]) {
+        let entries = || keys.iter().flatten().map(|&key| self.entry(key));
+        entries().for_each(prefetch);
+        entries().for_each(|entry| self.intake.prefetch_cell(entry));
+        keys.into_iter()
+            .flatten()
+            .for_each(|key| drop(self.cancel_and_release(key)));
+    }
+
+    /// Cancels what waits in every lane's batch.
+    pub(crate) fn cancel_batched(&self) {
+        self.intake
+            .lanes()
+            .for_each(|lane| self.cancel_all(lane.take_batch()));
+    }
+
     /// `cancel`, then `release`: for a `Sleep`, its entry's only holder.
     pub(crate) fn cancel_and_release(&self, key: Key) -> Option<Task> {
         let task = self.cancel(key);
@@ -177,7 +209,8 @@ impl Shared {
         let entry = self.entry(key);
         if entry.release() {
             drop(entry.vacate()); // may run user code: before the lane
-            if !self.intake.push_free(key, entry) {
+            let lane = self.intake.lane_if_made();
+            if !lane.is_some_and(|lane| lane.push_free(key, entry)) {
                 self.slots.push_free(key);
             }
         }
