@@ -40,12 +40,14 @@ use crate::{HashedWheelTimer, TimerError};
 ///
 /// # Cancellation
 ///
-/// Dropping a `Sleep` cancels it, and it never wakes its task after. The
-/// cancel may wait in its thread's batch of 16, which the drop that fills it
-/// cancels at once, loading the entries together; the timer's next turn, at
-/// the latest the `Sleep`'s deadline, takes the rest first. `pending_timeouts()`,
-/// `stats()` and `stop()` take the batches before they count, so they see it
-/// cancelled at once. Until then its entry keeps the task's waker.
+/// Dropping a `Sleep` cancels it. The cancel may wait in its thread's batch
+/// of 16: the drop that fills the batch cancels all 16, loading their
+/// entries together, and the timer's next turn takes the rest before it
+/// fires anything, so a dropped `Sleep` does not wake its task unless the
+/// drop races that turn. `pending_timeouts()`, `stats()` and `stop()` take
+/// the batches before they count, so they see it cancelled at once. Until
+/// its batch is taken (at the latest at its deadline), its entry keeps the
+/// task's waker.
 ///
 /// # When the timer stops
 ///
