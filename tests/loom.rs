@@ -161,6 +161,21 @@ fn counting_waker() -> (Arc<Wakes>, std::task::Waker) {
     (wakes.clone(), futures::task::waker(wakes))
 }
 
+/// A boxed `Sleep` of `delay`, polled once with `waker`: registered, pending.
+fn registered_sleep(
+    timer: &HashedWheelTimer,
+    delay: Duration,
+    waker: &std::task::Waker,
+) -> std::pin::Pin<Box<hashed_wheel_timer::Sleep>> {
+    use std::future::Future;
+    let mut sleep = Box::pin(timer.sleep(delay));
+    let polled = sleep
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(waker));
+    assert!(polled.is_pending());
+    sleep
+}
+
 /// A `Sleep` re-polled from another task (a new waker) while the driving
 /// thread fires it: either that poll sees it ready, or the new waker is
 /// woken. No wake-up is lost, and the old waker is not the one woken.
@@ -265,17 +280,10 @@ fn a_registered_sleeps_poll_against_an_early_fire() {
 /// reused cleanly by the next sleep.
 #[test]
 fn a_dropped_sleep_against_drain_and_stop() {
-    use std::future::Future;
-    use std::task::Context;
-
     loom::model(|| {
         let timer = manual();
         let (wakes, waker) = counting_waker();
-        let mut sleep = Box::pin(timer.sleep(TICK * 5));
-        assert!(sleep
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker))
-            .is_pending());
+        let sleep = registered_sleep(&timer, TICK * 5, &waker);
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || timer.advance(Duration::ZERO))
@@ -299,19 +307,12 @@ fn a_dropped_sleep_against_drain_and_stop() {
 /// fired or cancelled; the count comes to 0; every stored waker is dropped.
 #[test]
 fn batched_cancels_against_a_turn() {
-    use std::future::Future;
-    use std::task::Context;
-
     loom::model(|| {
         let timer = manual();
         let (wakes, waker) = counting_waker();
-        let mut sleeps: Vec<_> = (0..2).map(|_| Box::pin(timer.sleep(TICK))).collect();
-        for sleep in &mut sleeps {
-            assert!(sleep
-                .as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending());
-        }
+        let mut sleeps: Vec<_> = (0..2)
+            .map(|_| registered_sleep(&timer, TICK, &waker))
+            .collect();
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || timer.advance(TICK))
