@@ -148,6 +148,8 @@ mod default_timer;
 mod delay_map;
 mod delay_queue;
 mod engine;
+#[cfg(test)]
+mod engine_tests;
 mod error;
 mod executor;
 mod interval;

@@ -322,7 +322,7 @@ impl fmt::Debug for HashedWheelTimer {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::engine::driver::worker::tests::eventually;
+    use crate::engine_tests::worker::eventually;
 
     /// Entries filed in the wheel (not those still in the intake).
     pub(crate) fn in_wheel(timer: &HashedWheelTimer) -> usize {

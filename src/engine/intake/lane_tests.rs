@@ -219,33 +219,3 @@ fn loom_models_a_drain_holding_a_key_against_its_owner_wrapping_round() {
         assert!(out.contains(&1) || drained.more, "{out:?}, {drained:?}");
     });
 }
-
-/// A key pushed with a reading older than the lane's last (a `Sleep`'s
-/// first poll, by the reading its deadline was made from) is stamped no
-/// older than the last key, and is urgent by that stamp. By its own reading
-/// it is not urgent, and would be held behind the younger key until that
-/// one is `HOLD` old: filed 4 ms after its deadline.
-#[test]
-fn a_key_pushed_with_an_older_reading_keeps_the_lane_in_time_order() {
-    use crate::HashedWheelTimer;
-    use std::time::Duration;
-    const MS: u64 = 1_000_000;
-    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-    let shared = timer.shared();
-    timer.advance(Duration::from_millis(50));
-    let now = shared.clock.now();
-    let far = shared
-        .schedule(now, now + 10_000 * MS, Task::Wake(None))
-        .unwrap();
-    let stale = shared
-        .schedule(now - 50 * MS, now + 60 * MS, Task::Wake(None))
-        .unwrap();
-    timer.advance(Duration::from_millis(62));
-    assert!(
-        !shared.entry(stale).is_waiting(),
-        "a tick after its deadline, it has fired"
-    );
-    assert!(shared.entry(far).is_waiting());
-    drop(shared.cancel_and_release(far));
-    shared.release(stale);
-}

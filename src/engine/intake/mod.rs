@@ -28,7 +28,7 @@ use crate::engine::sync::{lock, AtomicBool, AtomicUsize, Ordering, Queue};
 const MAX_LANES: usize = 256;
 
 /// Every this many keys on the shared queue ask the driver to look.
-const SHARED_LOOK_EVERY: usize = 1024;
+pub(crate) const SHARED_LOOK_EVERY: usize = 1024;
 
 pub(crate) struct Intake {
     /// Lane `i` is the lane of the thread holding index `i`.
@@ -241,27 +241,6 @@ fn take_thread_index() -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use crate::HashedWheelTimer;
-    use std::time::Duration;
-
-    #[test]
-    #[cfg_attr(miri, ignore = "3072 entries: too slow under Miri")]
-    fn every_so_many_keys_on_the_shared_queue_ask_the_worker_to_look() {
-        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let shared = timer.shared();
-        let looks = (0..3 * super::SHARED_LOOK_EVERY)
-            .filter(|_| {
-                let task = crate::engine::entry::task::Task::Wake(None);
-                // Counted and queued as a thread with no lane does.
-                shared.counts.reserve(&task).unwrap();
-                let key = shared.slots.insert(1_000, task, 1).unwrap();
-                shared.intake.push_shared(key, shared.entry(key))
-            })
-            .count();
-        assert_eq!(looks, 3, "once per SHARED_LOOK_EVERY keys");
-        assert_eq!(shared.intake.len(), 3 * super::SHARED_LOOK_EVERY);
-    }
-
     #[test]
     fn the_pool_hands_out_given_back_indices_first_and_none_past_the_last() {
         let mut pool = super::Pool {
@@ -273,20 +252,5 @@ mod tests {
         assert_eq!(pool.take(), Some(7), "a thread that exited gave it back");
         assert_eq!(pool.take(), Some(super::MAX_LANES - 1));
         assert_eq!((pool.take(), pool.take()), (None, None), "all taken");
-    }
-
-    #[test]
-    fn threads_at_once_get_lanes_of_their_own() {
-        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let barrier = std::sync::Barrier::new(3);
-        std::thread::scope(|s| {
-            for _ in 0..3 {
-                s.spawn(|| {
-                    timer.new_timeout(|_| {}, Duration::from_secs(1)).unwrap();
-                    barrier.wait(); // all three alive at once
-                });
-            }
-        });
-        assert_eq!(timer.shared().intake.lanes().count(), 3);
     }
 }

@@ -1,0 +1,237 @@
+//! Unit tests of engine paths seen through a `HashedWheelTimer`: the producer's reset and cancel
+//! paths, the worker's plan to sleep, the intake's lanes. Here rather than in `engine/`, which
+//! never names the face.
+
+mod producer {
+    use crate::HashedWheelTimer;
+    use std::time::Duration;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_later_reset_gives_the_driver_nothing_to_do_until_the_old_deadline() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let t = timer.new_timeout(|_| {}, MS * 100).unwrap();
+        timer.advance(MS * 70); // filed
+        let entry = shared.entry(t.key());
+        let filed = entry.filed();
+        assert!(entry.in_wheel());
+        for n in 1..=1_000u32 {
+            assert!(t.reset(MS * 100 + MS * n / 100));
+        }
+        assert!(shared.mailbox.is_empty(), "nothing queued for the driver");
+        assert_eq!(entry.filed(), filed, "still where the wheel filed it");
+        timer.advance(MS * 29);
+        assert_eq!(entry.filed(), filed, "untouched before the old deadline");
+        timer.advance(MS);
+        assert!(t.is_pending(), "found moved at the old deadline");
+        assert_eq!(
+            shared.clock.to_instant(entry.filed()),
+            t.deadline(),
+            "filed again, once"
+        );
+        assert!(entry.in_wheel());
+    }
+
+    #[test]
+    fn an_earlier_reset_is_queued_once_and_its_reference_comes_back() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let t = timer.new_timeout(|_| {}, MS * 500).unwrap();
+        timer.advance(MS * 70);
+        assert!(t.reset(MS * 10));
+        assert_eq!(shared.mailbox.len(), 1);
+        timer.advance(Duration::ZERO);
+        assert!(shared.mailbox.is_empty());
+        assert_eq!(
+            shared.entry(t.key()).filed(),
+            shared.clock.to_nanos(t.deadline())
+        );
+        timer.advance(MS * 10);
+        assert!(t.is_expired());
+        drop(t);
+        assert_eq!(shared.live(), 0, "every reference came back");
+    }
+
+    /// Invariant 6 for reset timeouts: the wheel finds a filed entry by the
+    /// deadline it was filed by, so a cancel after a reset (later or
+    /// earlier) still takes it out within a tick, and its slot comes back.
+    #[test]
+    fn a_reset_then_cancelled_timeout_leaves_the_wheel_within_a_tick() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let later = timer.new_timeout(|_| {}, MS * 100).unwrap();
+        let earlier = timer.new_timeout(|_| {}, MS * 400).unwrap();
+        timer.advance(MS * 70); // both filed
+        assert!(later.reset(MS * 300));
+        assert!(earlier.reset(MS * 5));
+        timer.advance(Duration::ZERO); // the earlier one filed again
+        assert_eq!(shared.lock_core().wheel.len(), 2);
+        assert!(later.cancel() && earlier.cancel());
+        timer.advance(MS);
+        assert_eq!(shared.lock_core().wheel.len(), 0, "both out within a tick");
+        drop((later, earlier));
+        assert_eq!(shared.live(), 0, "both slots came back");
+        timer.advance(MS * 500); // nothing left to fire or to find
+        assert_eq!(timer.stats().fired, 0);
+    }
+}
+
+pub(crate) mod worker {
+    use crate::engine::driver::{BUSY, IDLE};
+    use crate::HashedWheelTimer;
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::time::Duration;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Polls `cond` for up to a minute; for tests that watch the worker.
+    pub(crate) fn eventually(cond: impl Fn() -> bool) -> bool {
+        (0..60_000).any(|_| {
+            cond() || {
+                std::thread::sleep(MS);
+                false
+            }
+        })
+    }
+
+    /// Invariant 4 while the worker sleeps far ahead (a round, 5.12 s at
+    /// 10 ms ticks, or to a timeout 60 s away): an earlier one still wakes it.
+    #[test]
+    fn a_worker_sleeping_far_ahead_still_fires_an_earlier_timeout_in_time() {
+        let timer = HashedWheelTimer::builder()
+            .tick_duration(MS * 10)
+            .build()
+            .unwrap();
+        let sleeping_far = || {
+            let planned = timer.shared().planned_wake.load(SeqCst);
+            // Later than the 20 ms timeout below: it must wake the worker.
+            let later = timer.shared().clock.now() + 40_000_000;
+            planned != BUSY && planned != IDLE && planned > later
+        };
+        let cancelled_young = eventually(|| {
+            for _ in 0..100 {
+                let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
+                t.cancel();
+            }
+            sleeping_far()
+        });
+        assert!(cancelled_young, "the worker sleeps far ahead");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let start = std::time::Instant::now();
+        timer
+            .new_timeout(move |_| tx.send(()).unwrap(), MS * 20)
+            .unwrap();
+        rx.recv_timeout(Duration::from_secs(60)).expect("it fired");
+        let took = start.elapsed();
+        assert!(took < Duration::from_secs(2), "fired after {took:?}");
+    }
+
+    /// Invariant 4 for resets: a timeout reset earlier within its tick, another
+    /// due in the next, fires at most a tick late. 10 s ticks: the plan is read
+    /// long before anything is due; deadlines within 4 ticks are not held.
+    #[test]
+    fn a_reset_earlier_within_its_tick_keeps_the_worker_plan_within_a_tick() {
+        let tick = Duration::from_secs(10);
+        let timer = HashedWheelTimer::builder()
+            .tick_duration(tick)
+            .build()
+            .unwrap();
+        let shared = timer.shared();
+        let start = timer.now();
+        // The later first: the earlier one then wakes a worker that sleeps
+        // towards it, so both are filed before the worker sleeps again.
+        let _next_tick = timer
+            .new_timeout_at(|_| {}, start + tick * 35 / 10)
+            .unwrap();
+        let reset = timer
+            .new_timeout_at(|_| {}, start + tick * 29 / 10)
+            .unwrap();
+        let planned = || shared.planned_wake.load(SeqCst);
+        let filed_and_asleep =
+            || shared.lock_core().wheel.len() == 2 && planned() != BUSY && planned() != IDLE;
+        assert!(eventually(filed_and_asleep), "filed both, asleep");
+        let to = start + tick * 21 / 10;
+        assert!(reset.reset_at(to));
+        let due = shared.clock.to_nanos(to);
+        // `planned_wake` is the wake-up less a tick: at most a tick late.
+        // Read until the worker settles: it may be between two rounds.
+        let in_time = || planned() != BUSY && planned() <= due;
+        assert!(
+            eventually(in_time),
+            "plans to wake {:?} after the reset deadline",
+            Duration::from_nanos(planned().saturating_add(shared.config.tick_nanos) - due)
+        );
+    }
+}
+
+mod intake {
+    use crate::engine::entry::task::Task;
+    use crate::engine::intake::SHARED_LOOK_EVERY;
+    use crate::HashedWheelTimer;
+    use std::time::Duration;
+
+    #[test]
+    #[cfg_attr(miri, ignore = "3072 entries: too slow under Miri")]
+    fn every_so_many_keys_on_the_shared_queue_ask_the_worker_to_look() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let looks = (0..3 * SHARED_LOOK_EVERY)
+            .filter(|_| {
+                let task = crate::engine::entry::task::Task::Wake(None);
+                // Counted and queued as a thread with no lane does.
+                shared.counts.reserve(&task).unwrap();
+                let key = shared.slots.insert(1_000, task, 1).unwrap();
+                shared.intake.push_shared(key, shared.entry(key))
+            })
+            .count();
+        assert_eq!(looks, 3, "once per SHARED_LOOK_EVERY keys");
+        assert_eq!(shared.intake.len(), 3 * SHARED_LOOK_EVERY);
+    }
+
+    #[test]
+    fn threads_at_once_get_lanes_of_their_own() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let barrier = std::sync::Barrier::new(3);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    timer.new_timeout(|_| {}, Duration::from_secs(1)).unwrap();
+                    barrier.wait(); // all three alive at once
+                });
+            }
+        });
+        assert_eq!(timer.shared().intake.lanes().count(), 3);
+    }
+
+    /// A key pushed with a reading older than the lane's last (a `Sleep`'s
+    /// first poll, by the reading its deadline was made from) is stamped no
+    /// older than the last key, and is urgent by that stamp. By its own reading
+    /// it is not urgent, and would be held behind the younger key until that
+    /// one is `HOLD` old: filed 4 ms after its deadline.
+    #[test]
+    fn a_key_pushed_with_an_older_reading_keeps_the_lane_in_time_order() {
+        use crate::HashedWheelTimer;
+        use std::time::Duration;
+        const MS: u64 = 1_000_000;
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        timer.advance(Duration::from_millis(50));
+        let now = shared.clock.now();
+        let far = shared
+            .schedule(now, now + 10_000 * MS, Task::Wake(None))
+            .unwrap();
+        let stale = shared
+            .schedule(now - 50 * MS, now + 60 * MS, Task::Wake(None))
+            .unwrap();
+        timer.advance(Duration::from_millis(62));
+        assert!(
+            !shared.entry(stale).is_waiting(),
+            "a tick after its deadline, it has fired"
+        );
+        assert!(shared.entry(far).is_waiting());
+        drop(shared.cancel_and_release(far));
+        shared.release(stale);
+    }
+}
