@@ -360,14 +360,18 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_cancelled_entry_leaves_its_bucket_within_a_tick() {
+    fn a_cancelled_entry_leaves_its_bucket_and_gives_its_slot_back_within_a_tick() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let ts: Vec<_> = (0..100)
+        let live = || timer.shared().live();
+        let mut ts: Vec<_> = (0..100)
             .map(|i| timer.new_timeout(|_| {}, MS * (1000 + i)).unwrap())
             .collect();
         timer.advance(PAST_THE_HOLD);
         assert_eq!(in_wheel(&timer), 100);
-        for t in &ts[..60] {
+        // Cancelled in a bucket, and cancelled while still queued.
+        ts.drain(..60).for_each(|t| assert!(t.cancel()));
+        for _ in 0..10 {
+            let t = timer.new_timeout(|_| {}, MS * 2000).unwrap();
             assert!(t.cancel());
         }
         timer.advance(MS);
@@ -376,23 +380,6 @@ pub(crate) mod tests {
             40,
             "removed at the next tick, long before 1 s"
         );
-    }
-
-    #[test]
-    fn every_finished_entry_gives_its_slot_back() {
-        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let live = || timer.shared().live();
-        let mut ts: Vec<_> = (0..100)
-            .map(|i| timer.new_timeout(|_| {}, MS * (1000 + i)).unwrap())
-            .collect();
-        timer.advance(MS);
-        // Cancelled in a bucket, and cancelled while still queued.
-        ts.drain(..60).for_each(|t| assert!(t.cancel()));
-        for _ in 0..10 {
-            let t = timer.new_timeout(|_| {}, MS * 2000).unwrap();
-            assert!(t.cancel());
-        }
-        timer.advance(MS);
         assert_eq!(live(), 40, "freed within a tick of the cancel");
         timer.advance(MS * 2000);
         assert!(ts.iter().all(Timeout::is_expired));
@@ -431,17 +418,11 @@ pub(crate) mod tests {
         ts.iter().for_each(|t| assert!(t.cancel()));
         let removed = eventually(|| in_wheel(&timer) == 1);
         assert!(removed, "the worker woke to remove them");
-        assert!(keep.cancel());
-    }
-
-    #[test]
-    fn entries_cancelled_while_queued_are_freed_while_the_worker_sleeps() {
-        let timer = HashedWheelTimer::new();
-        let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
-        assert!(eventually(|| in_wheel(&timer) == 1));
-        // Later than the planned wake-up: no unpark for the schedules. A
-        // cancel withdraws its entry from this thread's lane, or, if the
-        // worker took it meanwhile, asks for housekeeping.
+        drop(ts);
+        // Entries cancelled while queued are freed while it sleeps. Later
+        // than the planned wake-up: no unpark for the schedules. A cancel
+        // withdraws its entry from this thread's lane, or, if the worker
+        // took it meanwhile, asks for housekeeping.
         for _ in 0..10_000 {
             let t = timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap();
             assert!(t.cancel());
@@ -452,8 +433,9 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_cancel_from_another_thread_withdraws_too() {
+    fn a_withdrawn_timeout_is_freed_by_its_last_handle_whichever_that_is() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        // A cancel from another thread withdraws too.
         let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
         std::thread::scope(|s| {
             s.spawn(|| assert!(t.cancel()));
@@ -464,11 +446,6 @@ pub(crate) mod tests {
         timer.advance(PAST_THE_HOLD);
         assert_eq!(timer.shared().intake.len(), 0);
         assert_eq!(in_wheel(&timer), 0);
-    }
-
-    #[test]
-    fn a_withdrawn_timeout_is_freed_by_its_last_handle_whichever_that_is() {
-        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         for canceller_drops_first in [true, false] {
             let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
             let other = t.clone();
@@ -496,6 +473,19 @@ pub(crate) mod tests {
         assert_eq!(timer.shared().intake.len(), RING / 2 + 10);
         timer.advance(MS * 1000);
         assert!(ts.iter().all(Timeout::is_expired), "none lost");
+        drop(ts);
+        // Timeouts cancelled young never fill it: no worker drains this
+        // lane, so its owner must make room itself.
+        for _ in 0..3 * RING {
+            let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
+            assert!(t.cancel());
+        }
+        let queued = timer.shared().intake.len();
+        assert!(queued < RING, "{queued} cells still queued");
+        assert_eq!(timer.shared().live(), 0, "every slot came back");
+        let after = timer.new_timeout(|_| {}, MS).unwrap();
+        timer.advance(MS);
+        assert!(after.is_expired(), "a key after the reclaimed cells fires");
     }
 
     #[test]
@@ -510,21 +500,5 @@ pub(crate) mod tests {
         assert!(in_wheel(&timer) > RING / 2, "filed by this thread at once");
         assert!(keep.cancel());
         assert!(ts.iter().all(Timeout::cancel));
-    }
-
-    #[test]
-    fn timeouts_cancelled_young_never_fill_the_ring() {
-        // No worker drains this lane: its owner must make room itself.
-        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        for _ in 0..3 * RING {
-            let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
-            assert!(t.cancel());
-        }
-        let queued = timer.shared().intake.len();
-        assert!(queued < RING, "{queued} cells still queued");
-        assert_eq!(timer.shared().live(), 0, "every slot came back");
-        let after = timer.new_timeout(|_| {}, MS).unwrap();
-        timer.advance(MS);
-        assert!(after.is_expired(), "a key after the reclaimed cells fires");
     }
 }
