@@ -95,13 +95,9 @@ pub fn current_timer() -> HashedWheelTimer {
 /// Runs `f` on this thread's default timer: `set_default`'s, or the
 /// process-wide one.
 fn with_default<R>(f: impl FnOnce(&HashedWheelTimer) -> R) -> R {
-    let current = CURRENT
-        .try_with(|current| current.borrow().clone())
-        .ok()
-        .flatten();
-    match current {
-        Some(timer) => f(&timer),
-        None => f(default_timer()),
+    match CURRENT.try_with(|current| current.borrow().clone()) {
+        Ok(Some(timer)) => f(&timer),
+        _ => f(default_timer()),
     }
 }
 
