@@ -66,18 +66,11 @@
 //! returning what never ran, a pending limit). Stay with `tokio::time` for
 //! a handful of sleeps. The README gives the measurements.
 //!
-//! # Deadlines, resets and counters
-//!
-//! [`HashedWheelTimer::new_timeout_at`] schedules at an absolute deadline,
-//! [`Timeout::remaining`] tells the time left, and [`Timeout::reset`] (or
-//! [`reset_at`](Timeout::reset_at)) moves a pending timeout in place.
-//! [`HashedWheelTimer::stats`] returns a [`TimerStats`] of totals that add
-//! up, and of the driver's health (see [Metrics](#metrics)).
-//!
 //! # Metrics
 //!
-//! With the cargo feature `metrics`, each timer's driver publishes the
-//! figures of [`stats`](HashedWheelTimer::stats) through the
+//! [`HashedWheelTimer::stats`] returns a [`TimerStats`] of totals that add
+//! up, and of the driver's health. With the cargo feature `metrics`, each
+//! timer's driver publishes these figures through the
 //! [`metrics`](https://docs.rs/metrics) facade, to whatever exporter is
 //! the global recorder:
 //!
@@ -126,6 +119,9 @@
 //!
 //! # Deadlines
 //!
+//! [`HashedWheelTimer::new_timeout_at`] schedules at an absolute deadline,
+//! [`Timeout::remaining`] tells the time left, and [`Timeout::reset`] (or
+//! [`reset_at`](Timeout::reset_at)) moves a pending timeout in place.
 //! Every function that takes a deadline (`sleep_until`, `timeout_at`,
 //! `interval_at`, `new_timeout_at`, `insert_at`, `reset_at`, [`Sleep::reset`])
 //! takes a `std::time::Instant` or a `tokio::time::Instant`, so code written
