@@ -419,10 +419,9 @@ pub(crate) mod tests {
         let removed = eventually(|| in_wheel(&timer) == 1);
         assert!(removed, "the worker woke to remove them");
         drop(ts);
-        // Entries cancelled while queued are freed while it sleeps. Later
-        // than the planned wake-up: no unpark for the schedules. A cancel
-        // withdraws its entry from this thread's lane, or, if the worker
-        // took it meanwhile, asks for housekeeping.
+        // Entries cancelled while queued, due after its planned wake-up (no
+        // unpark), are freed as it sleeps: a cancel withdraws its entry from
+        // this thread's lane, or, if the worker took it, asks for housekeeping.
         for _ in 0..10_000 {
             let t = timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap();
             assert!(t.cancel());
