@@ -160,6 +160,23 @@ fn a_removed_item_never_comes_out() {
     assert_eq!(timer.stats().cancelled, 1);
 }
 
+/// A removal's cancel waits in its thread's batch until the batch fills or the next turn, which
+/// takes the batches before it fires anything: the removed items never fire, and each counts once.
+#[test]
+fn removed_items_are_cancelled_by_the_next_turn_before_they_can_fire() {
+    let timer = manual(MS);
+    let queue = timer.delay_queue();
+    let keys: Vec<_> = (0..3).map(|i| queue.insert(i, 3 * MS).unwrap()).collect();
+    // A turn first: with `metrics`, a turn's end may read the counts, which take the batches.
+    timer.advance(MS);
+    keys.iter()
+        .for_each(|key| assert!(queue.remove(key).is_some()));
+    timer.advance(4 * MS);
+    let stats = timer.stats();
+    assert_eq!((stats.cancelled, stats.fired, stats.pending), (3, 0, 0));
+    assert!(drain(&queue).is_empty());
+}
+
 #[test]
 fn an_item_that_fired_can_still_be_removed_until_the_stream_yields_it() {
     let timer = manual(MS);

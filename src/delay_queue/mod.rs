@@ -250,7 +250,10 @@ impl<T> DelayQueue<T> {
     /// whose deadline fired is in it until yielded, and exactly one of
     /// `remove` and the stream gets it.
     pub fn remove(&self, key: &DelayKey) -> Option<T> {
-        self.try_remove(key).map(Expired::into_inner)
+        // Not through `try_remove`: its deadline would load the entry now, a
+        // cache miss that the batched cancel overlaps with others.
+        let slot = self.inner.store.lock_of(key)?.take(key)?;
+        Some(self.removed(slot.timeout, slot.item))
     }
 
     /// [`remove`](Self::remove), giving the item as an [`Expired`] with its
@@ -258,9 +261,20 @@ impl<T> DelayQueue<T> {
     /// `try_remove`.
     pub fn try_remove(&self, key: &DelayKey) -> Option<Expired<T>> {
         let slot = self.inner.store.lock_of(key)?.take(key)?;
-        slot.timeout.cancel();
+        let deadline = slot.timeout.deadline();
+        let item = self.removed(slot.timeout, slot.item);
+        Some(Expired {
+            item,
+            key: slot.key,
+            deadline,
+        })
+    }
+
+    /// Cancels a removed item's timeout with this thread's batched cancels.
+    fn removed(&self, timeout: crate::Timeout, item: T) -> T {
+        timeout.cancel_later();
         self.wake_if_ending();
-        Some(slot.into_expired())
+        item
     }
 
     /// The deadline of the item `key` names, on the timer's clock: the
@@ -374,7 +388,7 @@ impl<T> Inner<T> {
             let slots = shard.take_all();
             drop(shard);
             for (_, slot) in slots {
-                slot.timeout.cancel();
+                slot.timeout.cancel_later();
                 drop_item(slot.item);
             }
         }

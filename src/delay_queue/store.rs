@@ -123,8 +123,6 @@ impl<T> Shard<T> {
     /// Takes out the slot `key` names, if it still holds that item.
     pub(crate) fn take(&mut self, key: &DelayKey) -> Option<Slot<T>> {
         let index = self.find(key)?;
-        // The cancel that follows needs the entry: start loading it now.
-        crate::engine::entry::prefetch(self.slots[index].timeout.entry());
         if !self.moved.is_empty() {
             self.moved.remove(key);
         }

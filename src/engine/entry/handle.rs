@@ -12,7 +12,8 @@ use crate::engine::entry::Entry;
 #[allow(missing_docs)]
 pub struct Timeout {
     /// Keeps the timer's memory alive (not its driver: that goes with the last `HashedWheelTimer`).
-    shared: Arc<Shared>,
+    /// `None` only inside `cancel_later`, which consumes the handle.
+    shared: Option<Arc<Shared>>,
     /// Holds one of the entry's references.
     key: Key,
 }
@@ -22,7 +23,7 @@ impl Timeout {
     #[inline(always)]
     pub(crate) fn from_parts(key: Key, shared: &Arc<Shared>) -> Timeout {
         Timeout {
-            shared: shared.clone(),
+            shared: Some(shared.clone()),
             key,
         }
     }
@@ -35,22 +36,36 @@ impl Timeout {
         self.shared().entry(self.key)
     }
 
+    #[inline(always)]
     pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+        match &self.shared {
+            Some(shared) => shared,
+            None => unreachable!("only `cancel_later` takes it, consuming the handle"),
+        }
+    }
+
+    /// Cancels it with the batched cancels of this thread (`Shared::cancel_later`), which take
+    /// over this handle's reference: for a delay queue's remove, which needs no outcome.
+    pub(crate) fn cancel_later(mut self) {
+        if let Some(shared) = self.shared.take() {
+            shared.cancel_later(self.key);
+        }
     }
 }
 
 impl Clone for Timeout {
     fn clone(&self) -> Timeout {
         self.shared().slots.retain(self.key);
-        Timeout::from_parts(self.key, &self.shared)
+        Timeout::from_parts(self.key, self.shared())
     }
 }
 
 impl Drop for Timeout {
     #[inline]
     fn drop(&mut self) {
-        self.shared().release(self.key);
+        if let Some(shared) = &self.shared {
+            shared.release(self.key);
+        }
     }
 }
 
