@@ -764,6 +764,35 @@ fn a_consumer_turning_at_its_poll_against_a_producer_and_advance() {
     });
 }
 
+/// A delay queue's removals wait in their thread's batch (two cells under
+/// loom), the second filling it and cancelling both, while the driving
+/// thread's turn takes the batches before it fires. Each item comes back
+/// from its `remove` and never out of the stream; each timeout ends once,
+/// its reference handed from the removed slot to the batch, freed once.
+#[test]
+fn delay_queue_removals_batched_against_a_turn() {
+    model_long(|| {
+        let timer = manual();
+        let queue = timer.delay_queue::<u8>();
+        let keys = [
+            queue.insert(1, TICK).unwrap(),
+            queue.insert(2, TICK).unwrap(),
+        ];
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.advance(TICK))
+        };
+        let removed: Vec<_> = keys.iter().map(|key| queue.remove(key)).collect();
+        driver.join().unwrap();
+        assert_eq!(removed, [Some(1), Some(2)]);
+        let waker = futures::task::noop_waker();
+        let polled = queue.poll_expired(&mut std::task::Context::from_waker(&waker));
+        assert!(polled.is_pending(), "a removed item came out");
+        let stats = timer.stats();
+        assert_eq!((stats.fired + stats.cancelled, stats.pending), (2, 0));
+    });
+}
+
 /// A `DelayMap`'s one key, due now, against a replacing `insert` on one
 /// thread and a consumer's poll on another while this thread turns the
 /// wheel. The map's shard lock decides: the old value comes back to the
