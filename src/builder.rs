@@ -43,28 +43,9 @@ pub struct Builder {
     ticks_per_wheel: usize,
     max_pending_timeouts: Option<usize>,
     thread_name: String,
-    clock: ClockChoice,
+    manual_clock: bool,
+    tokio_clock: bool,
     executor: Option<Handoff>,
-}
-
-/// Which clock `build` gives the timer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ClockChoice {
-    Real,
-    Manual,
-    Tokio,
-    /// Both `manual_clock` and `tokio_clock`: `build` refuses it.
-    Both,
-}
-
-impl ClockChoice {
-    fn and(self, other: ClockChoice) -> ClockChoice {
-        match self {
-            ClockChoice::Real => other,
-            same if same == other => same,
-            _ => ClockChoice::Both,
-        }
-    }
 }
 
 impl Default for Builder {
@@ -74,7 +55,8 @@ impl Default for Builder {
             ticks_per_wheel: 512,
             max_pending_timeouts: None,
             thread_name: "hashed-wheel-timer".to_owned(),
-            clock: ClockChoice::Real,
+            manual_clock: false,
+            tokio_clock: false,
             executor: None,
         }
     }
@@ -128,7 +110,7 @@ impl Builder {
     /// With [`tokio_clock`](Builder::tokio_clock) too, `build` fails with
     /// [`TimerError::ClockConflict`].
     pub fn manual_clock(mut self) -> Builder {
-        self.clock = self.clock.and(ClockChoice::Manual);
+        self.manual_clock = true;
         self
     }
 
@@ -176,7 +158,7 @@ impl Builder {
     /// # assert!(HashedWheelTimer::builder().tokio_clock().build().is_err());
     /// ```
     pub fn tokio_clock(mut self) -> Builder {
-        self.clock = self.clock.and(ClockChoice::Tokio);
+        self.tokio_clock = true;
         self
     }
 
@@ -224,11 +206,11 @@ impl Builder {
         if self.thread_name.contains('\0') {
             return Err(TimerError::InvalidThreadName(self.thread_name));
         }
-        let source = match self.clock {
-            ClockChoice::Real => Source::Real,
-            ClockChoice::Manual => Source::Manual,
-            ClockChoice::Tokio => Source::Tokio(tokio_runtime()?),
-            ClockChoice::Both => return Err(TimerError::ClockConflict),
+        let source = match (self.manual_clock, self.tokio_clock) {
+            (false, false) => Source::Real,
+            (true, false) => Source::Manual,
+            (false, true) => Source::Tokio(tokio_runtime()?),
+            (true, true) => return Err(TimerError::ClockConflict),
         };
         let config = Config {
             executor: self.executor,
