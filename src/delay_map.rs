@@ -181,27 +181,22 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
             return Err(TimerError::QueueClosed);
         }
         let mut shard = self.map.lock(&key);
-        // What a refusal leaves is dropped where no panic escapes.
-        match shard.entry(key) {
-            Entry::Occupied(mut entry) => match self.rearm(entry.key(), entry.get().0, when) {
-                Ok(deadline) => Ok(Some(
-                    std::mem::replace(entry.get_mut(), (deadline, value)).1,
-                )),
-                Err(error) => {
-                    drop_item((entry, value));
-                    Err(error)
-                }
-            },
-            Entry::Vacant(entry) => match self.insert_deadline(entry.key().clone(), when) {
-                Ok(deadline) => {
-                    entry.insert((deadline, value));
-                    Ok(None)
-                }
-                Err(error) => {
-                    drop_item((entry.into_key(), value));
-                    Err(error)
-                }
-            },
+        let entry = shard.entry(key);
+        let filed = match &entry {
+            Entry::Occupied(old) => self.rearm(old.key(), old.get().0, when),
+            Entry::Vacant(new) => self.insert_deadline(new.key().clone(), when),
+        };
+        match (filed, entry) {
+            (Ok(deadline), Entry::Occupied(mut old)) => Ok(Some(old.insert((deadline, value)).1)),
+            (Ok(deadline), Entry::Vacant(new)) => {
+                new.insert((deadline, value));
+                Ok(None)
+            }
+            // What a refusal leaves is dropped where no panic escapes.
+            (Err(error), entry) => {
+                drop_item((entry, value));
+                Err(error)
+            }
         }
     }
 
@@ -261,15 +256,13 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         let Some((owned, &(deadline, _))) = shard.get_key_value(key) else {
             return false;
         };
-        match self.rearm(owned, deadline, when) {
-            Ok(fresh) if fresh != deadline => {
-                if let Some(slot) = shard.get_mut(key) {
-                    slot.0 = fresh;
-                }
-                true
-            }
-            moved => moved.is_ok(),
+        let Ok(fresh) = self.rearm(owned, deadline, when) else {
+            return false;
+        };
+        if let Some(slot) = shard.get_mut(key) {
+            slot.0 = fresh;
         }
+        true
     }
 }
 
