@@ -3,7 +3,7 @@
 
 use std::any::Any;
 
-use crate::engine::entry::task::{Callback, Periodic, Task};
+use crate::engine::entry::task::{Callback, Task};
 use crate::Timeout;
 
 /// A task to run once when its [`Timeout`] expires, Netty's `TimerTask`.
@@ -104,23 +104,18 @@ where
 }
 
 /// The task of a stopped timeout as a [`TimerTask`] that runs it once, for
-/// [`Timeout::take_task`]; `None` for a future's waker.
+/// [`Timeout::take_task`]; `None` for a future's waker. A delay-queue
+/// item's task, run, hands the item to the queue's stream, as its deadline
+/// would have.
 pub(crate) fn into_timer_task(task: Task) -> Option<Box<dyn TimerTask>> {
     match task {
         Task::Callback(task) => Some(Box::new(Stored(task.into_inner()))),
-        Task::Periodic(task) => Some(Box::new(OneRun(task.into_inner()))),
+        Task::Periodic(task) => {
+            let mut task = task.into_inner();
+            Some(Box::new(move |timeout: &Timeout| task.run_once(timeout)))
+        }
         Task::Wake(_) => None,
-        Task::Notice(notice) => Some(Box::new(Delivered(notice))),
-    }
-}
-
-/// A stopped delay-queue item's task: running it hands the item to the
-/// queue's stream, as its deadline would have.
-struct Delivered(crate::engine::entry::task::Notice);
-
-impl TimerTask for Delivered {
-    fn run(self: Box<Self>, _: &Timeout) {
-        self.0.deliver()
+        Task::Notice(notice) => Some(Box::new(move |_: &Timeout| notice.deliver())),
     }
 }
 
@@ -134,14 +129,5 @@ impl TimerTask for Stored {
 
     fn cancelled(self: Box<Self>, timeout: &Timeout) {
         self.0.cancelled(timeout)
-    }
-}
-
-/// A stopped periodic task, handed out to run once.
-struct OneRun(Box<Periodic>);
-
-impl TimerTask for OneRun {
-    fn run(mut self: Box<Self>, timeout: &Timeout) {
-        self.0.run_once(timeout)
     }
 }
