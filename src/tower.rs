@@ -165,10 +165,8 @@ where
     type Output = Result<T, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, BoxError>> {
-        match ready!(self.project().inner.poll(cx)) {
-            Ok(response) => Poll::Ready(response.map_err(Into::into)),
-            Err(_) => Poll::Ready(Err(Box::new(Elapsed::new()))),
-        }
+        let response = ready!(self.project().inner.poll(cx)).map_err(|_| Elapsed::new())?;
+        Poll::Ready(response.map_err(Into::into))
     }
 }
 
