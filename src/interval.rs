@@ -129,7 +129,7 @@ impl HashedWheelTimer {
             crate::engine::notice::warn(format_args!(
                 "interval: {error}; using one tick as the period"
             ));
-            self.new_interval(start, self.tick_duration())
+            self.interval_at(start, self.tick_duration())
         })
     }
 
@@ -152,15 +152,11 @@ impl HashedWheelTimer {
                 value: period,
             });
         }
-        Ok(self.new_interval(start.into(), period))
-    }
-
-    fn new_interval(&self, start: Instant, period: Duration) -> Interval {
-        Interval {
+        Ok(Interval {
             sleep: self.sleep_until(start),
             period,
             missed_tick_behavior: MissedTickBehavior::default(),
-        }
+        })
     }
 }
 
