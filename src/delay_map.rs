@@ -183,8 +183,8 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         let mut shard = self.map.lock(&key);
         let entry = shard.entry(key);
         let filed = match &entry {
-            Entry::Occupied(old) => self.rearm(old.key(), old.get().0, when),
-            Entry::Vacant(new) => self.insert_deadline(new.key().clone(), when),
+            Entry::Occupied(old) => self.file(old.key(), Some(old.get().0), when),
+            Entry::Vacant(new) => self.file(new.key(), None, when),
         };
         match (filed, entry) {
             (Ok(deadline), Entry::Occupied(mut old)) => Ok(Some(old.insert((deadline, value)).1)),
@@ -200,27 +200,21 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         }
     }
 
-    /// Moves the deadline `deadline` of `key` (whose shard the caller
-    /// holds) with `when`, in place; or, if it has already fired and is on
-    /// its way to a consumer, who will now skip it, files a fresh one.
-    /// Returns the name of the deadline in force.
-    fn rearm(&self, key: &K, deadline: DelayKey, when: When) -> Result<DelayKey, TimerError> {
-        let moved = self.queue.moved(&deadline, false, |timeout| match when {
-            When::After(delay) => timeout.reset(delay),
-            When::At(at) => timeout.reset_at(at),
+    /// Files the deadline of `key` (whose shard the caller holds) with
+    /// `when`: moves its deadline `old` in place; or, if it has none, or
+    /// `old` has already fired and is on its way to a consumer, who will now
+    /// skip it, files a fresh one. Returns the name of the deadline in force.
+    fn file(&self, key: &K, old: Option<DelayKey>, when: When) -> Result<DelayKey, TimerError> {
+        let moved = old.filter(|old| {
+            self.queue.moved(old, false, |timeout| match when {
+                When::After(delay) => timeout.reset(delay),
+                When::At(at) => timeout.reset_at(at),
+            })
         });
-        if moved {
-            Ok(deadline)
-        } else {
-            self.insert_deadline(key.clone(), when)
-        }
-    }
-
-    /// Files a deadline for `key` with `when` in the queue.
-    fn insert_deadline(&self, key: K, when: When) -> Result<DelayKey, TimerError> {
-        match when {
-            When::After(delay) => self.queue.insert(key, delay),
-            When::At(deadline) => self.queue.insert_at(key, deadline),
+        match (moved, when) {
+            (Some(old), _) => Ok(old),
+            (None, When::After(delay)) => self.queue.insert(key.clone(), delay),
+            (None, When::At(deadline)) => self.queue.insert_at(key.clone(), deadline),
         }
     }
 
@@ -256,7 +250,7 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         let Some((owned, &(deadline, _))) = shard.get_key_value(key) else {
             return false;
         };
-        let Ok(fresh) = self.rearm(owned, deadline, when) else {
+        let Ok(fresh) = self.file(owned, Some(deadline), when) else {
             return false;
         };
         if let Some(slot) = shard.get_mut(key) {
