@@ -55,13 +55,11 @@ impl LatenessHistogram {
         // The rank of the fire asked for, from 1 (the least late) to `count`.
         let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
         let mut seen = 0;
-        for (i, &n) in self.buckets.iter().enumerate() {
+        let bucket = self.buckets.iter().position(|&n| {
             seen += n;
-            if seen >= rank {
-                return Duration::from_nanos(bucket_end(i).min(self.max_nanos));
-            }
-        }
-        self.max()
+            seen >= rank
+        });
+        Duration::from_nanos(bucket_end(bucket.unwrap_or(BUCKETS - 1)).min(self.max_nanos))
     }
 }
 
