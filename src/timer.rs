@@ -336,11 +336,38 @@ pub(crate) mod tests {
 
     /// The hold (`intake/lane.rs`): a timeout due far off waits in its
     /// lane until it is `HOLD` old, so a cancel in the meantime never
-    /// involves the driver; an urgent one is filed at the next tick, and
-    /// takes the older ones of its lane along, in order.
+    /// involves the driver (it withdraws the timeout, which its last handle
+    /// frees); an urgent one is filed at the next tick, and takes the older
+    /// ones of its lane along, in order.
     #[test]
-    fn a_far_timeout_waits_in_its_lane_until_it_is_a_hold_old() {
+    fn a_far_timeout_waits_in_its_lane_and_a_withdrawn_one_is_freed_by_its_last_handle() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        // A cancel from another thread withdraws too.
+        let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(t.cancel()));
+        });
+        drop(t);
+        assert_eq!(timer.shared().live(), 0, "freed with no tick");
+        assert_eq!(timer.shared().intake.len(), 1, "a withdrawn cell");
+        timer.advance(PAST_THE_HOLD);
+        assert_eq!(timer.shared().intake.len(), 0);
+        assert_eq!(in_wheel(&timer), 0);
+        for canceller_drops_first in [true, false] {
+            let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
+            let other = t.clone();
+            assert!(t.cancel(), "withdrawn from the lane");
+            let (first, second) = if canceller_drops_first {
+                (t, other)
+            } else {
+                (other, t)
+            };
+            drop(first);
+            assert_eq!(timer.shared().live(), 1, "a handle still names it");
+            assert!(second.is_cancelled() && !second.is_expired());
+            drop(second);
+            assert_eq!(timer.shared().live(), 0, "the last handle freed it");
+        }
         let far = timer.new_timeout(|_| {}, MS * 1000).unwrap();
         let young = timer.new_timeout(|_| {}, MS * 1000).unwrap();
         timer.advance(MS * 10);
@@ -360,8 +387,29 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_cancelled_entry_leaves_its_bucket_and_gives_its_slot_back_within_a_tick() {
+    fn a_full_ring_files_its_oldest_half_and_a_cancelled_entry_gives_its_slot_back_in_a_tick() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let ts: Vec<_> = (0..RING + 10)
+            .map(|_| timer.new_timeout(|_| {}, MS * 1000).unwrap())
+            .collect();
+        assert_eq!(in_wheel(&timer), RING / 2, "no driver ran");
+        assert_eq!(timer.shared().intake.len(), RING / 2 + 10);
+        timer.advance(MS * 1000);
+        assert!(ts.iter().all(Timeout::is_expired), "none lost");
+        drop(ts);
+        // Timeouts cancelled young never fill it: no worker drains this
+        // lane, so its owner must make room itself.
+        for _ in 0..3 * RING {
+            let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
+            assert!(t.cancel());
+        }
+        let queued = timer.shared().intake.len();
+        assert!(queued < RING, "{queued} cells still queued");
+        assert_eq!(timer.shared().live(), 0, "every slot came back");
+        let after = timer.new_timeout(|_| {}, MS).unwrap();
+        timer.advance(MS);
+        assert!(after.is_expired(), "a key after the reclaimed cells fires");
+        drop(after);
         let live = || timer.shared().live();
         let mut ts: Vec<_> = (0..100)
             .map(|i| timer.new_timeout(|_| {}, MS * (1000 + i)).unwrap())
@@ -435,61 +483,5 @@ pub(crate) mod tests {
         assert!(in_wheel(&timer) > RING / 2, "filed by this thread at once");
         assert!(keep.cancel());
         assert!(ts.iter().all(Timeout::cancel));
-    }
-
-    #[test]
-    fn a_withdrawn_timeout_is_freed_by_its_last_handle_whichever_that_is() {
-        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        // A cancel from another thread withdraws too.
-        let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
-        std::thread::scope(|s| {
-            s.spawn(|| assert!(t.cancel()));
-        });
-        drop(t);
-        assert_eq!(timer.shared().live(), 0, "freed with no tick");
-        assert_eq!(timer.shared().intake.len(), 1, "a withdrawn cell");
-        timer.advance(PAST_THE_HOLD);
-        assert_eq!(timer.shared().intake.len(), 0);
-        assert_eq!(in_wheel(&timer), 0);
-        for canceller_drops_first in [true, false] {
-            let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
-            let other = t.clone();
-            assert!(t.cancel(), "withdrawn from the lane");
-            let (first, second) = if canceller_drops_first {
-                (t, other)
-            } else {
-                (other, t)
-            };
-            drop(first);
-            assert_eq!(timer.shared().live(), 1, "a handle still names it");
-            assert!(second.is_cancelled() && !second.is_expired());
-            drop(second);
-            assert_eq!(timer.shared().live(), 0, "the last handle freed it");
-        }
-    }
-
-    #[test]
-    fn a_full_ring_files_its_oldest_half_on_its_owners_thread() {
-        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let ts: Vec<_> = (0..RING + 10)
-            .map(|_| timer.new_timeout(|_| {}, MS * 1000).unwrap())
-            .collect();
-        assert_eq!(in_wheel(&timer), RING / 2, "no driver ran");
-        assert_eq!(timer.shared().intake.len(), RING / 2 + 10);
-        timer.advance(MS * 1000);
-        assert!(ts.iter().all(Timeout::is_expired), "none lost");
-        drop(ts);
-        // Timeouts cancelled young never fill it: no worker drains this
-        // lane, so its owner must make room itself.
-        for _ in 0..3 * RING {
-            let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
-            assert!(t.cancel());
-        }
-        let queued = timer.shared().intake.len();
-        assert!(queued < RING, "{queued} cells still queued");
-        assert_eq!(timer.shared().live(), 0, "every slot came back");
-        let after = timer.new_timeout(|_| {}, MS).unwrap();
-        timer.advance(MS);
-        assert!(after.is_expired(), "a key after the reclaimed cells fires");
     }
 }
