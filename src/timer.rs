@@ -419,15 +419,10 @@ pub(crate) mod tests {
         // Cancelled in a bucket, and cancelled while still queued.
         ts.drain(..60).for_each(|t| assert!(t.cancel()));
         for _ in 0..10 {
-            let t = timer.new_timeout(|_| {}, MS * 2000).unwrap();
-            assert!(t.cancel());
+            assert!(timer.new_timeout(|_| {}, MS * 2000).unwrap().cancel());
         }
         timer.advance(MS);
-        assert_eq!(
-            in_wheel(&timer),
-            40,
-            "removed at the next tick, long before 1 s"
-        );
+        assert_eq!(in_wheel(&timer), 40, "removed at the next tick, not at 1 s");
         assert_eq!(live(), 40, "freed within a tick of the cancel");
         timer.advance(MS * 2000);
         assert!(ts.iter().all(Timeout::is_expired));
@@ -435,8 +430,7 @@ pub(crate) mod tests {
         drop(ts);
         assert_eq!(live(), 0);
         // Stopped ones come back when their handles go.
-        let t = timer.new_timeout(|_| {}, MS).unwrap();
-        drop(t);
+        drop(timer.new_timeout(|_| {}, MS).unwrap());
         let stopped = timer.stop().unwrap();
         assert_eq!((stopped.len(), live()), (1, 1));
         drop(stopped);
@@ -449,10 +443,7 @@ pub(crate) mod tests {
         let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
         // Each deadline earlier than the last, so each wakes the worker.
         let ts: Vec<_> = (0..1000)
-            .map(|i| {
-                let delay = Duration::from_secs(300) - MS * i;
-                timer.new_timeout(|_| {}, delay).unwrap()
-            })
+            .map(|i| timer.new_timeout(|_| {}, MS * (300_000 - i)).unwrap())
             .collect();
         // A later deadline does not wake a worker that sleeps to an earlier
         // tick, so some may still wait in the intake. A zero delay wakes it,
