@@ -103,8 +103,7 @@ impl Timeout {
         if !self.entry().is_pending() || shared.is_shutdown() {
             return Duration::ZERO;
         }
-        let deadline = self.entry().deadline();
-        Duration::from_nanos(deadline.saturating_sub(shared.clock.now()))
+        Duration::from_nanos(self.entry().deadline().saturating_sub(shared.clock.now()))
     }
 
     /// Moves a pending one-shot timeout to fire `delay` from now instead,
