@@ -192,9 +192,8 @@ impl Builder {
             n if n > MAX_TICKS_PER_WHEEL => return Err(TimerError::TooManyTicksPerWheel(n)),
             n => n.next_power_of_two(),
         };
-        let tick_nanos = u64::try_from(tick.as_nanos()).ok();
-        let turn = tick_nanos.and_then(|t| t.checked_mul(ticks_per_wheel as u64));
-        let (Some(tick_nanos), Some(_)) = (tick_nanos, turn) else {
+        let turn_fits = |t: &u64| t.checked_mul(ticks_per_wheel as u64).is_some();
+        let Some(tick_nanos) = u64::try_from(tick.as_nanos()).ok().filter(turn_fits) else {
             return Err(TimerError::WheelDurationOverflow {
                 tick,
                 ticks_per_wheel,
