@@ -32,8 +32,7 @@ impl Publisher {
 
 impl Publish for Publisher {
     fn lateness(&self) -> metrics::Histogram {
-        let thread = self.thread.clone();
-        metrics::histogram!("hashed_wheel_timer_lateness_seconds", "thread" => thread)
+        metrics::histogram!("hashed_wheel_timer_lateness_seconds", "thread" => self.thread.clone())
     }
 
     fn turned(&self, shared: &Shared, now: Nanos, idle: bool) {
