@@ -216,8 +216,7 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is `after` from now.
     pub fn reset_after(&mut self, after: Duration) {
-        let now = self.sleep.timer().now();
-        self.reset_at(saturating_add(now, after));
+        self.reset_at(saturating_add(self.sleep.timer().now(), after));
     }
 
     /// Restarts the schedule: the next tick is at `deadline` ([which
