@@ -43,9 +43,8 @@ thread_local! {
 /// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or a manual one;
 /// test on a `current_thread` runtime, as `#[tokio::test]` does by default.
 pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
-    let previous = CURRENT.with(|current| current.replace(Some(timer)));
     DefaultGuard {
-        previous,
+        previous: CURRENT.with(|current| current.replace(Some(timer))),
         _not_send: PhantomData,
     }
 }

@@ -282,8 +282,7 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     where
         K: Borrow<Q>,
     {
-        let shard = self.map.lock(key);
-        self.queue.deadline(&shard.get(key)?.0)
+        self.queue.deadline(&self.map.lock(key).get(key)?.0)
     }
 
     /// A clone of the value of `key`, if it is in the map.

@@ -48,8 +48,7 @@ impl MissedTickBehavior {
             MissedTickBehavior::Delay => saturating_add(now, period),
             MissedTickBehavior::Skip => {
                 let late = now.saturating_duration_since(due).as_nanos();
-                let into_period = late % period.as_nanos();
-                let left = period.as_nanos() - into_period;
+                let left = period.as_nanos() - late % period.as_nanos();
                 saturating_add(now, nanos_to_duration(left))
             }
         }
