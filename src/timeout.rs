@@ -19,13 +19,11 @@ impl Timeout {
     /// [`TimerTask::cancelled`](crate::TimerTask::cancelled).
     #[inline]
     pub fn cancel(&self) -> bool {
-        match self.shared().cancel(self.key()) {
-            Some(task) => {
-                task.on_cancel(self);
-                true
-            }
-            None => false,
-        }
+        let Some(task) = self.shared().cancel(self.key()) else {
+            return false;
+        };
+        task.on_cancel(self);
+        true
     }
 
     /// True if [`cancel`](Timeout::cancel) won.
