@@ -260,8 +260,7 @@ mod tests {
     fn next_due_follows_tokio_and_never_overflows() {
         use MissedTickBehavior::{Burst, Delay, Skip};
         let t0 = Instant::now();
-        let period = MS * 50;
-        let (due, now) = (t0, t0 + MS * 170);
+        let (due, now, period) = (t0, t0 + MS * 170, MS * 50);
         let next = |b: MissedTickBehavior| b.next_due(due, now, period) - t0;
         assert_eq!(next(Burst), MS * 50);
         assert_eq!(next(Delay), MS * 220);
