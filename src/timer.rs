@@ -334,11 +334,10 @@ pub(crate) mod tests {
     const PAST_THE_HOLD: Duration = crate::engine::intake::lane::HOLD.saturating_add(MS);
     const RING: usize = 1 << crate::engine::intake::lane::RING_BITS;
 
-    /// The hold (`intake/lane.rs`): a timeout due far off waits in its
-    /// lane until it is `HOLD` old, so a cancel in the meantime never
-    /// involves the driver (it withdraws the timeout, which its last handle
-    /// frees); an urgent one is filed at the next tick, and takes the older
-    /// ones of its lane along, in order.
+    /// The hold (`intake/lane.rs`): a timeout due far off waits in its lane
+    /// until it is `HOLD` old, so a cancel meanwhile never involves the
+    /// driver: it withdraws the timeout, which its last handle frees. An
+    /// urgent one is filed at the next tick, with its lane's older ones, in order.
     #[test]
     fn a_far_timeout_waits_in_its_lane_and_a_withdrawn_one_is_freed_by_its_last_handle() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
