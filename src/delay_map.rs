@@ -109,9 +109,8 @@ impl<K: Hash + Eq, V> Shards<K, V> {
 impl<K, V> Drop for Shards<K, V> {
     fn drop(&mut self) {
         for shard in self.shards.iter() {
-            std::mem::take(&mut *lock(shard))
-                .into_iter()
-                .for_each(drop_item);
+            let taken = std::mem::take(&mut *lock(shard));
+            taken.into_iter().for_each(drop_item);
         }
     }
 }
