@@ -248,7 +248,9 @@ impl<T> DelayQueue<T> {
     /// timeout: it will not come out of the stream. `None` if the key
     /// names no item in the queue (removed, or yielded by the stream); one
     /// whose deadline fired is in it until yielded, and exactly one of
-    /// `remove` and the stream gets it.
+    /// `remove` and the stream gets it. The timeout's cancel waits in this
+    /// thread's batch, as a dropped [`Sleep`](crate::Sleep#cancellation)'s
+    /// does: no count shows the wait.
     pub fn remove(&self, key: &DelayKey) -> Option<T> {
         // Not through `try_remove`: its deadline would load the entry now, a
         // cache miss that the batched cancel overlaps with others.
