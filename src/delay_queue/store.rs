@@ -123,6 +123,8 @@ impl<T> Shard<T> {
     /// Takes out the slot `key` names, if it still holds that item.
     pub(crate) fn take(&mut self, key: &DelayKey) -> Option<Slot<T>> {
         let index = self.find(key)?;
+        // The entry is read soon (`try_remove`'s deadline, the batched cancel): start loading it.
+        crate::engine::entry::prefetch(self.slots[index].timeout.entry());
         if !self.moved.is_empty() {
             self.moved.remove(key);
         }

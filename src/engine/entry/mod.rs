@@ -105,8 +105,8 @@ pub(crate) enum Fire {
     Later,
 }
 
-/// Starts loading `at`'s cache line without waiting for it, for a cancel about to come, so the
-/// miss overlaps other work (`Shard::take`) or other misses (`Shared::cancel_all`). x86-64 only.
+/// Starts loading `at`'s cache line without waiting for it, for a read or cancel about to come, so
+/// the miss overlaps other work (`Shard::take`) or other misses (`Shared::cancel_all`). x86-64 only.
 #[inline(always)]
 #[allow(unused_variables)]
 pub(crate) fn prefetch<T>(at: &T) {
