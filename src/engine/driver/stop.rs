@@ -51,7 +51,7 @@ impl Shared {
         if wait {
             self.wait_for_driver();
         }
-        self.cancel_batched(); // dropped `Sleep`s: cancelled, not stopped
+        self.cancel_batched(); // dropped `Sleep`s, removed items: cancelled, not stopped
         fence(Ordering::SeqCst);
         let mut all = Vec::new();
         let released;

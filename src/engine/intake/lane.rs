@@ -71,7 +71,8 @@ pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
     (HOLD_NANOS as u64 + BATCH_NANOS).saturating_add(tick_nanos.saturating_mul(2))
 }
 
-/// Dropped `Sleep`s whose cancels a lane batches (`batch_cancel`): a cache line of keys.
+/// Cancels a lane batches (`batch_cancel`: dropped `Sleep`s, delay queue removals): a cache
+/// line of keys.
 pub(crate) const CANCEL_BATCH: usize = if cfg!(loom) { 2 } else { 16 };
 
 /// Free slots a lane keeps for its owner; the rest go to the shared list.

@@ -143,9 +143,10 @@ impl Shared {
         Some(task.unwrap_or_else(|| Task::Wake(None)))
     }
 
-    /// A dropped `Sleep`'s `cancel_and_release`, batched on this thread's lane: half of them
-    /// find the entry and its lane cell in another core's cache, and a batch loads them all at
-    /// once. Each turn takes the batches before it fires, as `stop()` and a count's reader do.
+    /// `cancel_and_release`, batched on this thread's lane, for a dropped `Sleep` and a delay
+    /// queue's removal: half of them find the entry and its lane cell in another core's cache,
+    /// and a batch loads them all at once. Each turn takes the batches before it fires, as
+    /// `stop()` and a count's reader do.
     #[inline(always)]
     pub(crate) fn cancel_later(&self, key: Key) {
         match self.intake.lane_if_made() {
