@@ -205,10 +205,12 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
     /// skip it, files a fresh one. Returns the name of the deadline in force.
     fn file(&self, key: &K, old: Option<DelayKey>, when: When) -> Result<DelayKey, TimerError> {
         let moved = old.filter(|old| {
-            self.queue.moved(old, false, |timeout| match when {
-                When::After(delay) => timeout.reset(delay),
-                When::At(at) => timeout.reset_at(at),
-            })
+            let clock = &self.queue.timer().shared().clock;
+            let to = match when {
+                When::After(delay) => clock.deadline_after(delay),
+                When::At(at) => clock.to_nanos(at),
+            };
+            self.queue.moved(old, false, to)
         });
         match (moved, when) {
             (Some(old), _) => Ok(old),

@@ -339,10 +339,11 @@ impl Sleep {
         if self.deadline_nanos <= now {
             return Poll::Ready(done);
         }
-        match self
-            .home()
-            .schedule_waker(now, self.deadline_nanos, cx.waker().clone())
-        {
+        match self.home().schedule_key(
+            now,
+            self.deadline_nanos,
+            Task::Wake(Some(cx.waker().clone())),
+        ) {
             Ok(key) => {
                 self.set_entry(Some(key));
                 self.set_entry_deadline(now);

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
-use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
@@ -130,24 +129,22 @@ impl HashedWheelTimer {
         deadline: u64,
         task: Task,
     ) -> Result<Timeout, TimerError> {
-        let shared = self.shared();
-        self.ensure_worker()?;
-        let key = shared.schedule(now, deadline, task)?;
-        Ok(Timeout::from_parts(key, shared))
+        let key = self.schedule_key(now, deadline, task)?;
+        Ok(Timeout::from_parts(key, self.shared()))
     }
 
-    /// Schedules a future's waker, the payload of `Sleep`, at `deadline`
-    /// as read `now` (see `Shared::schedule`).
-    pub(crate) fn schedule_waker(
+    /// Schedules `task` at `deadline` as read `now` (see `Shared::schedule`),
+    /// for a caller that keeps the entry's key and gives back its reference:
+    /// a `Sleep`, a delay queue's slot.
+    #[inline(always)]
+    pub(crate) fn schedule_key(
         &self,
         now: u64,
         deadline: u64,
-        waker: Waker,
+        task: Task,
     ) -> Result<Key, TimerError> {
         self.ensure_worker()?;
-        Ok(self
-            .shared()
-            .schedule(now, deadline, Task::Wake(Some(waker)))?)
+        Ok(self.shared().schedule(now, deadline, task)?)
     }
 
     #[inline(always)]

@@ -186,9 +186,9 @@ impl<T: Send + 'static> DelayQueue<T> {
             to: inner.listener.clone(),
             token: key.into(),
         });
-        match inner.timer.schedule_entry(now, deadline, notice) {
-            Ok(timeout) => {
-                shard.put(key, timeout, item);
+        match inner.timer.schedule_key(now, deadline, notice) {
+            Ok(entry) => {
+                shard.put(key, entry, deadline, item);
                 drop(shard);
                 if deadline <= now {
                     inner.signal.waiters.wake_all();
@@ -210,30 +210,30 @@ impl<T> DelayQueue<T> {
     /// no item in the queue, or if the item's deadline has already fired
     /// (unlike tokio-util's: it is on its way out).
     pub fn reset(&self, key: &DelayKey, delay: Duration) -> bool {
-        self.moved(key, true, |timeout| timeout.reset(delay))
+        let to = self.inner.timer.shared().clock.deadline_after(delay);
+        self.moved(key, true, to)
     }
 
     /// [`reset`](Self::reset) to an absolute deadline on the timer's clock,
     /// a `std::time::Instant` or `tokio::time::Instant` ([which to
     /// use](crate#deadlines)).
     pub fn reset_at(&self, key: &DelayKey, deadline: impl Into<Instant>) -> bool {
-        let deadline = deadline.into();
-        self.moved(key, true, |timeout| timeout.reset_at(deadline))
+        let to = self.inner.timer.shared().clock.to_nanos(deadline.into());
+        self.moved(key, true, to)
     }
 
-    /// Moves the item `key` names with `reset`. A deadline moved earlier
-    /// wakes the consumers if `wake_if_earlier` (as tokio-util's, for one
-    /// planning by [`peek`](Self::peek); a `DelayMap` has none), or if due.
-    pub(crate) fn moved(
-        &self,
-        key: &DelayKey,
-        wake_if_earlier: bool,
-        reset: impl FnOnce(&crate::Timeout) -> bool,
-    ) -> bool {
+    /// Moves the item `key` names to `to`, on the timer's clock. A deadline
+    /// moved earlier wakes the consumers if `wake_if_earlier` (as
+    /// tokio-util's, for one planning by [`peek`](Self::peek); a `DelayMap`
+    /// has none), or if due.
+    pub(crate) fn moved(&self, key: &DelayKey, wake_if_earlier: bool, to: Nanos) -> bool {
+        let shared = self.inner.timer.shared();
         let moved = self.with_slot(key, |slot| {
-            let (timeout, before) = (&slot.timeout, slot.timeout.deadline());
-            let wake = || wake_if_earlier || timeout.remaining().is_zero();
-            reset(timeout).then(|| timeout.deadline() < before && wake())
+            let earlier = to < slot.deadline;
+            shared.reset(slot.entry, to).then(|| {
+                slot.deadline = to;
+                earlier && (wake_if_earlier || to <= shared.clock.now())
+            })
         });
         let Some(wake) = moved.flatten() else {
             return false;
@@ -252,10 +252,7 @@ impl<T> DelayQueue<T> {
     /// thread's batch, as a dropped [`Sleep`](crate::Sleep#cancellation)'s
     /// does: no count shows the wait.
     pub fn remove(&self, key: &DelayKey) -> Option<T> {
-        // Not through `try_remove`: its deadline would load the entry now, a
-        // cache miss that the batched cancel overlaps with others.
-        let slot = self.inner.store.lock_of(key)?.take(key)?;
-        Some(self.removed(slot.timeout, slot.item))
+        self.try_remove(key).map(Expired::into_inner)
     }
 
     /// [`remove`](Self::remove), giving the item as an [`Expired`] with its
@@ -263,26 +260,17 @@ impl<T> DelayQueue<T> {
     /// `try_remove`.
     pub fn try_remove(&self, key: &DelayKey) -> Option<Expired<T>> {
         let slot = self.inner.store.lock_of(key)?.take(key)?;
-        let deadline = slot.timeout.deadline();
-        let item = self.removed(slot.timeout, slot.item);
-        Some(Expired {
-            item,
-            key: slot.key,
-            deadline,
-        })
-    }
-
-    /// Cancels a removed item's timeout with this thread's batched cancels.
-    fn removed(&self, timeout: crate::Timeout, item: T) -> T {
-        timeout.cancel_later();
+        // Its cancel waits in this thread's batch, with the entry unread.
+        self.inner.timer.shared().cancel_later(slot.entry);
         self.wake_if_ending();
-        item
+        Some(self.inner.expired(slot))
     }
 
     /// The deadline of the item `key` names, on the timer's clock: the
     /// last it was reset to. `None` if the key names no item in the queue.
     pub fn deadline(&self, key: &DelayKey) -> Option<Instant> {
-        self.with_slot(key, |slot| slot.timeout.deadline())
+        let clock = &self.inner.timer.shared().clock;
+        self.with_slot(key, |slot| clock.to_instant(slot.deadline))
     }
 
     /// The number of items in the queue: inserted, and neither removed nor
@@ -311,12 +299,11 @@ impl<T> DelayQueue<T> {
     /// at every item, locking each shard in turn: a snapshot, for tests and
     /// occasional looks, not for a loop over a large queue.
     pub fn peek(&self) -> Option<DelayKey> {
-        let mut first: Option<(Instant, DelayKey)> = None;
+        let mut first: Option<(Nanos, DelayKey)> = None;
         for shard in self.inner.store.each() {
             for (_, slot) in shard.slots.iter() {
-                let deadline = slot.timeout.deadline();
-                if first.map_or(true, |(earliest, _)| deadline < earliest) {
-                    first = Some((deadline, slot.key));
+                if first.map_or(true, |(earliest, _)| slot.deadline < earliest) {
+                    first = Some((slot.deadline, slot.key));
                 }
             }
         }
@@ -366,7 +353,7 @@ impl<T> DelayQueue<T> {
         &self.inner.timer
     }
 
-    fn with_slot<R>(&self, key: &DelayKey, f: impl FnOnce(&store::Slot<T>) -> R) -> Option<R> {
+    fn with_slot<R>(&self, key: &DelayKey, f: impl FnOnce(&mut store::Slot<T>) -> R) -> Option<R> {
         self.inner.store.lock_of(key)?.get(key).map(f)
     }
 
@@ -386,13 +373,23 @@ impl<T> DelayQueue<T> {
 
 impl<T> Inner<T> {
     fn clear(&self) {
+        let shared = self.timer.shared();
         for mut shard in self.store.each() {
             let slots = shard.take_all();
             drop(shard);
             for (_, slot) in slots {
-                slot.timeout.cancel_later();
+                shared.cancel_later(slot.entry);
                 drop_item(slot.item);
             }
+        }
+    }
+
+    /// A slot taken out, as the item with its key and deadline.
+    fn expired(&self, slot: store::Slot<T>) -> Expired<T> {
+        Expired {
+            item: slot.item,
+            key: slot.key,
+            deadline: self.timer.shared().clock.to_instant(slot.deadline),
         }
     }
 }

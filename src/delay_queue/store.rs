@@ -1,6 +1,7 @@
 //! Where a delay queue keeps its items: shards of slabs, each behind its own
 //! lock, a thread inserting into the shard its thread picks. An item's slot
-//! holds the item and the timeout that will tell the stream its key.
+//! holds the item, its deadline, and the key of the timer entry that will
+//! tell the stream its key.
 //!
 //! A key names its slot by index. `compact` moves items to fill the holes,
 //! so it records where each moved item went (`moved`), where a look-up
@@ -18,26 +19,21 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 use slab::Slab;
 
-use crate::delay_queue::key::{DelayKey, Expired, GENERATION_MASK};
-use crate::Timeout;
+use crate::delay_queue::key::{DelayKey, GENERATION_MASK};
+use crate::engine::clock::Nanos;
+use crate::engine::entry::key::Key;
 
-/// An item and its timeout.
+/// An item, and its timer entry.
 pub(crate) struct Slot<T> {
     pub(crate) key: DelayKey,
-    pub(crate) timeout: Timeout,
+    /// Holds one of the entry's references, which the queue gives back when
+    /// the item leaves: not a `Timeout`, whose `Arc` of the timer each
+    /// insert and removal would count up and down, a cache line that both
+    /// cores write.
+    pub(crate) entry: Key,
+    /// The entry's deadline, kept as it is reset: reading it loads no entry.
+    pub(crate) deadline: Nanos,
     pub(crate) item: T,
-}
-
-impl<T> Slot<T> {
-    /// The item taken out, with its key and deadline.
-    pub(crate) fn into_expired(self) -> Expired<T> {
-        let deadline = self.timeout.deadline();
-        Expired {
-            item: self.item,
-            key: self.key,
-            deadline,
-        }
-    }
 }
 
 pub(crate) struct Shard<T> {
@@ -100,8 +96,13 @@ impl<T> Shard<T> {
     }
 
     /// Stores the item `key` names, `key` being the last from `next_key`.
-    pub(crate) fn put(&mut self, key: DelayKey, timeout: Timeout, item: T) {
-        let index = self.slots.insert(Slot { key, timeout, item });
+    pub(crate) fn put(&mut self, key: DelayKey, entry: Key, deadline: Nanos, item: T) {
+        let index = self.slots.insert(Slot {
+            key,
+            entry,
+            deadline,
+            item,
+        });
         debug_assert_eq!(index, key.index());
     }
 
@@ -116,15 +117,13 @@ impl<T> Shard<T> {
     }
 
     /// The slot `key` names, if it still holds that item.
-    pub(crate) fn get(&self, key: &DelayKey) -> Option<&Slot<T>> {
-        self.find(key).map(|index| &self.slots[index])
+    pub(crate) fn get(&mut self, key: &DelayKey) -> Option<&mut Slot<T>> {
+        self.find(key).map(|index| &mut self.slots[index])
     }
 
     /// Takes out the slot `key` names, if it still holds that item.
     pub(crate) fn take(&mut self, key: &DelayKey) -> Option<Slot<T>> {
         let index = self.find(key)?;
-        // The entry is read soon (`try_remove`'s deadline, the batched cancel): start loading it.
-        crate::engine::entry::prefetch(self.slots[index].timeout.entry());
         if !self.moved.is_empty() {
             self.moved.remove(key);
         }

@@ -85,7 +85,8 @@ impl<T> DelayQueue<T> {
             let key = DelayKey::from(key);
             let shard = self.inner.store.lock_of(&key);
             if let Some(slot) = shard.and_then(|mut shard| shard.take(&key)) {
-                return Some(slot.into_expired());
+                self.inner.timer.shared().release(slot.entry); // it fired
+                return Some(self.inner.expired(slot));
             }
         }
         None

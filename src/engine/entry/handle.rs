@@ -12,8 +12,7 @@ use crate::engine::entry::Entry;
 #[allow(missing_docs)]
 pub struct Timeout {
     /// Keeps the timer's memory alive (not its driver: that goes with the last `HashedWheelTimer`).
-    /// `None` only inside `cancel_later`, which consumes the handle.
-    shared: Option<Arc<Shared>>,
+    shared: Arc<Shared>,
     /// Holds one of the entry's references.
     key: Key,
 }
@@ -23,7 +22,7 @@ impl Timeout {
     #[inline(always)]
     pub(crate) fn from_parts(key: Key, shared: &Arc<Shared>) -> Timeout {
         Timeout {
-            shared: Some(shared.clone()),
+            shared: shared.clone(),
             key,
         }
     }
@@ -36,20 +35,8 @@ impl Timeout {
         self.shared().entry(self.key)
     }
 
-    #[inline(always)]
     pub(crate) fn shared(&self) -> &Arc<Shared> {
-        match &self.shared {
-            Some(shared) => shared,
-            None => unreachable!("only `cancel_later` takes it, consuming the handle"),
-        }
-    }
-
-    /// Cancels it with the batched cancels of this thread (`Shared::cancel_later`), which take
-    /// over this handle's reference: for a delay queue's remove, which needs no outcome.
-    pub(crate) fn cancel_later(mut self) {
-        if let Some(shared) = self.shared.take() {
-            shared.cancel_later(self.key);
-        }
+        &self.shared
     }
 }
 
@@ -63,9 +50,7 @@ impl Clone for Timeout {
 impl Drop for Timeout {
     #[inline]
     fn drop(&mut self) {
-        if let Some(shared) = &self.shared {
-            shared.release(self.key);
-        }
+        self.shared.release(self.key);
     }
 }
 
