@@ -46,8 +46,8 @@ use crate::{HashedWheelTimer, TimerError};
 /// fires anything, so a dropped `Sleep` does not wake its task unless the
 /// drop races that turn. `pending_timeouts()`, `stats()` and `stop()` take
 /// the batches before they count, so they see it cancelled at once. Until
-/// its batch is taken (at the latest at its deadline), its entry keeps the
-/// task's waker.
+/// its batch is taken, its entry keeps the task's waker: at most 64 ms, as
+/// a timer's thread asleep for longer is woken to take it.
 ///
 /// # When the timer stops
 ///

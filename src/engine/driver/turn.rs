@@ -12,7 +12,7 @@ use crate::engine::driver::counts::Ended;
 use crate::engine::driver::{Core, Shared, IDLE};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Fire;
-use crate::engine::intake::lane::{Drained, Lane, KEEP_HALF};
+use crate::engine::intake::lane::{Drained, Lane, BATCH_WAIT_NANOS, KEEP_HALF};
 use crate::engine::sync::{fence, Ordering};
 
 /// The most new timeouts the driver files per turn, as in Netty, so a flood
@@ -193,18 +193,25 @@ impl Shared {
     }
 
     /// `prepare` for keys queued while the driver looked busy (so unwoken): when to wake, sooner
-    /// for held keys; `Err`: turn at once. It holds young keys too, or the driver would spin beside
-    /// a busy producer, filing each timeout just before its cancel.
+    /// for held keys and for batched cancels (`wake_for_batch`); `Err`:
+    /// turn at once. It holds young keys too, or the driver would spin beside a busy producer,
+    /// filing each timeout just before its cancel.
     fn file_late_arrivals(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         let mut core = self.lock_core();
-        let drained = self.prepare(&mut core, self.clock.now(), false);
+        let now = self.clock.now();
+        let drained = self.prepare(&mut core, now, false);
         let sooner = self
             .wheel_wake(&core)
             .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
         if drained.more || sooner || !core.ready.is_empty() {
             return Err(());
         }
-        Ok(earliest(wake, self.look_time(drained)))
+        let batched = self.intake.lanes().any(|lane| lane.has_batch());
+        let batch_by = batched.then(|| {
+            let tick = self.clock.tick_of(now.saturating_add(BATCH_WAIT_NANOS));
+            self.clock.time_of(tick)
+        });
+        Ok(earliest(earliest(wake, self.look_time(drained)), batch_by))
     }
 
     /// Fires `due` by deadline, ties in order, skipping the cancelled and filing

@@ -74,6 +74,7 @@ fn run(shared: Arc<Shared>) {
     }
 }
 
+#[derive(Debug)]
 pub(crate) enum Round {
     Exit,
     Again,

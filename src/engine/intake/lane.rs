@@ -75,6 +75,10 @@ pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
 /// line of keys.
 pub(crate) const CANCEL_BATCH: usize = if cfg!(loom) { 2 } else { 16 };
 
+/// How long a batched cancel waits for no drop to fill its batch: the driver takes it by then
+/// (woken for it, if idle), as it files a held key. A tick would wake a busy driver each tick.
+pub(crate) const BATCH_WAIT_NANOS: u64 = HOLD_NANOS as u64;
+
 /// Free slots a lane keeps for its owner; the rest go to the shared list.
 const FREE_MAX: u32 = if cfg!(loom) { 2 } else { 4096 };
 
@@ -149,6 +153,13 @@ impl Lane {
         let next = (at + 1) % CANCEL_BATCH;
         self.producer.batched.store(next as u32, Ordering::Relaxed);
         (next == 0).then(|| self.take_batch())
+    }
+
+    /// True if a cancel waits in the batch: for the driver's plan, after its fence.
+    pub(crate) fn has_batch(&self) -> bool {
+        self.batch
+            .iter()
+            .any(|cell| cell.load(Ordering::Relaxed) != 0)
     }
 
     /// Takes the batch's keys, each by one swap, so once: by the owner, the driver or a reader.

@@ -22,7 +22,7 @@ use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::engine::entry::{prefetch, CancelOutcome, Entry};
-use crate::engine::intake::lane::{Lane, CANCEL_BATCH};
+use crate::engine::intake::lane::{Lane, BATCH_WAIT_NANOS, CANCEL_BATCH};
 use crate::engine::sync::{fence, Ordering};
 
 impl Shared {
@@ -146,16 +146,32 @@ impl Shared {
     /// `cancel_and_release`, batched on this thread's lane, for a dropped `Sleep` and a delay
     /// queue's removal: half of them find the entry and its lane cell in another core's cache,
     /// and a batch loads them all at once. Each turn takes the batches before it fires, as
-    /// `stop()` and a count's reader do.
+    /// `stop()` and a count's reader do, and a turn comes within a tick (`wake_for_batch`).
     #[inline(always)]
     pub(crate) fn cancel_later(&self, key: Key) {
         match self.intake.lane_if_made() {
-            Some(lane) if !self.is_shutdown() => {
-                if let Some(batch) = lane.batch_cancel(key) {
-                    self.cancel_all(batch);
-                }
-            }
+            Some(lane) if !self.is_shutdown() => match lane.batch_cancel(key) {
+                Some(batch) => self.cancel_all(batch),
+                None => self.wake_for_batch(lane),
+            },
             _ => drop(self.cancel_and_release(key)),
+        }
+    }
+
+    /// A cancel waits in `lane`'s batch: wakes the driver if it plans to sleep longer than
+    /// `BATCH_WAIT_NANOS` (invariant 6: memory comes back). The fence pairs with the driver's
+    /// store of `planned_wake`, then look at the batches (`file_late_arrivals`): either it sees
+    /// this one and wakes in time, or we see its plan.
+    #[inline(always)]
+    fn wake_for_batch(&self, lane: &Lane) {
+        fence(Ordering::SeqCst);
+        // `planned_wake` is a tick before the wake-up; `BUSY` (0): awake, it will look.
+        let planned = self.planned_wake.load(Ordering::SeqCst);
+        // The owner's last reading, no later than the clock's, spares a reading under load.
+        if planned > lane.not_before(0).saturating_add(BATCH_WAIT_NANOS)
+            && planned > self.clock.now().saturating_add(BATCH_WAIT_NANOS)
+        {
+            self.request_housekeeping();
         }
     }
 
