@@ -206,12 +206,13 @@ impl Shared {
         if drained.more || sooner || !core.ready.is_empty() {
             return Err(());
         }
-        let batched = self.intake.lanes().any(|lane| lane.has_batch());
-        let batch_by = batched.then(|| {
-            let tick = self.clock.tick_of(now.saturating_add(BATCH_WAIT_NANOS));
-            self.clock.time_of(tick)
-        });
-        Ok(earliest(earliest(wake, self.look_time(drained)), batch_by))
+        let wake = earliest(wake, self.look_time(drained));
+        // A plan that long must see the batches: each owner's line, so only then.
+        let batch_by = now.saturating_add(BATCH_WAIT_NANOS);
+        if wake.map_or(true, |wake| wake > batch_by) && self.intake.lanes().any(Lane::has_batch) {
+            return Ok(Some(self.clock.time_of(self.clock.tick_of(batch_by))));
+        }
+        Ok(wake)
     }
 
     /// Fires `due` by deadline, ties in order, skipping the cancelled and filing
