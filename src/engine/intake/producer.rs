@@ -146,7 +146,7 @@ impl Shared {
     /// `cancel_and_release`, batched on this thread's lane, for a dropped `Sleep` and a delay
     /// queue's removal: half of them find the entry and its lane cell in another core's cache,
     /// and a batch loads them all at once. Each turn takes the batches before it fires, as
-    /// `stop()` and a count's reader do, and a turn comes within a tick (`wake_for_batch`).
+    /// `stop()` and a count's reader do, and a turn comes within 64 ms (`wake_for_batch`).
     #[inline(always)]
     pub(crate) fn cancel_later(&self, key: Key) {
         match self.intake.lane_if_made() {
