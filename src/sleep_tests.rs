@@ -80,33 +80,6 @@ fn a_dropped_sleep_leaves_the_wheel_within_a_tick() {
     assert_eq!(in_wheel(&timer), 0, "removed at the next tick");
 }
 
-/// Invariant 6 on an idle timer's worker thread, asleep until the only
-/// deadline, an hour away: a dropped `Sleep`'s cancel waits in its thread's
-/// batch, and the drop wakes the worker to take it (within 64 ms, the
-/// intake's hold; a minute is the real clock's margin).
-#[test]
-fn an_idle_worker_takes_a_batched_cancel() {
-    use crate::engine_tests::worker::eventually;
-    use std::sync::atomic::Ordering::SeqCst;
-    let timer = HashedWheelTimer::new();
-    let shared = timer.shared().clone();
-    let mut sleep = task::spawn(timer.sleep(Duration::from_secs(3600)));
-    assert_pending!(sleep.poll());
-    let minutes_away = || {
-        let planned = shared.planned_wake.load(SeqCst);
-        planned != crate::engine::driver::IDLE && planned > shared.clock.now() + 60_000_000_000
-    };
-    assert!(
-        eventually(minutes_away),
-        "the worker plans to sleep until the deadline"
-    );
-    drop(sleep);
-    assert!(
-        eventually(|| shared.live() == 0),
-        "the entry left the wheel"
-    );
-}
-
 /// One way to reset: later or earlier, the entry moves in place, as a
 /// `Timeout`'s does; dropped after an earlier reset (the driver holds a
 /// reference to refile it), it gives every reference back.

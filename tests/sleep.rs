@@ -435,6 +435,27 @@ fn a_turn_cancels_a_dropped_sleep_before_its_deadline_fires_it() {
     assert_eq!((stats.cancelled, stats.fired, stats.pending), (1, 0, 0));
 }
 
+/// Invariant 6 on an idle timer, real clock: a dropped `Sleep`'s cancel
+/// waits in its thread's batch, and the drop wakes the timer's thread,
+/// asleep until the only deadline, an hour away, to take it within 64 ms:
+/// the entry lets go of the task's waker. A minute is the margin.
+#[test]
+fn an_idle_timer_takes_a_batched_cancel() {
+    let timer = HashedWheelTimer::new();
+    let mut sleep = timer.sleep(Duration::from_secs(3600));
+    let (wakes, waker) = CountingWaker::new();
+    assert!(poll_with(&mut sleep, &waker).is_pending());
+    drop(waker);
+    // Filed once older than the intake's hold (64-96 ms); then it sleeps.
+    std::thread::sleep(Duration::from_secs(1));
+    drop(sleep);
+    let let_go = (0..60_000).any(|_| {
+        std::thread::sleep(MS);
+        std::sync::Arc::strong_count(&wakes) == 1
+    });
+    assert!(let_go, "the cancelled entry still holds the waker");
+}
+
 /// `stop()` cancels what dropped `Sleep`s left in the batches before it
 /// stops the rest: the dropped ones count as cancelled, not stopped.
 #[test]
