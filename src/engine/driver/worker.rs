@@ -74,7 +74,6 @@ fn run(shared: Arc<Shared>) {
     }
 }
 
-#[derive(Debug)]
 pub(crate) enum Round {
     Exit,
     Again,
