@@ -20,7 +20,7 @@ fn running() -> Entry {
 }
 
 #[test]
-fn fire_and_cancel_exclude_each_other() {
+fn one_shot_fire_cancel_and_stop_exclude_each_other() {
     let e = entry();
     assert!(e.try_fire());
     assert!(e.is_expired() && !e.is_pending());
@@ -31,10 +31,7 @@ fn fire_and_cancel_exclude_each_other() {
     assert_eq!(e.try_cancel(), Some(CancelOutcome::Waiting));
     assert!(!e.try_fire());
     assert_eq!(e.try_cancel(), None);
-}
 
-#[test]
-fn stopped_can_be_cancelled_once_without_recount() {
     let e = entry();
     assert!(e.try_stop());
     assert!(!e.try_fire());
@@ -58,17 +55,14 @@ fn a_periodic_entry_runs_and_rearms_until_cancelled() {
 }
 
 #[test]
-fn cancel_during_a_run_wins_once_and_blocks_the_rearm() {
+fn a_run_cancelled_or_panicking_ends_the_entry_once() {
     let e = running();
     assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
     assert_eq!(e.try_cancel(), None);
     assert!(!e.try_rearm(10));
     assert!(e.is_cancelled() && !e.is_pending());
     assert!(!e.try_fire());
-}
 
-#[test]
-fn a_panicking_run_ends_the_entry_and_flags_it() {
     let e = running();
     assert!(e.try_end_panicked());
     assert!(e.is_expired() && e.is_panicked() && !e.is_pending());
@@ -106,7 +100,7 @@ fn a_fired_entry_can_end_stopped_once() {
 }
 
 #[test]
-fn a_reset_moves_the_deadline_in_force_not_the_filed_one() {
+fn resets_move_the_deadline_in_force_and_race_the_fire() {
     let e = Entry::new(100, Task::Wake(None));
     assert_eq!(e.try_reset(300), Some(100));
     assert_eq!((e.deadline(), e.filed()), (300, 100));
@@ -115,10 +109,7 @@ fn a_reset_moves_the_deadline_in_force_not_the_filed_one() {
     assert_eq!(e.fire_due(300), Fire::Won);
     assert_eq!(e.try_reset(400), None, "spent");
     assert_eq!(e.deadline(), 300, "kept once expired");
-}
 
-#[test]
-fn a_reset_and_a_fire_have_one_winner() {
     let e = Entry::new(100, Task::Wake(None));
     assert_eq!(e.fire_due(150), Fire::Won);
     assert_eq!(e.try_reset(50), None, "the fire won");
@@ -128,10 +119,7 @@ fn a_reset_and_a_fire_have_one_winner() {
     assert!(e.try_cancel().is_some());
     assert_eq!(e.fire_due(u64::MAX), Fire::Lost);
     assert_eq!(e.deadline(), 500, "a cancel keeps the deadline");
-}
 
-#[test]
-fn deadlines_past_the_end_of_time_read_as_never() {
     use crate::engine::clock::NEVER;
     let e = Entry::new(u64::MAX - 1, Task::Wake(None));
     assert_eq!(e.deadline(), NEVER);
@@ -141,7 +129,7 @@ fn deadlines_past_the_end_of_time_read_as_never() {
 }
 
 #[test]
-fn an_entry_dropped_with_its_task_drops_the_task() {
+fn the_task_slot_holds_each_kind_frees_it_and_survives_a_panic() {
     let alive = std::sync::Arc::new(());
     let held = alive.clone();
     let task = Task::callback(Box::new(move |_: &crate::Timeout| drop(held)));
@@ -149,10 +137,7 @@ fn an_entry_dropped_with_its_task_drops_the_task() {
     assert_eq!(std::sync::Arc::strong_count(&alive), 2);
     drop(e);
     assert_eq!(std::sync::Arc::strong_count(&alive), 1, "not leaked");
-}
 
-#[test]
-fn a_panic_while_the_slot_is_held_leaves_the_task_and_the_lock_free() {
     let e = entry();
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         e.with_task(|slot| {
@@ -166,10 +151,7 @@ fn a_panic_while_the_slot_is_held_leaves_the_task_and_the_lock_free() {
         "the task is back, and the lock was released"
     );
     assert!(e.take_task().is_none());
-}
 
-#[test]
-fn the_task_slot_holds_each_kind_through_put_and_take() {
     let e = Entry::new(0, Task::Wake(None));
     assert!(matches!(e.take_task(), Some(Task::Wake(None))));
     e.put_task(Task::callback(Box::new(|_: &crate::Timeout| {})));

@@ -157,9 +157,7 @@ impl Lane {
 
     /// True if a cancel waits in the batch: for the driver's plan, after its fence.
     pub(crate) fn has_batch(&self) -> bool {
-        self.batch
-            .iter()
-            .any(|cell| cell.load(Ordering::Relaxed) != 0)
+        self.batch.iter().any(|c| c.load(Ordering::Relaxed) != 0)
     }
 
     /// Takes the batch's keys, each by one swap, so once: by the owner, the driver or a reader.

@@ -63,7 +63,7 @@ impl Fixture {
 }
 
 #[test]
-fn a_full_ring_refuses_a_key_until_a_cell_frees() {
+fn a_full_ring_refuses_a_key_until_a_cell_frees_and_a_drain_cut_short_says_more() {
     let f = Fixture::new();
     f.push(0..R);
     assert!(!f.try_push_at(R, 0, false), "the ring holds {R}");
@@ -76,10 +76,7 @@ fn a_full_ring_refuses_a_key_until_a_cell_frees() {
     assert!(!more && f.lane.len() == 0);
     f.push(R + 1..R + 2);
     assert_eq!(f.drain(usize::MAX).0, vec![R + 1]);
-}
 
-#[test]
-fn a_drain_cut_short_says_more() {
     let f = Fixture::new();
     f.push(0..10);
     assert_eq!(f.drain(7), ((0..7).collect(), true));
@@ -96,7 +93,8 @@ const HOLD_NS: Nanos = HOLD.as_nanos() as Nanos;
 const LOOK_NS: Nanos = HOLD_NS + BATCH_NANOS;
 
 #[test]
-fn a_young_key_stays_and_an_old_one_is_taken() {
+fn a_young_key_stays_an_old_one_is_taken_and_the_look_by_is_the_first_held_stamp_plus_hold_plus_batch(
+) {
     let f = Fixture::new();
     f.push_at(0, 0, false);
     f.push_at(1, stamps(10), false);
@@ -104,10 +102,7 @@ fn a_young_key_stays_and_an_old_one_is_taken() {
     assert_eq!(f.drain_at(HOLD_NS), (vec![0], Some(stamps(10) + LOOK_NS)));
     assert_eq!(f.drain_at(stamps(10) + HOLD_NS), (vec![1], None));
     assert_eq!(f.lane.len(), 0);
-}
 
-#[test]
-fn the_look_by_is_the_first_held_cells_stamp_plus_hold_plus_batch() {
     let f = Fixture::new();
     // Stamped at 5 stamps: rounded down, so looked at a little early.
     f.push_at(0, stamps(5) + 999, false);
@@ -119,7 +114,8 @@ fn the_look_by_is_the_first_held_cells_stamp_plus_hold_plus_batch() {
 }
 
 #[test]
-fn an_urgent_key_takes_every_key_before_it_in_order() {
+fn an_urgent_key_takes_every_key_before_it_withdrawn_cells_are_skipped_and_a_drain_stops_at_a_held_key(
+) {
     let f = Fixture::new();
     f.push_at(0, 0, false);
     f.push_at(1, 0, false);
@@ -127,10 +123,7 @@ fn an_urgent_key_takes_every_key_before_it_in_order() {
     f.push_at(3, 0, false);
     assert_eq!(f.drain_at(0), (vec![0, 1, 2], Some(LOOK_NS)));
     assert_eq!(f.drain_at(0), (vec![], Some(LOOK_NS)), "the last held");
-}
 
-#[test]
-fn withdrawn_cells_are_skipped() {
     let f = Fixture::new();
     f.push_at(0, 0, false);
     f.push_at(1, 0, false);
@@ -143,12 +136,9 @@ fn withdrawn_cells_are_skipped() {
     // The last key withdrawn too: nothing held, nothing to look at.
     assert!(f.lane.withdraw(2, key(2)));
     assert_eq!(f.drain_at(HOLD_NS), (vec![], None));
-}
 
-/// A key stamped earlier than the one before it (its producer read the
-/// clock, then pushed another first) waits for that one: filed in order.
-#[test]
-fn a_drain_stops_at_the_first_key_it_holds() {
+    // A key stamped earlier than the one before it (its producer read the
+    // clock, then pushed another first) waits for that one: filed in order.
     let f = Fixture::new();
     f.push_at(0, stamps(10), false);
     f.push_at(1, 0, false);

@@ -342,11 +342,8 @@ mod tests {
         for deadline in [90u64, 85, 81] {
             insert(&mut wheel, &slots, deadline);
         }
-        let fired: Vec<u64> = run_to(&mut wheel, &slots, 9)
-            .into_iter()
-            .map(|f| f.1)
-            .collect();
-        assert_eq!(fired, vec![90, 85, 81]);
+        let fired = run_to(&mut wheel, &slots, 9);
+        assert_eq!(fired, vec![(9, 90), (9, 85), (9, 81)], "all at tick 9");
     }
 
     #[test]
