@@ -47,7 +47,9 @@
 //!
 //! `--alone NAME` runs the row of that exact name and nothing else (no
 //! baseline, no table), to compare two whole processes with `perf stat`
-//! or `/usr/bin/time -v` (or `benches/rpc_tasks_alone.sh`).
+//! or `/usr/bin/time -v` (or `benches/rpc_tasks_alone.sh`). It prints the
+//! whole process's CPU and context switches, and the responder thread's
+//! CPU (the same code in every row).
 
 #[path = "support/proc.rs"]
 mod proc;
@@ -534,9 +536,15 @@ fn main() {
     if config.alone.is_some() {
         // No baseline to subtract: the whole process is the figure.
         let usage = process_usage();
+        // The responder runs the same code in every row: what it costs more
+        // in one row than in another, that row's timer made it cost.
+        let responder_cpu = proc::thread_id("responder").and_then(|t| proc::thread_cpu(&t));
         println!(
-            "{} rounds of the row alone: whole process {:.3} CPU s, {} context switches",
-            config.rounds, usage.cpu, usage.switches
+            "{} rounds of the row alone: whole process {:.3} CPU s, {} context switches; the responder thread {:.3} CPU s",
+            config.rounds,
+            usage.cpu,
+            usage.switches,
+            responder_cpu.map_or(0.0, |cpu| cpu.as_secs_f64()),
         );
         return;
     }
