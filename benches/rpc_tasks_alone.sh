@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Whole processes of examples/rpc_tasks, one row each (`--alone`), the rows
 # taken in turn, RUNS times; prints each row's median and range of CPU
-# seconds (user + system), context switches, and the responder thread's CPU
-# (the same code in every row) and the rest of the process. Rows of one call do the
-# same number of requests, so their CPU compares directly; the baseline's
-# (no timeout) is the floor to subtract.
+# seconds (user + system), context switches, the responder thread's CPU
+# (the same code in every row) and the rest of the process. Rows of one
+# call do the same number of requests, so their CPU compares directly; the
+# baseline's (no timeout) is the floor to subtract.
 #
 #   benches/rpc_tasks_alone.sh 5 4 "baseline: rx.await, no timeout" "tokio::time::timeout" "hashed_wheel_timer timeout"
 #   EXTRA=--tokio-clock benches/rpc_tasks_alone.sh 5 4 ...   # the crate's rows on tokio_clock()
