@@ -142,6 +142,9 @@ struct Config {
     quick: bool,
     /// `--tokio-clock`: every row of this crate on a `tokio_clock()` timer.
     tokio_clock: bool,
+    /// `--baseline-spin-ns N`: the baseline spins this long after each
+    /// answer, to see whether CPU spent in a task adds up.
+    baseline_spin: Duration,
 }
 
 impl Config {
@@ -158,6 +161,7 @@ impl Config {
             alone: None,
             quick: false,
             tokio_clock: false,
+            baseline_spin: Duration::ZERO,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
@@ -185,6 +189,7 @@ impl Config {
                 "--warmup-ms" => config.warmup = Duration::from_millis(number()),
                 "--only" => config.only = value.split(',').map(str::to_owned).collect(),
                 "--alone" => config.alone = Some(value),
+                "--baseline-spin-ns" => config.baseline_spin = Duration::from_nanos(number()),
                 _ => usage(&flag),
             }
         }
@@ -215,7 +220,8 @@ fn usage(flag: &str) -> ! {
          flags: --tasks N (4096) --workers N (2) --deadline-ms N (300) --rounds N (40)\n\
          \x20      --unanswered-percent N (1)\n\
          \x20      --round-ms N (500) --warmup-ms N (300) --only NAME,NAME --alone NAME --quick\n\
-         \x20      --tokio-clock (every row of this crate on a tokio_clock() timer)"
+         \x20      --tokio-clock (every row of this crate on a tokio_clock() timer)\n\
+         \x20      --baseline-spin-ns N (0: the baseline spins N ns after each answer)"
     );
     std::process::exit(2)
 }
@@ -224,6 +230,7 @@ fn usage(flag: &str) -> ! {
 struct Ctx {
     responder: Responder,
     deadline: Duration,
+    baseline_spin: Duration,
     stop: AtomicBool,
     done: [CachePadded<AtomicU64>; SHARDS],
 }
@@ -325,9 +332,16 @@ fn spawn(
     let d = ctx.deadline;
     let no_state = || ();
     match peer {
-        Peer::Baseline => spawn_connections(rt, ctx, tasks, no_state, |(), rx| async move {
-            let _ = rx.await;
-        }),
+        Peer::Baseline => {
+            let spin = ctx.baseline_spin;
+            spawn_connections(rt, ctx, tasks, no_state, move |(), rx| async move {
+                let _ = rx.await;
+                if !spin.is_zero() {
+                    let started = Instant::now();
+                    while started.elapsed() < spin {}
+                }
+            })
+        }
         Peer::Tokio | Peer::TokioAgain | Peer::TokioAlt => {
             spawn_connections(rt, ctx, tasks, no_state, move |(), rx| async move {
                 let _ = tokio::time::timeout(d, rx).await;
@@ -449,6 +463,7 @@ fn run(peer: Peer, config: &Config, responder: &Responder) -> Sample {
     let ctx = Arc::new(Ctx {
         responder: responder.clone(),
         deadline: config.deadline,
+        baseline_spin: config.baseline_spin,
         stop: AtomicBool::new(false),
         done: Default::default(),
     });
