@@ -63,7 +63,7 @@ impl Fixture {
 }
 
 #[test]
-fn a_full_ring_refuses_a_key_until_a_cell_frees_and_a_drain_cut_short_says_more() {
+fn a_full_ring_refuses_keys_and_a_short_drain_says_more() {
     let f = Fixture::new();
     f.push(0..R);
     assert!(!f.try_push_at(R, 0, false), "the ring holds {R}");
@@ -93,8 +93,7 @@ const HOLD_NS: Nanos = HOLD.as_nanos() as Nanos;
 const LOOK_NS: Nanos = HOLD_NS + BATCH_NANOS;
 
 #[test]
-fn a_young_key_stays_an_old_one_is_taken_and_the_look_by_is_the_first_held_stamp_plus_hold_plus_batch(
-) {
+fn the_hold_keeps_young_keys_and_sets_the_next_look() {
     let f = Fixture::new();
     f.push_at(0, 0, false);
     f.push_at(1, stamps(10), false);
@@ -114,8 +113,7 @@ fn a_young_key_stays_an_old_one_is_taken_and_the_look_by_is_the_first_held_stamp
 }
 
 #[test]
-fn an_urgent_key_takes_every_key_before_it_withdrawn_cells_are_skipped_and_a_drain_stops_at_a_held_key(
-) {
+fn a_drain_keeps_order_and_skips_withdrawn_cells() {
     let f = Fixture::new();
     f.push_at(0, 0, false);
     f.push_at(1, 0, false);
