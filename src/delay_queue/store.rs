@@ -9,7 +9,7 @@
 //!
 //! No user code runs under a shard's lock: items are taken out, and
 //! dropped or returned after it. The locks are loom's under `cfg(loom)`,
-//! so that the models in `tests/loom.rs` see them.
+//! so that the models in `tests/loom/` see them.
 
 use crate::engine::sync::{lock, Mutex, MutexGuard};
 use std::cell::Cell;

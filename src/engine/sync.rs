@@ -1,5 +1,5 @@
 //! Synchronisation primitives: std's, or loom's under `cfg(loom)` for the models in
-//! `tests/loom.rs`. Statics (timer ids, the live-timer count) stay std's: loom's types cannot be
+//! `tests/loom/`. Statics (timer ids, the live-timer count) stay std's: loom's types cannot be
 //! statics. The engine's queues are crossbeam's `SegQueue`, or under loom a locked `VecDeque`, so
 //! that loom sees a push happen before the pop that takes it.
 

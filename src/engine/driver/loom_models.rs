@@ -1,4 +1,4 @@
-//! loom models of engine paths the public API cannot reach from `tests/loom.rs`: a driver's plan to
+//! loom models of engine paths the public API cannot reach from `tests/loom/`: a driver's plan to
 //! sleep, against a producer queueing a timeout or moving one earlier.
 //!
 //!     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \

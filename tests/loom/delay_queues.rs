@@ -1,0 +1,146 @@
+//! `DelayQueue` and `DelayMap` against the driving thread.
+
+use super::*;
+
+/// A delay queue's consumer turning the wheel at its poll (a manual or
+/// tokio clock's, so that what is due comes out at that poll) against a
+/// producer inserting an item already due and an `advance`: the item comes
+/// out exactly once, at that poll or the next.
+#[test]
+fn a_consumer_turning_at_its_poll_against_a_producer_and_advance() {
+    model_long(|| {
+        let timer = manual();
+        // The arena's first chunk made here, before the race.
+        assert!(timer.new_timeout(|_| {}, TICK).unwrap().cancel());
+        let queue = timer.delay_queue::<u8>();
+        let poll_once = |queue: &hashed_wheel_timer::DelayQueue<u8>| {
+            let waker = futures::task::noop_waker();
+            let mut cx = std::task::Context::from_waker(&waker);
+            match queue.poll_expired(&mut cx) {
+                std::task::Poll::Ready(Some(e)) => Some(e.into_inner()),
+                _ => None,
+            }
+        };
+        let producer = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.insert(7, Duration::ZERO).unwrap())
+        };
+        let consumer = {
+            let queue = queue.clone();
+            thread::spawn(move || poll_once(&queue))
+        };
+        timer.advance(Duration::ZERO);
+        producer.join().unwrap();
+        let first = consumer.join().unwrap();
+        let second = poll_once(&queue);
+        let out: Vec<u8> = first.into_iter().chain(second).collect();
+        assert_eq!(out, [7], "exactly once, by the poll after the insert");
+        assert!(queue.is_empty());
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+/// A delay queue's removals wait in their thread's batch (two cells under
+/// loom), the second filling it and cancelling both, while the driving
+/// thread's turn takes the batches before it fires. Each item comes back
+/// from its `remove` and never out of the stream; each timeout ends once,
+/// its reference handed from the removed slot to the batch, freed once.
+#[test]
+fn delay_queue_removals_batched_against_a_turn() {
+    model_long(|| {
+        let timer = manual();
+        let queue = timer.delay_queue::<u8>();
+        let keys = [
+            queue.insert(1, TICK).unwrap(),
+            queue.insert(2, TICK).unwrap(),
+        ];
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.advance(TICK))
+        };
+        let removed: Vec<_> = keys.iter().map(|key| queue.remove(key)).collect();
+        driver.join().unwrap();
+        assert_eq!(removed, [Some(1), Some(2)]);
+        let waker = futures::task::noop_waker();
+        let polled = queue.poll_expired(&mut std::task::Context::from_waker(&waker));
+        assert!(polled.is_pending(), "a removed item came out");
+        let stats = timer.stats();
+        assert_eq!((stats.fired + stats.cancelled, stats.pending), (2, 0));
+    });
+}
+
+/// A `DelayMap`'s one key, due now, against a replacing `insert` on one
+/// thread and a consumer's poll on another while this thread turns the
+/// wheel. The map's shard lock decides: the old value comes back to the
+/// inserter or out of the stream, never both, and the new value comes
+/// out once, after its own deadline, never lost.
+#[test]
+fn a_delay_map_insert_replacing_a_key_against_its_expiry() {
+    model_long(|| {
+        let timer = manual();
+        let map = timer.delay_map::<u8, u8>();
+        map.insert(0, 1, TICK).unwrap();
+        timer.advance(Duration::ZERO); // filed into its bucket
+        let inserter = {
+            let map = map.clone();
+            thread::spawn(move || map.insert(0, 2, TICK * 3).unwrap())
+        };
+        let consumer = {
+            let map = map.clone();
+            thread::spawn(move || poll_map(&map))
+        };
+        timer.advance(TICK);
+        let replaced = inserter.join().unwrap();
+        let mut out: Vec<u8> = consumer.join().unwrap().into_iter().collect();
+        out.extend(poll_map(&map));
+        assert_eq!(replaced.is_some(), !out.contains(&1), "1 comes back once");
+        assert!(!out.contains(&2), "2 is not due");
+        timer.advance(TICK * 3);
+        out.extend(poll_map(&map));
+        out.extend(replaced);
+        out.sort_unstable();
+        assert_eq!(out, [1, 2], "each value once");
+        assert!(map.is_empty());
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+/// A `DelayMap`'s key, due now, removed on one thread while a consumer
+/// polls on another and this thread turns the wheel: exactly one of them
+/// gets the value.
+#[test]
+fn a_delay_map_remove_against_expiry() {
+    model_long(|| {
+        let timer = manual();
+        let map = timer.delay_map::<u8, u8>();
+        map.insert(0, 1, TICK).unwrap();
+        timer.advance(Duration::ZERO);
+        let remover = {
+            let map = map.clone();
+            thread::spawn(move || map.remove(&0))
+        };
+        let consumer = {
+            let map = map.clone();
+            thread::spawn(move || poll_map(&map))
+        };
+        timer.advance(TICK);
+        let removed = remover.join().unwrap();
+        let yielded = consumer.join().unwrap().or_else(|| poll_map(&map));
+        assert_eq!(
+            removed.is_some() as u8 + yielded.is_some() as u8,
+            1,
+            "exactly one gets it"
+        );
+        assert!(map.is_empty());
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+/// One poll of a `DelayMap`'s stream: the value it yields, if any.
+fn poll_map(map: &hashed_wheel_timer::DelayMap<u8, u8>) -> Option<u8> {
+    let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+    match map.poll_expired(&mut cx) {
+        std::task::Poll::Ready(Some((_, value))) => Some(value),
+        _ => None,
+    }
+}
