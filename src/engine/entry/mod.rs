@@ -119,8 +119,7 @@ pub(crate) fn prefetch<T>(at: &T) {
     }
 }
 
-/// On a cache line of its own (see `arena.rs`).
-#[repr(align(64))]
+/// 56 bytes: entries share cache lines (see `arena.rs`).
 pub(crate) struct Entry {
     state: AtomicU64,
     filed: AtomicU64,
@@ -139,7 +138,7 @@ pub(crate) struct Entry {
 unsafe impl Sync for Entry {}
 
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Entry>() == 64);
+const _: () = assert!(std::mem::size_of::<Entry>() == 56);
 
 impl Entry {
     pub(crate) fn vacant() -> Entry {
