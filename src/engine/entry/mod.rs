@@ -482,7 +482,13 @@ impl Entry {
     /// decrement: another holder may then free the slot and refill it.
     #[inline(always)]
     pub(crate) fn release(&self) -> bool {
-        self.refs.fetch_sub(1, Ordering::AcqRel) == 1
+        self.release_many(1)
+    }
+
+    /// Drops `n` references (one or more) in one step; true if they were the last.
+    #[inline(always)]
+    pub(crate) fn release_many(&self, n: u32) -> bool {
+        self.refs.fetch_sub(n, Ordering::AcqRel) == n
     }
 }
 

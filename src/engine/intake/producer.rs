@@ -122,25 +122,35 @@ impl Shared {
     /// For a caller holding a reference to `key`: the task if it won.
     #[inline(always)]
     pub(crate) fn cancel(&self, key: Key) -> Option<Task> {
+        let (task, counted) = self.cancel_uncounted(key, 0)?;
+        self.counts.uncount(usize::from(counted), Ended::Cancelled);
+        Some(task)
+    }
+
+    /// `cancel` for a caller giving up `given` (0 or 1) references to `key` with it, whatever
+    /// the outcome: the task if it won, and whether it leaves the pending count, which the
+    /// caller lowers (a batch lowers it once). The references go in one count-down with the
+    /// queue's, if the lane gave it back, after the task is out of the entry.
+    #[inline(always)]
+    fn cancel_uncounted(&self, key: Key, given: u32) -> Option<(Task, bool)> {
         let entry = self.entry(key);
-        let outcome = entry.try_cancel()?;
-        if outcome != CancelOutcome::Stopped {
-            self.counts.uncount(1, Ended::Cancelled);
-        }
-        if self.intake.withdraw(entry, key) {
-            // The driver never saw it. The queue's reference is ours, and
-            // the caller holds one too: not the last.
-            let last = entry.release();
-            debug_assert!(!last, "a cancel's caller holds a reference too");
-        } else {
+        let Some(outcome) = entry.try_cancel() else {
+            self.release_many(key, given);
+            return None;
+        };
+        // Withdrawn: the driver never saw it, and the queue's reference is ours.
+        let withdrawn = self.intake.withdraw(entry, key);
+        if !withdrawn {
             self.leave_removal_to_driver(key, entry);
         }
         let task = match outcome {
             CancelOutcome::Waiting => entry.take_task_won(),
             _ => entry.take_task(),
         };
+        self.release_many(key, given + u32::from(withdrawn));
         // Not `unwrap_or`: it would drop the unused default, a call per cancel.
-        Some(task.unwrap_or_else(|| Task::Wake(None)))
+        let task = task.unwrap_or_else(|| Task::Wake(None));
+        Some((task, outcome != CancelOutcome::Stopped))
     }
 
     /// `cancel_and_release`, batched on this thread's lane, for a dropped `Sleep` and a delay
@@ -175,14 +185,19 @@ impl Shared {
         }
     }
 
-    /// Cancels and releases each of `keys`, their entries and lane cells loaded first.
+    /// Cancels and releases each of `keys`, their entries and lane cells loaded first, and
+    /// lowers the pending count once for all.
     fn cancel_all(&self, keys: [Option<Key>; CANCEL_BATCH]) {
         let entries = || keys.iter().flatten().map(|&key| self.entry(key));
         entries().for_each(prefetch);
         entries().for_each(|entry| self.intake.prefetch_cell(entry));
-        keys.into_iter()
+        let counted = keys
+            .into_iter()
             .flatten()
-            .for_each(|key| drop(self.cancel_and_release(key)));
+            .filter_map(|key| self.cancel_uncounted(key, 1))
+            .filter(|(_, counted)| *counted)
+            .count();
+        self.counts.uncount(counted, Ended::Cancelled);
     }
 
     /// Cancels what waits in every lane's batch.
@@ -194,9 +209,9 @@ impl Shared {
 
     /// `cancel`, then `release`: for a `Sleep`, its entry's only holder.
     pub(crate) fn cancel_and_release(&self, key: Key) -> Option<Task> {
-        let task = self.cancel(key);
-        self.release(key);
-        task
+        let (task, counted) = self.cancel_uncounted(key, 1)?;
+        self.counts.uncount(usize::from(counted), Ended::Cancelled);
+        Some(task)
     }
 
     /// The driver took the cancelled entry: it takes it out of the wheel
@@ -223,8 +238,14 @@ impl Shared {
     /// Gives up one reference to `key`. The last vacates the slot.
     #[inline(always)]
     pub(crate) fn release(&self, key: Key) {
+        self.release_many(key, 1);
+    }
+
+    /// Gives up `n` references to `key` (none: nothing).
+    #[inline(always)]
+    fn release_many(&self, key: Key, n: u32) {
         let entry = self.entry(key);
-        if entry.release() {
+        if n > 0 && entry.release_many(n) {
             drop(entry.vacate()); // may run user code: before the lane
             let lane = self.intake.lane_if_made();
             if !lane.is_some_and(|lane| lane.push_free(key, entry)) {
