@@ -97,7 +97,7 @@ impl Slots {
     #[inline]
     pub(crate) fn release(&self, key: Key) {
         let entry = self.get(key);
-        if entry.release() {
+        if entry.release(1) {
             drop(entry.vacate());
             self.push_free(key);
         }
@@ -107,7 +107,7 @@ impl Slots {
     /// Tests and loom assert it; elsewhere a task left behind is still dropped, its panic caught.
     pub(crate) fn release_locked(&self, key: Key) {
         let entry = self.get(key);
-        if entry.release() {
+        if entry.release(1) {
             let left = entry.vacate();
             #[cfg(any(debug_assertions, loom))]
             assert!(left.is_none(), "a task was dropped under the core lock");

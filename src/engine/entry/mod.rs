@@ -478,16 +478,11 @@ impl Entry {
         self.refs.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops one reference; true for the last. Nothing is read after the
-    /// decrement: another holder may then free the slot and refill it.
+    /// Drops `n` references (one or more) at once; true if they were the
+    /// last. Nothing is read after the decrement: another holder may then
+    /// free the slot and refill it.
     #[inline(always)]
-    pub(crate) fn release(&self) -> bool {
-        self.release_many(1)
-    }
-
-    /// Drops `n` references (one or more) in one step; true if they were the last.
-    #[inline(always)]
-    pub(crate) fn release_many(&self, n: u32) -> bool {
+    pub(crate) fn release(&self, n: u32) -> bool {
         self.refs.fetch_sub(n, Ordering::AcqRel) == n
     }
 }

@@ -127,10 +127,8 @@ impl Shared {
         Some(task)
     }
 
-    /// `cancel` for a caller giving up `given` (0 or 1) references to `key` with it, whatever
-    /// the outcome: the task if it won, and whether it leaves the pending count, which the
-    /// caller lowers (a batch lowers it once). The references go in one count-down with the
-    /// queue's, if the lane gave it back, after the task is out of the entry.
+    /// `cancel`, giving up `given` references to `key` with the queue's, in one count-down:
+    /// the task if it won, and whether the caller (a batch: once) lowers the pending count.
     #[inline(always)]
     fn cancel_uncounted(&self, key: Key, given: u32) -> Option<(Task, bool)> {
         let entry = self.entry(key);
@@ -149,8 +147,10 @@ impl Shared {
         };
         self.release_many(key, given + u32::from(withdrawn));
         // Not `unwrap_or`: it would drop the unused default, a call per cancel.
-        let task = task.unwrap_or_else(|| Task::Wake(None));
-        Some((task, outcome != CancelOutcome::Stopped))
+        Some((
+            task.unwrap_or_else(|| Task::Wake(None)),
+            outcome != CancelOutcome::Stopped,
+        ))
     }
 
     /// `cancel_and_release`, batched on this thread's lane, for a dropped `Sleep` and a delay
@@ -185,8 +185,7 @@ impl Shared {
         }
     }
 
-    /// Cancels and releases each of `keys`, their entries and lane cells loaded first, and
-    /// lowers the pending count once for all.
+    /// Cancels and releases each of `keys`, their entries and lane cells loaded first.
     fn cancel_all(&self, keys: [Option<Key>; CANCEL_BATCH]) {
         let entries = || keys.iter().flatten().map(|&key| self.entry(key));
         entries().for_each(prefetch);
@@ -241,11 +240,10 @@ impl Shared {
         self.release_many(key, 1);
     }
 
-    /// Gives up `n` references to `key` (none: nothing).
     #[inline(always)]
     fn release_many(&self, key: Key, n: u32) {
         let entry = self.entry(key);
-        if n > 0 && entry.release_many(n) {
+        if n > 0 && entry.release(n) {
             drop(entry.vacate()); // may run user code: before the lane
             let lane = self.intake.lane_if_made();
             if !lane.is_some_and(|lane| lane.push_free(key, entry)) {
