@@ -128,9 +128,9 @@ impl Builder {
     ///
     /// It also suits production code that wants no extra thread, and is the
     /// cheaper choice for futures in tasks on a multi-thread runtime (one
-    /// wake-up per fire, not two, and the woken task runs on the worker that
-    /// fired it rather than waking an idle one: the README's "Measuring the
-    /// async faces in tasks").
+    /// wake-up per fire, not two, and the woken task is queued on the worker
+    /// that fired it, not sent in from outside the runtime: the README's
+    /// "Measuring the async faces in tasks").
     ///
     /// Callbacks run on the driver task, so a slow one delays its runtime
     /// thread as well as later timeouts: give heavy ones an

@@ -21,9 +21,10 @@ use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerErro
 /// settings or a life of its own.
 ///
 /// Its thread wakes the futures it fires from outside any runtime. On a
-/// multi-thread tokio runtime that can keep every worker busy, which costs
-/// CPU (see the README's loopback app); for futures in tasks there, build a
-/// [`tokio_clock`](crate::Builder::tokio_clock) timer on the runtime.
+/// multi-thread tokio runtime each such task is sent in from outside, which
+/// can keep every worker busy and cost CPU (the README's loopback app); for
+/// futures in tasks there, build a [`tokio_clock`](crate::Builder::tokio_clock)
+/// timer on the runtime.
 pub fn default_timer() -> &'static HashedWheelTimer {
     DEFAULT.get_or_init(HashedWheelTimer::new)
 }
