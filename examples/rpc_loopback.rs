@@ -27,7 +27,11 @@
 //!
 //! `--tokio-clock` builds the crate's timer with `tokio_clock()` inside the
 //! runtime (its wheel turned by the runtime's own wake-ups) instead of on
-//! the real clock with a thread of its own.
+//! the real clock with a thread of its own. `--only WAY` runs the ways whose
+//! name contains `WAY` and no other, so that a whole process (`perf stat`,
+//! `taskset`) measures one way alone:
+//!
+//!     cargo run --release --example rpc_loopback --features tower -- --rounds 2 --only "timer timeout"
 
 #[path = "support/proc.rs"]
 mod proc;
@@ -321,6 +325,7 @@ fn main() {
     let mut rounds = 6;
     let mut load = Duration::from_millis(1500);
     let mut tokio_clock = false;
+    let mut only = String::new();
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut number = || -> u64 {
@@ -332,6 +337,7 @@ fn main() {
             "--rounds" => rounds = number().max(1) as usize,
             "--round-ms" => load = Duration::from_millis(number()),
             "--tokio-clock" => tokio_clock = true,
+            "--only" => only = args.next().unwrap_or_else(|| usage(&flag)),
             "--quick" => (rounds, load) = (1, Duration::from_millis(200)),
             _ => usage(&flag),
         }
@@ -351,20 +357,31 @@ fn main() {
     let mut samples = vec![Vec::new(); WAYS.len()];
     for round in 0..rounds {
         for i in (0..WAYS.len()).map(|i| (i + round) % WAYS.len()) {
+            if !WAYS[i].1.contains(only.as_str()) {
+                continue;
+            }
             samples[i].push(run(WAYS[i].0, load, tokio_clock));
         }
         eprintln!("round {}/{rounds} done", round + 1);
     }
-    let tokio_cpu = spread(samples[0].iter().map(|s| s.0).collect()).0;
+    // Without tokio's way (`--only`), the last column compares nothing.
+    let tokio_cpu = if samples[0].is_empty() {
+        f64::NAN
+    } else {
+        spread(samples[0].iter().map(|s| s.0).collect()).0
+    };
     println!("| way | CPU µs per request, median | range | requests/s, median | CPU vs tokio |");
     println!("|---|---:|---:|---:|---:|");
-    for ((_, name), runs) in WAYS.iter().zip(&samples) {
+    for ((_, name), runs) in WAYS.iter().zip(&samples).filter(|(_, r)| !r.is_empty()) {
         let (cpu, low, high) = spread(runs.iter().map(|s| s.0).collect());
         let (rate, _, _) = spread(runs.iter().map(|s| s.1).collect());
-        println!(
-            "| {name} | {cpu:.2} | {low:.2} to {high:.2} | {rate:.0} | {:.2}x |",
-            tokio_cpu / cpu
-        );
+        let versus = tokio_cpu / cpu;
+        let versus = if versus.is_nan() {
+            "-".to_owned()
+        } else {
+            format!("{versus:.2}x")
+        };
+        println!("| {name} | {cpu:.2} | {low:.2} to {high:.2} | {rate:.0} | {versus} |");
     }
     println!(
         "(CPU vs tokio: tokio's CPU per request over this row's; over 1, this row is cheaper)"
@@ -374,7 +391,7 @@ fn main() {
 fn usage(flag: &str) -> ! {
     eprintln!(
         "unknown or incomplete flag {flag}\n\
-         flags: --rounds N (6) --round-ms N (1500) --tokio-clock --quick"
+         flags: --rounds N (6) --round-ms N (1500) --tokio-clock --only WAY --quick"
     );
     std::process::exit(2)
 }
