@@ -128,8 +128,7 @@ impl Builder {
     ///
     /// It also suits production code that wants no extra thread, and is the
     /// cheaper choice for futures in tasks on a multi-thread runtime (one
-    /// wake-up per fire, not two, and the woken task is queued on the worker
-    /// that fired it, not sent in from outside the runtime: the README's
+    /// wake-up per fire, queued on the worker that fired it: the README's
     /// "Measuring the async faces in tasks").
     ///
     /// Callbacks run on the driver task, so a slow one delays its runtime

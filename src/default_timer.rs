@@ -20,11 +20,9 @@ use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerErro
 /// [`TimerError::StopDefaultTimer`]. Build your own timer for other
 /// settings or a life of its own.
 ///
-/// Its thread wakes the futures it fires from outside any runtime. On a
-/// multi-thread tokio runtime each such task is sent in from outside, which
-/// can keep every worker busy and cost CPU (the README's loopback app); for
-/// futures in tasks there, build a [`tokio_clock`](crate::Builder::tokio_clock)
-/// timer on the runtime.
+/// Its thread wakes futures from outside any runtime: for futures in tasks
+/// on a multi-thread runtime a [`tokio_clock`](crate::Builder::tokio_clock)
+/// timer costs less (see the README's loopback app).
 pub fn default_timer() -> &'static HashedWheelTimer {
     DEFAULT.get_or_init(HashedWheelTimer::new)
 }

@@ -232,6 +232,6 @@ mod intake {
         );
         assert!(shared.entry(far).is_waiting());
         drop(shared.cancel_and_release(far));
-        shared.release(stale);
+        shared.release(stale, 1);
     }
 }

@@ -170,7 +170,7 @@ impl Sleep {
     /// Replaces the entry, giving up our reference to the old one.
     fn set_entry(&mut self, entry: Option<Key>) {
         if let Some(old) = std::mem::replace(&mut self.entry, entry) {
-            self.home().shared().release(old);
+            self.home().shared().release(old, 1);
         }
     }
 

@@ -85,7 +85,7 @@ impl<T> DelayQueue<T> {
             let key = DelayKey::from(key);
             let shard = self.inner.store.lock_of(&key);
             if let Some(slot) = shard.and_then(|mut shard| shard.take(&key)) {
-                self.inner.timer.shared().release(slot.entry); // it fired
+                self.inner.timer.shared().release(slot.entry, 1); // it fired
                 return Some(self.inner.expired(slot));
             }
         }

@@ -50,7 +50,7 @@ impl Clone for Timeout {
 impl Drop for Timeout {
     #[inline]
     fn drop(&mut self) {
-        self.shared.release(self.key);
+        self.shared.release(self.key, 1);
     }
 }
 

@@ -64,10 +64,8 @@ impl Shared {
             // Dropped here, not left in the slot: the queue's reference may
             // be the last, released by the driver under the core lock.
             drop(entry.take_task());
-            self.release(key);
-            if queued.is_none() {
-                self.release(key); // the queue's, never handed over
-            }
+            // Ours, and the queue's if it was never handed over.
+            self.release(key, 1 + u32::from(queued.is_none()));
             return Err(Refusal::Shutdown);
         }
         Ok(key)
@@ -133,7 +131,7 @@ impl Shared {
     fn cancel_uncounted(&self, key: Key, given: u32) -> Option<(Task, bool)> {
         let entry = self.entry(key);
         let Some(outcome) = entry.try_cancel() else {
-            self.release_many(key, given);
+            self.release(key, given);
             return None;
         };
         // Withdrawn: the driver never saw it, and the queue's reference is ours.
@@ -145,12 +143,10 @@ impl Shared {
             CancelOutcome::Waiting => entry.take_task_won(),
             _ => entry.take_task(),
         };
-        self.release_many(key, given + u32::from(withdrawn));
+        self.release(key, given + u32::from(withdrawn));
+        let counted = outcome != CancelOutcome::Stopped;
         // Not `unwrap_or`: it would drop the unused default, a call per cancel.
-        Some((
-            task.unwrap_or_else(|| Task::Wake(None)),
-            outcome != CancelOutcome::Stopped,
-        ))
+        Some((task.unwrap_or_else(|| Task::Wake(None)), counted))
     }
 
     /// `cancel_and_release`, batched on this thread's lane, for a dropped `Sleep` and a delay
@@ -190,12 +186,9 @@ impl Shared {
         let entries = || keys.iter().flatten().map(|&key| self.entry(key));
         entries().for_each(prefetch);
         entries().for_each(|entry| self.intake.prefetch_cell(entry));
-        let counted = keys
-            .into_iter()
-            .flatten()
-            .filter_map(|key| self.cancel_uncounted(key, 1))
-            .filter(|(_, counted)| *counted)
-            .count();
+        let won = keys.into_iter().flatten();
+        let won = won.filter_map(|key| self.cancel_uncounted(key, 1));
+        let counted = won.filter(|&(_, counted)| counted).count();
         self.counts.uncount(counted, Ended::Cancelled);
     }
 
@@ -234,14 +227,9 @@ impl Shared {
         fence(Ordering::SeqCst);
     }
 
-    /// Gives up one reference to `key`. The last vacates the slot.
+    /// Gives up `n` references to `key` (0: nothing). The last vacates the slot.
     #[inline(always)]
-    pub(crate) fn release(&self, key: Key) {
-        self.release_many(key, 1);
-    }
-
-    #[inline(always)]
-    fn release_many(&self, key: Key, n: u32) {
+    pub(crate) fn release(&self, key: Key, n: u32) {
         let entry = self.entry(key);
         if n > 0 && entry.release(n) {
             drop(entry.vacate()); // may run user code: before the lane
