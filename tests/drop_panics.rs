@@ -165,3 +165,56 @@ fn dropping_the_last_timer_handle_frees_every_task_even_if_one_panics() {
     assert_eq!(first_drops.load(Ordering::SeqCst), 1);
     assert_eq!(second_drops.load(Ordering::SeqCst), 1);
 }
+
+/// A waker's data whose first drop panics; the others do nothing.
+struct PanicsOnceOnDrop;
+
+impl std::task::Wake for PanicsOnceOnDrop {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for PanicsOnceOnDrop {
+    fn drop(&mut self) {
+        static PANICKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !PANICKED.swap(true, Ordering::SeqCst) {
+            panic!("a waker panicked in Drop");
+        }
+    }
+}
+
+/// A batch of dropped `Sleep`s (16) is cancelled and counted before any of
+/// their wakers is dropped: a waker that panics in `Drop` leaves no timeout
+/// counted pending, and the timer keeps firing.
+#[test]
+fn a_batch_of_dropped_sleeps_is_counted_before_a_waker_panics_in_drop() {
+    use std::future::Future;
+    let timer = manual(MS);
+    let mut sleeps: Vec<_> = (0..64).map(|_| timer.sleep(MS * 500)).collect();
+    for sleep in &mut sleeps {
+        // Each entry holds the last reference to its own waker.
+        let waker = std::task::Waker::from(Arc::new(PanicsOnceOnDrop));
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(std::pin::Pin::new(sleep).poll(&mut cx).is_pending());
+    }
+    assert_eq!(timer.pending_timeouts(), 64);
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(sleeps)));
+    assert!(
+        dropped.is_err(),
+        "the waker's panic reaches the thread that dropped it"
+    );
+    assert_eq!(
+        timer.pending_timeouts(),
+        0,
+        "every dropped Sleep is cancelled and uncounted"
+    );
+    let stats = timer.stats();
+    assert_eq!(stats.cancelled, 64);
+    let fired = Arc::new(AtomicUsize::new(0));
+    let count = fired.clone();
+    let task = move |_: &Timeout| {
+        count.fetch_add(1, Ordering::SeqCst);
+    };
+    timer.new_timeout(task, MS).unwrap();
+    timer.advance(MS * 2);
+    assert_eq!(fired.load(Ordering::SeqCst), 1, "the timer keeps firing");
+}

@@ -478,9 +478,8 @@ impl Entry {
         self.refs.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops `n` references (one or more) at once; true if they were the
-    /// last. Nothing is read after the decrement: another holder may then
-    /// free the slot and refill it.
+    /// Drops `n` references at once; true if they were the last. Nothing is
+    /// read after: another holder may then free the slot and refill it.
     #[inline(always)]
     pub(crate) fn release(&self, n: u32) -> bool {
         self.refs.fetch_sub(n, Ordering::AcqRel) == n

@@ -134,8 +134,7 @@ impl Shared {
             self.release(key, given);
             return None;
         };
-        // Withdrawn: the driver never saw it, and the queue's reference is ours.
-        let withdrawn = self.intake.withdraw(entry, key);
+        let withdrawn = self.intake.withdraw(entry, key); // unseen: the queue's ref is ours
         if !withdrawn {
             self.leave_removal_to_driver(key, entry);
         }
@@ -186,10 +185,14 @@ impl Shared {
         let entries = || keys.iter().flatten().map(|&key| self.entry(key));
         entries().for_each(prefetch);
         entries().for_each(|entry| self.intake.prefetch_cell(entry));
-        let won = keys.into_iter().flatten();
-        let won = won.filter_map(|key| self.cancel_uncounted(key, 1));
-        let counted = won.filter(|&(_, counted)| counted).count();
+        let mut counted = 0;
+        let won = keys.map(|key| {
+            let (task, won) = self.cancel_uncounted(key?, 1)?;
+            counted += usize::from(won);
+            Some(task)
+        });
         self.counts.uncount(counted, Ended::Cancelled);
+        drop(won); // the tasks, whose drops may run user code: after the count
     }
 
     /// Cancels what waits in every lane's batch.
