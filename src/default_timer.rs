@@ -3,7 +3,8 @@
 use std::cell::RefCell;
 use std::future::IntoFuture;
 use std::marker::PhantomData;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerError};
@@ -22,7 +23,8 @@ use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerErro
 ///
 /// Its thread wakes futures from outside any runtime: for futures in tasks
 /// on a multi-thread runtime a [`tokio_clock`](crate::Builder::tokio_clock)
-/// timer costs less (see the README's loopback app).
+/// timer, made every thread's with [`set_global_default`], costs less (see
+/// the README's loopback app).
 pub fn default_timer() -> &'static HashedWheelTimer {
     DEFAULT.get_or_init(HashedWheelTimer::new)
 }
@@ -53,6 +55,76 @@ pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
     }
 }
 
+/// Makes `timer` the one the free functions, [`current_timer`] and the
+/// constructors built on it use on every thread without a [`set_default`]
+/// of its own, in place of the process-wide [`default_timer`], until another
+/// call replaces it. Returns the one it replaces. Once `timer` is shut down
+/// (stopped, or its tokio runtime gone), they use the process-wide one again.
+/// A thread that used it keeps a handle until its next call or its end.
+///
+/// For `main`: a [`tokio_clock`](crate::Builder::tokio_clock) timer, made
+/// in the runtime, turns its wheel on the runtime's own wake-ups and wakes
+/// tasks where they run, so `timeout` and `sleep` in tasks cost less than
+/// on the process-wide timer's thread (the README's loopback app). Tests,
+/// which share a process, use [`set_default`].
+///
+/// ```
+/// use hashed_wheel_timer::{current_timer, set_global_default, HashedWheelTimer};
+/// use std::time::Duration;
+///
+/// #[tokio::main(worker_threads = 2)]
+/// async fn main() {
+///     let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+///     set_global_default(timer.clone());
+///     // On every worker: no thread of the timer's own.
+///     let on_worker = tokio::spawn(async { current_timer() }).await.unwrap();
+///     assert!(on_worker.is_same(&timer));
+///     hashed_wheel_timer::sleep(Duration::from_millis(1)).await;
+/// }
+/// ```
+pub fn set_global_default(timer: HashedWheelTimer) -> Option<HashedWheelTimer> {
+    let mut global = GLOBAL.write().unwrap_or_else(PoisonError::into_inner);
+    let previous = global.replace(timer);
+    GLOBAL_GENERATION.fetch_add(1, Ordering::Release);
+    previous
+}
+
+/// The timer `set_global_default` set, and how many times it was set (0: never).
+static GLOBAL: RwLock<Option<HashedWheelTimer>> = RwLock::new(None);
+static GLOBAL_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread's copy of `GLOBAL`, and its generation: one look at the
+    /// generation per call, not the lock every thread would write.
+    static GLOBAL_SEEN: RefCell<(u64, Option<HashedWheelTimer>)> = const { RefCell::new((0, None)) };
+}
+
+/// The global default, if one is set and not shut down.
+fn global_default() -> Option<HashedWheelTimer> {
+    let generation = GLOBAL_GENERATION.load(Ordering::Acquire);
+    if generation == 0 {
+        return None;
+    }
+    let read = || {
+        GLOBAL
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    };
+    let mut replaced = None;
+    let timer = GLOBAL_SEEN.try_with(|seen| {
+        let mut seen = seen.borrow_mut();
+        if seen.0 != generation {
+            replaced = std::mem::replace(&mut *seen, (generation, read())).1;
+        }
+        seen.1.clone()
+    });
+    drop(replaced); // outside the borrow: the last handle's drop stops the timer
+    timer
+        .unwrap_or_else(|_| read())
+        .filter(|timer| !timer.is_shutdown())
+}
+
 /// Restores the previous default timer when dropped; see [`set_default`].
 /// It belongs to the thread that made it.
 #[must_use = "the default is restored as soon as the guard is dropped"]
@@ -77,7 +149,8 @@ impl std::fmt::Debug for DefaultGuard {
 }
 
 /// The timer the free functions use on this thread: the one
-/// [`set_default`] installed, or else the process-wide [`default_timer`].
+/// [`set_default`] installed, else the one [`set_global_default`] set (while
+/// it runs), else the process-wide [`default_timer`].
 /// [`DelayQueue::new`](crate::DelayQueue::new) and
 /// [`TimeoutLayer::new`](crate::tower::TimeoutLayer::new) in the `tower`
 /// module build on it, as tokio-util's and tower's use the ambient runtime.
@@ -95,12 +168,15 @@ pub fn current_timer() -> HashedWheelTimer {
     with_default(HashedWheelTimer::clone)
 }
 
-/// Runs `f` on this thread's default timer: `set_default`'s, or the
-/// process-wide one.
+/// Runs `f` on this thread's default timer: `set_default`'s, the global
+/// one, or the process-wide one.
 fn with_default<R>(f: impl FnOnce(&HashedWheelTimer) -> R) -> R {
     match CURRENT.try_with(|current| current.borrow().clone()) {
         Ok(Some(timer)) => f(&timer),
-        _ => f(default_timer()),
+        _ => match global_default() {
+            Some(timer) => f(&timer),
+            None => f(default_timer()),
+        },
     }
 }
 

@@ -58,13 +58,8 @@
 //! in once), so a tick costs what fires, not what waits, and an idle timer
 //! makes no wake-ups; nor does an empty tick ([`Builder::tick_duration`]).
 //!
-//! Choose it over `tokio::time` for very many timeouts that are mostly
-//! cancelled (RPC deadlines, idle connections: a reset on every message
-//! costs the worker nothing until the old deadline), keyed deadlines
-//! shared by threads and tasks ([`DelayQueue`], [`DelayMap`]), callbacks
-//! from threads with no runtime, or Netty's and Java's semantics (`stop()`
-//! returning what never ran, a pending limit). Stay with `tokio::time` for
-//! a handful of sleeps. The README gives the measurements.
+//! The README's "When to choose it" weighs it against `tokio::time`, with
+//! the measurements.
 //!
 //! # Metrics
 //!
@@ -85,12 +80,9 @@
 //! | `hashed_wheel_timer_driver_busy_seconds` | gauge | [`TimerStats::driver_busy`], in seconds |
 //! | `hashed_wheel_timer_lateness_seconds` | histogram | each fire's lateness, in seconds ([`TimerStats::lateness`]) |
 //!
-//! Each is labelled `thread` with the timer's
-//! [`thread_name`](Builder::thread_name). The gauges are set at the end of
-//! a turn, at most once per 100 ms of the timer's clock, and always before
-//! the driver goes idle and at [`stop`](HashedWheelTimer::stop); each
-//! fire's lateness is recorded as it fires (a recorder installed after the
-//! timer was built is found).
+//! Each is labelled `thread` with the timer's [`thread_name`](Builder::thread_name).
+//! The gauges are set at most once per 100 ms of the timer's clock, and
+//! before the driver goes idle; each fire's lateness as it fires.
 //!
 //! # Delay queues, periodic tasks, tower
 //!
@@ -115,7 +107,8 @@
 //! [`advance_to_next`](HashedWheelTimer::advance_to_next)): exact, never
 //! flaky. [`Builder::tokio_clock`] gives one on the tokio runtime's clock,
 //! which `start_paused`, `tokio::time::advance` and auto-advance move.
-//! [`set_default`] makes the free functions use such a timer on this thread.
+//! [`set_default`] makes the free functions use such a timer on this thread
+//! ([`set_global_default`] on every thread, for `main`).
 //!
 //! # Deadlines
 //!
@@ -168,7 +161,8 @@ pub mod tower;
 pub use builder::{Builder, MAX_TICKS_PER_WHEEL};
 pub use default_timer::{
     current_timer, default_timer, interval, interval_at, new_timeout, new_timeout_at, set_default,
-    sleep, sleep_until, timeout, timeout_at, try_interval, try_interval_at, DefaultGuard,
+    set_global_default, sleep, sleep_until, timeout, timeout_at, try_interval, try_interval_at,
+    DefaultGuard,
 };
 pub use delay_map::DelayMap;
 pub use delay_queue::{DelayKey, DelayQueue, Expired};

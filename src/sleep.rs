@@ -24,15 +24,11 @@ use crate::{HashedWheelTimer, TimerError};
 /// a tokio clock, when tokio wakes the driver after it): never early, at
 /// most one tick late.
 ///
-/// On real time (the real clock, or a multi-thread runtime's
-/// [`tokio_clock`](crate::Builder::tokio_clock)) polls read the clock no
-/// more than tokio's, which go by its driver's last turn: a first poll of
-/// `sleep(d)` goes by the reading its deadline was made from, a registered
-/// `Sleep` by its entry or the wheel's progress ([`reset`](Sleep::reset)).
-/// So one polled after its deadline but before the driver's next turn is
-/// pending, and that turn (at most a tick later) wakes it. On a manual or
-/// paused clock every poll reads the clock: what `advance` made due is
-/// ready at the next poll.
+/// On real time, polls read the clock no more than tokio's: a `Sleep`
+/// polled after its deadline but before the driver's next turn is pending,
+/// and that turn (at most a tick later) wakes it. On a manual or paused
+/// clock every poll reads the clock: what `advance` made due is ready at
+/// the next poll.
 ///
 /// It is [`Unpin`], so unlike tokio's it needs no pinning to be polled by
 /// reference (`(&mut sleep).await`, `select!`), and it keeps its timer
@@ -41,13 +37,10 @@ use crate::{HashedWheelTimer, TimerError};
 /// # Cancellation
 ///
 /// Dropping a `Sleep` cancels it. The cancel may wait in its thread's batch
-/// of 16: the drop that fills the batch cancels all 16, loading their
-/// entries together, and the timer's next turn takes the rest before it
-/// fires anything, so a dropped `Sleep` does not wake its task unless the
-/// drop races that turn. `pending_timeouts()`, `stats()` and `stop()` take
-/// the batches before they count, so they see it cancelled at once. Until
-/// its batch is taken, its entry keeps the task's waker: at most 64 ms, as
-/// a timer's thread asleep for longer is woken to take it.
+/// of 16, which the timer's next turn takes before it fires anything;
+/// `pending_timeouts()`, `stats()` and `stop()` take the batches first, so
+/// they see it cancelled at once. Until then (64 ms at most) its entry
+/// keeps the task's waker.
 ///
 /// # When the timer stops
 ///
