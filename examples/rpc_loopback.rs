@@ -15,6 +15,9 @@
 //! - `wheel DelayQueue`: the callers' deadlines in one shared `DelayQueue`
 //!   (insert on send, remove on answer; a task fails what expires), the
 //!   server as in `wheel timeout`.
+//! - `wheel drop-in`: tokio's way with the imports changed, as a port
+//!   reads: the free functions `timeout` and `sleep` and the `tower` module's
+//!   drop-in `TimeoutLayer::new(d)`, all on `current_timer()`.
 //!
 //! Each round runs every way in turn (a fresh runtime of 2 workers, timer,
 //! server and client), the order rotating: 300 ms of warm-up, then
@@ -27,7 +30,8 @@
 //!
 //! `--tokio-clock` builds the crate's timer with `tokio_clock()` inside the
 //! runtime (its wheel turned by the runtime's own wake-ups) instead of on
-//! the real clock with a thread of its own. `--only WAY` runs the ways whose
+//! the real clock with a thread of its own; the drop-in way gets it by
+//! `set_global_default`, and otherwise uses the process-wide default timer. `--only WAY` runs the ways whose
 //! name contains `WAY` and no other, so that a whole process (`perf stat`,
 //! `taskset`) measures one way alone:
 //!
@@ -62,15 +66,20 @@ enum Way {
     Tokio,
     WheelTimeout,
     WheelQueue,
+    WheelDropIn,
 }
 
-const WAYS: [(Way, &str); 3] = [
+const WAYS: [(Way, &str); 4] = [
     (
         Way::Tokio,
         "tokio::time (timeout, sleep, tower TimeoutLayer)",
     ),
     (Way::WheelTimeout, "hashed_wheel_timer timeout"),
     (Way::WheelQueue, "hashed_wheel_timer DelayQueue"),
+    (
+        Way::WheelDropIn,
+        "hashed_wheel_timer drop-in (free functions)",
+    ),
 ];
 
 /// The service time a request asks for, by its id: 1-10 ms, 1 % 40 ms.
@@ -94,6 +103,7 @@ impl Timers {
     async fn sleep(&self, d: Duration) {
         match self.way {
             Way::Tokio => tokio::time::sleep(d).await,
+            Way::WheelDropIn => hashed_wheel_timer::sleep(d).await,
             _ => self.wheel.sleep(d).await,
         }
     }
@@ -143,6 +153,11 @@ async fn serve(stream: TcpStream, timers: Timers) {
                         id,
                     )
                     .await
+                }
+                Way::WheelDropIn => {
+                    let layer =
+                        hashed_wheel_timer::tower::timeout::TimeoutLayer::new(SERVER_TIMEOUT);
+                    call(layer.layer(handler), id).await
                 }
                 _ => {
                     let layer =
@@ -213,6 +228,7 @@ impl Client {
         let answered = match self.timers.way {
             Way::Tokio => tokio::time::timeout(DEADLINE, rx).await.is_ok(),
             Way::WheelTimeout => self.timers.wheel.timeout(DEADLINE, rx).await.is_ok(),
+            Way::WheelDropIn => hashed_wheel_timer::timeout(DEADLINE, rx).await.is_ok(),
             Way::WheelQueue => {
                 let key = self
                     .queue
@@ -257,6 +273,9 @@ fn run(way: Way, load: Duration, tokio_clock: bool) -> (f64, f64) {
     } else {
         HashedWheelTimer::new()
     };
+    if way == Way::WheelDropIn && tokio_clock {
+        drop(hashed_wheel_timer::set_global_default(wheel.clone()));
+    }
     let timers = Timers {
         way,
         wheel: wheel.clone(),
