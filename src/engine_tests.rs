@@ -54,6 +54,32 @@ mod producer {
         assert_eq!(shared.live(), 0, "every reference came back");
     }
 
+    /// A cancel of a filed timeout wakes the driver only if it plans to sleep past the end of
+    /// the tick: one waking sooner takes the entry out then (invariant 6).
+    #[test]
+    fn a_cancel_wakes_only_a_driver_planning_to_sleep_longer_than_a_tick() {
+        use crate::engine::sync::Ordering::SeqCst;
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = timer.shared();
+        let a = timer.new_timeout(|_| {}, MS * 100).unwrap();
+        let b = timer.new_timeout(|_| {}, MS * 100).unwrap();
+        timer.advance(MS * 70); // both filed
+        let unparks = || shared.unparks.load(SeqCst);
+        let woken_by = |t: crate::Timeout, planned: u64| {
+            shared.housekeeping_requested.store(false, SeqCst);
+            shared.planned_wake.store(planned, SeqCst); // a tick before the wake-up
+            let before = unparks();
+            assert!(t.cancel());
+            unparks() - before
+        };
+        let now = shared.clock.now();
+        assert_eq!(woken_by(a, now), 0, "it wakes within a tick");
+        assert_eq!(woken_by(b, now + 1), 1, "it would sleep longer");
+        assert_eq!(shared.mailbox.len(), 2);
+        timer.advance(Duration::ZERO);
+        assert_eq!(shared.lock_core().wheel.len(), 0, "both taken out");
+    }
+
     /// Invariant 6 for reset timeouts: the wheel finds a filed entry by the
     /// deadline it was filed by, so a cancel after a reset (later or
     /// earlier) still takes it out within a tick, and its slot comes back.

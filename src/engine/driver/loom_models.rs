@@ -117,3 +117,26 @@ fn loom_models_a_batched_cancel_against_the_workers_plan() {
         );
     });
 }
+
+/// A thread cancels a filed timeout while the driver turns and plans its sleep towards that
+/// timeout's deadline. Invariant 6: the entry leaves the wheel within a tick of the cancel (this
+/// round took it out, the driver was woken or rounds again, or it plans to wake within a tick).
+#[test]
+fn loom_models_a_cancel_of_a_filed_timeout_against_the_workers_plan() {
+    loom::model(|| {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
+        timer.advance(MS * 70); // filed into the wheel
+        let (round, woken, ()) = round_against(&timer, move || assert!(t.cancel()));
+        let shared = timer.shared();
+        let removed = shared.lock_core().wheel.len() == 0;
+        let tick_end = shared.clock.now() + shared.clock.time_of(1);
+        let wakes_in_time = matches!(round, Ok(Some(wake)) if wake <= tick_end);
+        assert!(
+            woken || removed || round.is_err() || wakes_in_time,
+            "the cancelled entry may stay until its deadline: planned {round:?}"
+        );
+        timer.advance(MS * 1000);
+        assert_eq!(shared.live(), 0, "every reference came back");
+    });
+}

@@ -7,7 +7,7 @@
 //! wake-up is lost, and a later deadline costs none. `housekeeping_requested` does the same for
 //! what has no deadline (a cancel that must reach the driver's mailbox, the shared queue's
 //! backlog): the first ask after the driver cleared the flag unparks it, and the driver clears it
-//! at most once a tick.
+//! at most once a tick. A cancel asks only if the plan is to sleep past the tick's end.
 //!
 //! **Reset** swaps the deadline in the entry's state word; the wheel keeps the entry where it was
 //! filed (tokio's "registered vs true deadline"). Later (a reset on every message): the driver
@@ -218,7 +218,10 @@ impl Shared {
         if entry.in_wheel() {
             self.mail(key);
         }
-        self.request_housekeeping();
+        // A driver waking within a tick takes it then (invariant 6): only a longer sleep is cut.
+        if self.planned_wake.load(Ordering::SeqCst) > self.clock.now() {
+            self.request_housekeeping();
+        }
     }
 
     /// Puts `key` in the driver's mailbox, with a reference. The fence pairs with the
