@@ -219,7 +219,13 @@ impl Shared {
             self.mail(key);
         }
         // A driver waking within a tick takes it then (invariant 6): only a longer sleep is cut.
-        if self.planned_wake.load(Ordering::SeqCst) > self.clock.now() {
+        // The lane's last reading, no later than the clock's, spares a reading under load.
+        let planned = self.planned_wake.load(Ordering::SeqCst);
+        let seen = self
+            .intake
+            .lane_if_made()
+            .map_or(0, |lane| lane.not_before(0));
+        if planned > seen && planned > self.clock.now() {
             self.request_housekeeping();
         }
     }
