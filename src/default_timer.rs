@@ -3,8 +3,9 @@
 use std::cell::RefCell;
 use std::future::IntoFuture;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwapOption;
 use std::time::{Duration, Instant};
 
 use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerError};
@@ -60,7 +61,6 @@ pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
 /// of its own, in place of the process-wide [`default_timer`], until another
 /// call replaces it. Returns the one it replaces. Once `timer` is shut down
 /// (stopped, or its tokio runtime gone), they use the process-wide one again.
-/// A thread that used it keeps a handle until its next call or its end.
 ///
 /// For `main`: a [`tokio_clock`](crate::Builder::tokio_clock) timer, made
 /// in the runtime, turns its wheel on the runtime's own wake-ups and wakes
@@ -83,47 +83,12 @@ pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
 /// }
 /// ```
 pub fn set_global_default(timer: HashedWheelTimer) -> Option<HashedWheelTimer> {
-    let mut global = GLOBAL.write().unwrap_or_else(PoisonError::into_inner);
-    let previous = global.replace(timer);
-    GLOBAL_GENERATION.fetch_add(1, Ordering::Release);
-    previous
+    let previous = GLOBAL.swap(Some(Arc::new(timer)))?;
+    Some(Arc::try_unwrap(previous).unwrap_or_else(|shared| (*shared).clone()))
 }
 
-/// The timer `set_global_default` set, and how many times it was set (0: never).
-static GLOBAL: RwLock<Option<HashedWheelTimer>> = RwLock::new(None);
-static GLOBAL_GENERATION: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    /// This thread's copy of `GLOBAL`, and its generation: one look at the
-    /// generation per call, not the lock every thread would write.
-    static GLOBAL_SEEN: RefCell<(u64, Option<HashedWheelTimer>)> = const { RefCell::new((0, None)) };
-}
-
-/// The global default, if one is set and not shut down.
-fn global_default() -> Option<HashedWheelTimer> {
-    let generation = GLOBAL_GENERATION.load(Ordering::Acquire);
-    if generation == 0 {
-        return None;
-    }
-    let read = || {
-        GLOBAL
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    };
-    let mut replaced = None;
-    let timer = GLOBAL_SEEN.try_with(|seen| {
-        let mut seen = seen.borrow_mut();
-        if seen.0 != generation {
-            replaced = std::mem::replace(&mut *seen, (generation, read())).1;
-        }
-        seen.1.clone()
-    });
-    drop(replaced); // outside the borrow: the last handle's drop stops the timer
-    timer
-        .unwrap_or_else(|_| read())
-        .filter(|timer| !timer.is_shutdown())
-}
+/// The timer `set_global_default` set: read without a lock, written rarely.
+static GLOBAL: ArcSwapOption<HashedWheelTimer> = ArcSwapOption::const_empty();
 
 /// Restores the previous default timer when dropped; see [`set_default`].
 /// It belongs to the thread that made it.
@@ -173,9 +138,9 @@ pub fn current_timer() -> HashedWheelTimer {
 fn with_default<R>(f: impl FnOnce(&HashedWheelTimer) -> R) -> R {
     match CURRENT.try_with(|current| current.borrow().clone()) {
         Ok(Some(timer)) => f(&timer),
-        _ => match global_default() {
-            Some(timer) => f(&timer),
-            None => f(default_timer()),
+        _ => match &*GLOBAL.load() {
+            Some(timer) if !timer.is_shutdown() => f(timer),
+            _ => f(default_timer()),
         },
     }
 }
