@@ -23,8 +23,10 @@
 //!   drain task drops to tell its connection that it timed out;
 //! - a timeout layer around a service that awaits the answer: this
 //!   crate's `TimeoutLayer` against tower's;
-//! - an idle connection: one `Sleep` per task, reset after every answer
-//!   (and after it fires), this crate's `Sleep::reset` against tokio's.
+//! - an idle connection: one `Sleep` per task, pinned in the task's loop
+//!   as users write it (`std::pin::pin!`, as `tokio::pin!`), reset after
+//!   every answer (and after it fires), this crate's `Sleep::reset`
+//!   against tokio's.
 //!
 //! The responder (`support/responder.rs`) is one plain std thread that
 //! uses none of these timers, the same for every row. pingora's clock
@@ -59,6 +61,7 @@ mod responder;
 mod task_report;
 
 use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -257,6 +260,23 @@ where
     }
 }
 
+/// An idle connection's loop: its `sleep` stays pinned where it is, and
+/// `reset` moves it on after every answer, or after it fired.
+async fn idle_connection<S: Future>(
+    ctx: Arc<Ctx>,
+    id: usize,
+    sleep: S,
+    reset: impl Fn(Pin<&mut S>),
+) {
+    let done = &ctx.done[id % SHARDS];
+    let mut sleep = pin!(sleep);
+    while !ctx.stop.load(Relaxed) {
+        let _ = select(ctx.responder.request(), sleep.as_mut()).await;
+        reset(sleep.as_mut());
+        done.fetch_add(1, Relaxed);
+    }
+}
+
 /// Spawns `tasks` connections, each with its own `state()`.
 fn spawn_connections<S, F, Fut>(
     rt: &Runtime,
@@ -318,9 +338,6 @@ async fn call<S: Service<Receiver<()>>>(mut svc: S, rx: Receiver<()>) -> S {
 
 /// Spawns `peer`'s connection tasks, and the task that drains its queue
 /// if it has one.
-// A task's state is handed back from each request's future; tokio's
-// `Sleep` row's state is a future itself, not one to await.
-#[allow(clippy::async_yields_async)]
 fn spawn(
     peer: Peer,
     rt: &Runtime,
@@ -417,28 +434,28 @@ fn spawn(
             let layer = tower::timeout::TimeoutLayer::new(d);
             spawn_connections(rt, ctx, tasks, || layer.layer(service_fn(answer)), call)
         }
-        Peer::WheelSleepReset => spawn_connections(
-            rt,
-            ctx,
-            tasks,
-            || (timer.clone(), timer.sleep(d)),
-            move |(timer, mut sleep), rx| async move {
-                let _ = select(rx, &mut sleep).await;
-                sleep.reset(timer.now() + d);
-                (timer, sleep)
-            },
-        ),
-        Peer::TokioSleepReset => spawn_connections(
-            rt,
-            ctx,
-            tasks,
-            || Box::pin(tokio::time::sleep(d)),
-            move |mut sleep, rx| async move {
-                let _ = select(rx, sleep.as_mut()).await;
-                sleep.as_mut().reset(tokio::time::Instant::now() + d);
-                sleep
-            },
-        ),
+        Peer::WheelSleepReset => (0..tasks)
+            .map(|id| {
+                let timer = timer.clone();
+                let sleep = timer.sleep(d);
+                let reset = move |s: Pin<&mut hashed_wheel_timer::Sleep>| {
+                    s.get_mut().reset(timer.now() + d)
+                };
+                rt.spawn(idle_connection(ctx.clone(), id, sleep, reset))
+            })
+            .collect(),
+        Peer::TokioSleepReset => (0..tasks)
+            .map(|id| {
+                let reset =
+                    move |s: Pin<&mut tokio::time::Sleep>| s.reset(tokio::time::Instant::now() + d);
+                rt.spawn(idle_connection(
+                    ctx.clone(),
+                    id,
+                    tokio::time::sleep(d),
+                    reset,
+                ))
+            })
+            .collect(),
     }
 }
 
