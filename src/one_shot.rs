@@ -75,12 +75,10 @@ impl HashedWheelTimer {
         task: Task,
         delay: Duration,
     ) -> Result<Timeout, TimerError> {
-        let (now, deadline) = self.shared().clock.now_and_after(delay);
-        self.schedule_entry(now, deadline, task)
+        self.schedule_entry(self.now_and_after(delay), task)
     }
 
     pub(crate) fn schedule_at(&self, task: Task, deadline: Instant) -> Result<Timeout, TimerError> {
-        let clock = &self.shared().clock;
-        self.schedule_entry(clock.now(), clock.to_nanos(deadline), task)
+        self.schedule_entry(self.now_and_at(deadline), task)
     }
 }

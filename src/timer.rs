@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
-use crate::engine::clock::Source;
+use crate::engine::clock::{Nanos, Source};
 use crate::engine::driver::worker;
 use crate::engine::driver::{Config, Shared};
 use crate::engine::entry::key::Key;
@@ -119,23 +119,34 @@ impl HashedWheelTimer {
         &self.owner.shared
     }
 
-    /// `now`: the clock's reading `deadline` was made from (see
-    /// `Shared::schedule`). Inlined: a 16-byte `Timeout` returned through
-    /// memory stalls its caller's first read of it.
+    /// The clock's reading now, and the deadline `delay` after it.
+    #[inline(always)]
+    pub(crate) fn now_and_after(&self, delay: Duration) -> (Nanos, Nanos) {
+        self.shared().clock.now_and_after(delay)
+    }
+
+    /// The clock's reading now, and `deadline` on this timer's clock.
+    pub(crate) fn now_and_at(&self, deadline: Instant) -> (Nanos, Nanos) {
+        let clock = &self.shared().clock;
+        (clock.now(), clock.to_nanos(deadline))
+    }
+
+    /// Schedules `task` at `deadline` as read `now` (see `Shared::schedule`).
+    /// Inlined: a 16-byte `Timeout` returned through memory stalls its
+    /// caller's first read of it.
     #[inline(always)]
     pub(crate) fn schedule_entry(
         &self,
-        now: u64,
-        deadline: u64,
+        (now, deadline): (Nanos, Nanos),
         task: Task,
     ) -> Result<Timeout, TimerError> {
         let key = self.schedule_key(now, deadline, task)?;
         Ok(Timeout::from_parts(key, self.shared()))
     }
 
-    /// Schedules `task` at `deadline` as read `now` (see `Shared::schedule`),
-    /// for a caller that keeps the entry's key and gives back its reference:
-    /// a `Sleep`, a delay queue's slot.
+    /// [`schedule_entry`](Self::schedule_entry), for a caller that keeps the
+    /// entry's key and gives back its reference: a `Sleep`, a delay queue's
+    /// slot.
     #[inline(always)]
     pub(crate) fn schedule_key(
         &self,
@@ -143,17 +154,11 @@ impl HashedWheelTimer {
         deadline: u64,
         task: Task,
     ) -> Result<Key, TimerError> {
-        self.ensure_worker()?;
-        Ok(self.shared().schedule(now, deadline, task)?)
-    }
-
-    #[inline(always)]
-    fn ensure_worker(&self) -> Result<(), TimerError> {
         let shared = self.shared();
-        if !shared.clock.is_real() {
-            return Ok(()); // no thread: driven by `advance`, or a task
+        if shared.clock.is_real() {
+            worker::ensure_started(shared)?; // a manual or tokio clock has no thread
         }
-        Ok(worker::ensure_started(shared)?)
+        Ok(shared.schedule(now, deadline, task)?)
     }
 
     /// Timeouts scheduled that have not yet expired, been cancelled, or been

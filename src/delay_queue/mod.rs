@@ -159,22 +159,22 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// is one pending timeout until it fires or is removed), and
     /// [`TimerError::WorkerSpawn`]. The item is dropped.
     pub fn insert(&self, item: T, delay: Duration) -> Result<DelayKey, TimerError> {
-        let (now, deadline) = self.inner.timer.shared().clock.now_and_after(delay);
-        self.put(item, now, deadline)
+        self.put(item, self.inner.timer.now_and_after(delay))
     }
 
     /// [`insert`](Self::insert) with an absolute deadline on the timer's
     /// clock, a `std::time::Instant` or `tokio::time::Instant` ([which to
     /// use](crate#deadlines)). A deadline already past is due at once.
     pub fn insert_at(&self, item: T, deadline: impl Into<Instant>) -> Result<DelayKey, TimerError> {
-        let clock = &self.inner.timer.shared().clock;
-        self.put(item, clock.now(), clock.to_nanos(deadline.into()))
+        self.put(item, self.inner.timer.now_and_at(deadline.into()))
     }
 
-    /// Stores `item` in this thread's shard and schedules its timeout
-    /// under the shard's lock (scheduling runs no user code), so that the
-    /// slot is filled before the stream can look for it.
-    fn put(&self, item: T, now: Nanos, deadline: Nanos) -> Result<DelayKey, TimerError> {
+    /// Stores `item` in this thread's shard and schedules its timeout at
+    /// `at`, the clock's reading and the deadline, under the shard's lock
+    /// (scheduling runs no user code), so that the slot is filled before
+    /// the stream can look for it.
+    pub(crate) fn put(&self, item: T, at: (Nanos, Nanos)) -> Result<DelayKey, TimerError> {
+        let (now, deadline) = at;
         if self.is_closed() {
             drop_item(item);
             return Err(TimerError::QueueClosed);
