@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use futures::Stream;
 
-use crate::delay_queue::{drop_item, shard_count};
+use crate::delay_queue::{drop_item, shards};
 use crate::engine::clock::Nanos;
 use crate::engine::sync::{lock, Mutex, MutexGuard};
 use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
@@ -119,14 +119,11 @@ impl HashedWheelTimer {
     /// A new, empty [`DelayMap`] on this timer (see its example). The map
     /// keeps the timer alive.
     pub fn delay_map<K: Hash + Eq + Clone + Send + 'static, V>(&self) -> DelayMap<K, V> {
-        let shards = (0..shard_count())
-            .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
-            .collect();
         DelayMap {
             queue: self.delay_queue(),
             map: Arc::new(Shards {
                 hasher: RandomState::new(),
-                shards,
+                shards: shards(|_| HashMap::new()),
             }),
         }
     }

@@ -20,7 +20,7 @@ use crate::engine::clock::Nanos;
 use crate::engine::driver::ShutdownHook;
 use crate::engine::entry::task::{panic_message, Listener, Notice, Task};
 use crate::{current_timer, HashedWheelTimer, TimerError};
-pub(crate) use store::shard_count;
+pub(crate) use store::shards;
 use store::Store;
 use stream::{listener, Signal};
 use waiters::Seat;
@@ -235,13 +235,11 @@ impl<T> DelayQueue<T> {
                 earlier && (wake_if_earlier || to <= shared.clock.now())
             })
         });
-        let Some(wake) = moved.flatten() else {
-            return false;
-        };
-        if wake {
+        let moved = moved.flatten();
+        if moved == Some(true) {
             self.inner.signal.waiters.wake_all();
         }
-        true
+        moved.is_some()
     }
 
     /// Takes the item `key` names out of the queue, and cancels its
