@@ -2,7 +2,6 @@
 //! tokio-util's `DelayQueue` on this crate's wheel, shared by handles that
 //! any thread or task may use at once.
 
-mod capacity;
 mod key;
 mod store;
 mod stream;
@@ -119,8 +118,8 @@ impl HashedWheelTimer {
     /// [`DelayQueue::reserve`]).
     pub fn delay_queue_with_capacity<T: Send + 'static>(&self, capacity: usize) -> DelayQueue<T> {
         let signal = Arc::new(Signal::default());
-        let hook: Arc<dyn ShutdownHook> = signal.clone();
-        self.shared().on_shutdown(&hook);
+        self.shared()
+            .on_shutdown(&(signal.clone() as Arc<dyn ShutdownHook>));
         DelayQueue {
             inner: Arc::new(Inner {
                 timer: self.clone(),
@@ -283,6 +282,35 @@ impl<T> DelayQueue<T> {
         self.inner.store.each().all(|shard| shard.slots.is_empty())
     }
 
+    /// How many items the queue can hold before it allocates again: the
+    /// sum over its shards (a few per core; each thread inserts into one).
+    pub fn capacity(&self) -> usize {
+        self.inner.store.each().map(|s| s.slots.capacity()).sum()
+    }
+
+    /// Makes room for `additional` more items inserted from this thread
+    /// (into its shard) without allocating.
+    pub fn reserve(&self, additional: usize) {
+        self.inner.store.lock_mine().slots.reserve(additional);
+    }
+
+    /// Gives back the memory of removed items past the last item in each
+    /// shard; keys stay valid. [`compact`](Self::compact) gives back all of
+    /// it.
+    pub fn shrink_to_fit(&self) {
+        for mut shard in self.inner.store.each() {
+            shard.slots.shrink_to_fit();
+        }
+    }
+
+    /// Moves items into the room removed ones left, and gives back the
+    /// rest: [`capacity`](Self::capacity) becomes [`len`](Self::len). Keys
+    /// stay valid (a key of a moved item finds it through a small map, kept
+    /// until the item leaves). tokio-util's `compact`.
+    pub fn compact(&self) {
+        self.inner.store.each().for_each(|mut s| s.compact());
+    }
+
     /// Removes every item: their timeouts are cancelled, and the items
     /// dropped (a panic in an item's `Drop` is caught and logged). An item
     /// inserted while it runs may stay.
@@ -442,6 +470,7 @@ impl<T> fmt::Debug for DelayQueue<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use futures::{FutureExt, StreamExt};
 
     /// An item's timer entry comes back when it is removed or yielded, and
     /// its slot is reused: the arena and the slabs stay as large as the
@@ -460,13 +489,9 @@ mod tests {
                 .step_by(2)
                 .for_each(|k| assert!(queue.remove(k).is_some()));
             timer.advance(Duration::from_millis(5));
-            let waker = futures::task::noop_waker();
-            let mut cx = std::task::Context::from_waker(&waker);
-            let mut yielded = 0;
-            while let std::task::Poll::Ready(Some(_)) = queue.poll_expired(&mut cx) {
-                yielded += 1;
-            }
-            assert_eq!(yielded, 500);
+            let mut stream = &queue;
+            let yielded = std::iter::from_fn(|| stream.next().now_or_never().flatten());
+            assert_eq!(yielded.count(), 500);
             assert_eq!(shared.live(), 0, "round {round}: every entry came back");
             let capacity = queue.capacity();
             assert!(
