@@ -390,9 +390,8 @@ pub(crate) mod tests {
     #[test]
     fn a_full_ring_files_its_oldest_half_and_a_cancelled_entry_gives_its_slot_back_in_a_tick() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let ts: Vec<_> = (0..RING + 10)
-            .map(|_| timer.new_timeout(|_| {}, MS * 1000).unwrap())
-            .collect();
+        let idle = |delay| timer.new_timeout(|_| {}, delay).unwrap();
+        let ts: Vec<_> = (0..RING + 10).map(|_| idle(MS * 1000)).collect();
         assert_eq!(in_wheel(&timer), RING / 2, "no driver ran");
         assert_eq!(timer.shared().intake.len(), RING / 2 + 10);
         timer.advance(MS * 1000);
@@ -401,26 +400,23 @@ pub(crate) mod tests {
         // Timeouts cancelled young never fill it: no worker drains this
         // lane, so its owner must make room itself.
         for _ in 0..3 * RING {
-            let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
-            assert!(t.cancel());
+            assert!(idle(Duration::from_secs(60)).cancel());
         }
         let queued = timer.shared().intake.len();
         assert!(queued < RING, "{queued} cells still queued");
         assert_eq!(timer.shared().live(), 0, "every slot came back");
-        let after = timer.new_timeout(|_| {}, MS).unwrap();
+        let after = idle(MS);
         timer.advance(MS);
         assert!(after.is_expired(), "a key after the reclaimed cells fires");
         drop(after);
         let live = || timer.shared().live();
-        let mut ts: Vec<_> = (0..100)
-            .map(|i| timer.new_timeout(|_| {}, MS * (1000 + i)).unwrap())
-            .collect();
+        let mut ts: Vec<_> = (0..100).map(|i| idle(MS * (1000 + i))).collect();
         timer.advance(PAST_THE_HOLD);
         assert_eq!(in_wheel(&timer), 100);
         // Cancelled in a bucket, and cancelled while still queued.
         ts.drain(..60).for_each(|t| assert!(t.cancel()));
         for _ in 0..10 {
-            assert!(timer.new_timeout(|_| {}, MS * 2000).unwrap().cancel());
+            assert!(idle(MS * 2000).cancel());
         }
         timer.advance(MS);
         assert_eq!(in_wheel(&timer), 40, "removed at the next tick, not at 1 s");
@@ -431,7 +427,7 @@ pub(crate) mod tests {
         drop(ts);
         assert_eq!(live(), 0);
         // Stopped ones come back when their handles go.
-        drop(timer.new_timeout(|_| {}, MS).unwrap());
+        drop(idle(MS));
         let stopped = timer.stop().unwrap();
         assert_eq!((stopped.len(), live()), (1, 1));
         drop(stopped);
@@ -441,11 +437,10 @@ pub(crate) mod tests {
     #[test]
     fn the_sleeping_worker_removes_cancelled_entries() {
         let timer = HashedWheelTimer::new();
-        let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
+        let idle = |delay| timer.new_timeout(|_| {}, delay).unwrap();
+        let keep = idle(Duration::from_secs(600));
         // Each deadline earlier than the last, so each wakes the worker.
-        let ts: Vec<_> = (0..1000)
-            .map(|i| timer.new_timeout(|_| {}, MS * (300_000 - i)).unwrap())
-            .collect();
+        let ts: Vec<_> = (0..1000).map(|i| idle(MS * (300_000 - i))).collect();
         // A later deadline does not wake a worker that sleeps to an earlier
         // tick, so some may still wait in the intake. A zero delay wakes it,
         // and once that one has fired, everything queued before it is filed.
@@ -463,14 +458,13 @@ pub(crate) mod tests {
         // unpark), are freed as it sleeps: a cancel withdraws its entry from
         // this thread's lane, or, if the worker took it, asks for housekeeping.
         for _ in 0..10_000 {
-            let t = timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap();
-            assert!(t.cancel());
+            assert!(idle(Duration::from_secs(900)).cancel());
         }
         assert!(eventually(|| timer.shared().live() == 1), "all freed");
         assert_eq!(in_wheel(&timer), 1);
         // Nor is it woken for a lane backlog: a full ring is filed by its owner.
         let ts: Vec<_> = (0..RING + 10)
-            .map(|_| timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap())
+            .map(|_| idle(Duration::from_secs(900)))
             .collect();
         assert!(in_wheel(&timer) > RING / 2, "filed by this thread at once");
         assert!(keep.cancel());
