@@ -334,10 +334,7 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     /// `Ready(None)` once the map is empty and [closed](Self::close), or its
     /// timer stopped.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<(K, V)>> {
-        loop {
-            let Some(expired) = ready!(self.queue.poll_expired(cx)) else {
-                return Poll::Ready(None);
-            };
+        while let Some(expired) = ready!(self.queue.poll_expired(cx)) {
             let deadline = expired.key();
             let mut shard = self.map.lock(expired.get_ref());
             match shard.entry(expired.into_inner()) {
@@ -348,6 +345,7 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
                 skipped => drop_item(skipped),
             }
         }
+        Poll::Ready(None)
     }
 }
 
