@@ -22,10 +22,8 @@ use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerErro
 /// [`TimerError::StopDefaultTimer`]. Build your own timer for other
 /// settings or a life of its own.
 ///
-/// Its thread wakes futures from outside any runtime: for futures in tasks
-/// on a multi-thread runtime a [`tokio_clock`](crate::Builder::tokio_clock)
-/// timer, made every thread's with [`set_global_default`], costs less (see
-/// the README's loopback app).
+/// Its thread wakes futures from outside any runtime: for futures in tasks,
+/// [`set_global_default`] says what costs less.
 pub fn default_timer() -> &'static HashedWheelTimer {
     DEFAULT.get_or_init(HashedWheelTimer::new)
 }

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use futures::Stream;
 
-use crate::delay_queue::{drop_item, shard_count};
-use crate::engine::sync::lock;
-use crate::engine::sync::{Mutex, MutexGuard};
+use crate::delay_queue::{drop_item, shards};
+use crate::engine::clock::Nanos;
+use crate::engine::sync::{lock, Mutex, MutexGuard};
 use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 
 /// Values by key, each given back with its key once its deadline passes:
@@ -115,26 +115,15 @@ impl<K, V> Drop for Shards<K, V> {
     }
 }
 
-/// When a deadline falls, as given: after a delay from now, or at an
-/// instant. Passed on to the queue's (or timeout's) method of that form.
-#[derive(Clone, Copy)]
-enum When {
-    After(Duration),
-    At(Instant),
-}
-
 impl HashedWheelTimer {
     /// A new, empty [`DelayMap`] on this timer (see its example). The map
     /// keeps the timer alive.
     pub fn delay_map<K: Hash + Eq + Clone + Send + 'static, V>(&self) -> DelayMap<K, V> {
-        let shards = (0..shard_count())
-            .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
-            .collect();
         DelayMap {
             queue: self.delay_queue(),
             map: Arc::new(Shards {
                 hasher: RandomState::new(),
-                shards,
+                shards: shards(|_| HashMap::new()),
             }),
         }
     }
@@ -159,7 +148,7 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
     /// keeps its value and deadline, and the offered key and value are
     /// dropped.
     pub fn insert(&self, key: K, value: V, delay: Duration) -> Result<Option<V>, TimerError> {
-        self.put(key, value, When::After(delay))
+        self.put(key, value, self.timer().now_and_after(delay))
     }
 
     /// [`insert`](Self::insert) with an absolute deadline on the timer's
@@ -171,10 +160,10 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         value: V,
         deadline: impl Into<Instant>,
     ) -> Result<Option<V>, TimerError> {
-        self.put(key, value, When::At(deadline.into()))
+        self.put(key, value, self.timer().now_and_at(deadline.into()))
     }
 
-    fn put(&self, key: K, value: V, when: When) -> Result<Option<V>, TimerError> {
+    fn put(&self, key: K, value: V, at: (Nanos, Nanos)) -> Result<Option<V>, TimerError> {
         if self.is_closed() {
             drop_item((key, value));
             return Err(TimerError::QueueClosed);
@@ -182,8 +171,8 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         let mut shard = self.map.lock(&key);
         let entry = shard.entry(key);
         let filed = match &entry {
-            Entry::Occupied(old) => self.file(old.key(), Some(old.get().0), when),
-            Entry::Vacant(new) => self.file(new.key(), None, when),
+            Entry::Occupied(old) => self.file(old.key(), Some(old.get().0), at),
+            Entry::Vacant(new) => self.file(new.key(), None, at),
         };
         match (filed, entry) {
             (Ok(deadline), Entry::Occupied(mut old)) => Ok(Some(old.insert((deadline, value)).1)),
@@ -199,23 +188,20 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         }
     }
 
-    /// Files the deadline of `key` (whose shard the caller holds) with
-    /// `when`: moves its deadline `old` in place; or, if it has none, or
-    /// `old` has already fired and is on its way to a consumer, who will now
-    /// skip it, files a fresh one. Returns the name of the deadline in force.
-    fn file(&self, key: &K, old: Option<DelayKey>, when: When) -> Result<DelayKey, TimerError> {
-        let moved = old.filter(|old| {
-            let clock = &self.queue.timer().shared().clock;
-            let to = match when {
-                When::After(delay) => clock.deadline_after(delay),
-                When::At(at) => clock.to_nanos(at),
-            };
-            self.queue.moved(old, false, to)
-        });
-        match (moved, when) {
-            (Some(old), _) => Ok(old),
-            (None, When::After(delay)) => self.queue.insert(key.clone(), delay),
-            (None, When::At(deadline)) => self.queue.insert_at(key.clone(), deadline),
+    /// Files the deadline of `key` (whose shard the caller holds) at `at`,
+    /// the clock's reading and the deadline: moves its deadline `old` in
+    /// place; or, if it has none, or `old` has already fired and is on its
+    /// way to a consumer, who will now skip it, files a fresh one. Returns
+    /// the name of the deadline in force.
+    fn file(
+        &self,
+        key: &K,
+        old: Option<DelayKey>,
+        at: (Nanos, Nanos),
+    ) -> Result<DelayKey, TimerError> {
+        match old {
+            Some(old) if self.queue.moved(&old, false, at.1) => Ok(old),
+            _ => self.queue.put(key.clone(), at),
         }
     }
 
@@ -231,7 +217,7 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
     where
         K: Borrow<Q>,
     {
-        self.moved(key, When::After(delay))
+        self.moved(key, self.timer().now_and_after(delay))
     }
 
     /// [`reset`](Self::reset) to an absolute deadline on the timer's clock
@@ -240,10 +226,10 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
     where
         K: Borrow<Q>,
     {
-        self.moved(key, When::At(deadline.into()))
+        self.moved(key, self.timer().now_and_at(deadline.into()))
     }
 
-    fn moved<Q: Hash + Eq + ?Sized>(&self, key: &Q, when: When) -> bool
+    fn moved<Q: Hash + Eq + ?Sized>(&self, key: &Q, at: (Nanos, Nanos)) -> bool
     where
         K: Borrow<Q>,
     {
@@ -251,7 +237,7 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         let Some((owned, &(deadline, _))) = shard.get_key_value(key) else {
             return false;
         };
-        let Ok(fresh) = self.file(owned, Some(deadline), when) else {
+        let Ok(fresh) = self.file(owned, Some(deadline), at) else {
             return false;
         };
         if let Some(slot) = shard.get_mut(key) {
@@ -348,10 +334,7 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     /// `Ready(None)` once the map is empty and [closed](Self::close), or its
     /// timer stopped.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<(K, V)>> {
-        loop {
-            let Some(expired) = ready!(self.queue.poll_expired(cx)) else {
-                return Poll::Ready(None);
-            };
+        while let Some(expired) = ready!(self.queue.poll_expired(cx)) {
             let deadline = expired.key();
             let mut shard = self.map.lock(expired.get_ref());
             match shard.entry(expired.into_inner()) {
@@ -362,6 +345,7 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
                 skipped => drop_item(skipped),
             }
         }
+        Poll::Ready(None)
     }
 }
 

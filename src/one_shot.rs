@@ -29,7 +29,7 @@ impl HashedWheelTimer {
         F: FnOnce(&Timeout) -> R + Send + 'static,
     {
         let task = Closure(move |t: &Timeout| drop(task(t)));
-        self.schedule_after(Task::callback(Box::new(task)), delay)
+        self.schedule_entry(self.now_and_after(delay), Task::callback(Box::new(task)))
     }
 
     /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`].
@@ -39,7 +39,7 @@ impl HashedWheelTimer {
         task: T,
         delay: Duration,
     ) -> Result<Timeout, TimerError> {
-        self.schedule_after(Task::callback(Box::new(task)), delay)
+        self.schedule_entry(self.now_and_after(delay), Task::callback(Box::new(task)))
     }
 
     /// [`new_timeout`](Self::new_timeout) at an absolute `deadline` on this
@@ -55,8 +55,8 @@ impl HashedWheelTimer {
     where
         F: FnOnce(&Timeout) -> R + Send + 'static,
     {
-        let task = Closure(move |t: &Timeout| drop(task(t)));
-        self.schedule_at(Task::callback(Box::new(task)), deadline.into())
+        let task = Task::callback(Box::new(Closure(move |t: &Timeout| drop(task(t)))));
+        self.schedule_entry(self.now_and_at(deadline.into()), task)
     }
 
     /// [`new_timeout_task`](Self::new_timeout_task) at an absolute
@@ -66,21 +66,7 @@ impl HashedWheelTimer {
         task: T,
         deadline: impl Into<Instant>,
     ) -> Result<Timeout, TimerError> {
-        self.schedule_at(Task::callback(Box::new(task)), deadline.into())
-    }
-
-    #[inline(always)]
-    pub(crate) fn schedule_after(
-        &self,
-        task: Task,
-        delay: Duration,
-    ) -> Result<Timeout, TimerError> {
-        let (now, deadline) = self.shared().clock.now_and_after(delay);
-        self.schedule_entry(now, deadline, task)
-    }
-
-    pub(crate) fn schedule_at(&self, task: Task, deadline: Instant) -> Result<Timeout, TimerError> {
-        let clock = &self.shared().clock;
-        self.schedule_entry(clock.now(), clock.to_nanos(deadline), task)
+        let task = Task::callback(Box::new(task));
+        self.schedule_entry(self.now_and_at(deadline.into()), task)
     }
 }

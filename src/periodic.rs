@@ -96,7 +96,7 @@ impl HashedWheelTimer {
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
         let task = Periodic::new(erased(task), every("period", period, Every::Rate)?);
-        self.schedule_after(Task::periodic(task), initial_delay)
+        self.schedule_entry(self.now_and_after(initial_delay), Task::periodic(task))
     }
 
     /// Runs `task` first after `initial_delay`, then again and again, each
@@ -148,7 +148,7 @@ impl HashedWheelTimer {
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
         let task = Periodic::new(erased(task), every("delay", delay, Every::Delay)?);
-        self.schedule_after(Task::periodic(task), initial_delay)
+        self.schedule_entry(self.now_and_after(initial_delay), Task::periodic(task))
     }
 }
 

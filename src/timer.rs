@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
-use crate::engine::clock::Source;
+use crate::engine::clock::{Nanos, Source};
 use crate::engine::driver::worker;
 use crate::engine::driver::{Config, Shared};
 use crate::engine::entry::key::Key;
@@ -119,23 +119,34 @@ impl HashedWheelTimer {
         &self.owner.shared
     }
 
-    /// `now`: the clock's reading `deadline` was made from (see
-    /// `Shared::schedule`). Inlined: a 16-byte `Timeout` returned through
-    /// memory stalls its caller's first read of it.
+    /// The clock's reading now, and the deadline `delay` after it.
+    #[inline(always)]
+    pub(crate) fn now_and_after(&self, delay: Duration) -> (Nanos, Nanos) {
+        self.shared().clock.now_and_after(delay)
+    }
+
+    /// The clock's reading now, and `deadline` on this timer's clock.
+    pub(crate) fn now_and_at(&self, deadline: Instant) -> (Nanos, Nanos) {
+        let clock = &self.shared().clock;
+        (clock.now(), clock.to_nanos(deadline))
+    }
+
+    /// Schedules `task` at `deadline` as read `now` (see `Shared::schedule`).
+    /// Inlined: a 16-byte `Timeout` returned through memory stalls its
+    /// caller's first read of it.
     #[inline(always)]
     pub(crate) fn schedule_entry(
         &self,
-        now: u64,
-        deadline: u64,
+        (now, deadline): (Nanos, Nanos),
         task: Task,
     ) -> Result<Timeout, TimerError> {
         let key = self.schedule_key(now, deadline, task)?;
         Ok(Timeout::from_parts(key, self.shared()))
     }
 
-    /// Schedules `task` at `deadline` as read `now` (see `Shared::schedule`),
-    /// for a caller that keeps the entry's key and gives back its reference:
-    /// a `Sleep`, a delay queue's slot.
+    /// [`schedule_entry`](Self::schedule_entry), for a caller that keeps the
+    /// entry's key and gives back its reference: a `Sleep`, a delay queue's
+    /// slot.
     #[inline(always)]
     pub(crate) fn schedule_key(
         &self,
@@ -143,17 +154,11 @@ impl HashedWheelTimer {
         deadline: u64,
         task: Task,
     ) -> Result<Key, TimerError> {
-        self.ensure_worker()?;
-        Ok(self.shared().schedule(now, deadline, task)?)
-    }
-
-    #[inline(always)]
-    fn ensure_worker(&self) -> Result<(), TimerError> {
         let shared = self.shared();
-        if !shared.clock.is_real() {
-            return Ok(()); // no thread: driven by `advance`, or a task
+        if shared.clock.is_real() {
+            worker::ensure_started(shared)?; // a manual or tokio clock has no thread
         }
-        Ok(worker::ensure_started(shared)?)
+        Ok(shared.schedule(now, deadline, task)?)
     }
 
     /// Timeouts scheduled that have not yet expired, been cancelled, or been
@@ -385,9 +390,8 @@ pub(crate) mod tests {
     #[test]
     fn a_full_ring_files_its_oldest_half_and_a_cancelled_entry_gives_its_slot_back_in_a_tick() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let ts: Vec<_> = (0..RING + 10)
-            .map(|_| timer.new_timeout(|_| {}, MS * 1000).unwrap())
-            .collect();
+        let idle = |delay| timer.new_timeout(|_| {}, delay).unwrap();
+        let ts: Vec<_> = (0..RING + 10).map(|_| idle(MS * 1000)).collect();
         assert_eq!(in_wheel(&timer), RING / 2, "no driver ran");
         assert_eq!(timer.shared().intake.len(), RING / 2 + 10);
         timer.advance(MS * 1000);
@@ -396,26 +400,23 @@ pub(crate) mod tests {
         // Timeouts cancelled young never fill it: no worker drains this
         // lane, so its owner must make room itself.
         for _ in 0..3 * RING {
-            let t = timer.new_timeout(|_| {}, Duration::from_secs(60)).unwrap();
-            assert!(t.cancel());
+            assert!(idle(Duration::from_secs(60)).cancel());
         }
         let queued = timer.shared().intake.len();
         assert!(queued < RING, "{queued} cells still queued");
         assert_eq!(timer.shared().live(), 0, "every slot came back");
-        let after = timer.new_timeout(|_| {}, MS).unwrap();
+        let after = idle(MS);
         timer.advance(MS);
         assert!(after.is_expired(), "a key after the reclaimed cells fires");
         drop(after);
         let live = || timer.shared().live();
-        let mut ts: Vec<_> = (0..100)
-            .map(|i| timer.new_timeout(|_| {}, MS * (1000 + i)).unwrap())
-            .collect();
+        let mut ts: Vec<_> = (0..100).map(|i| idle(MS * (1000 + i))).collect();
         timer.advance(PAST_THE_HOLD);
         assert_eq!(in_wheel(&timer), 100);
         // Cancelled in a bucket, and cancelled while still queued.
         ts.drain(..60).for_each(|t| assert!(t.cancel()));
         for _ in 0..10 {
-            assert!(timer.new_timeout(|_| {}, MS * 2000).unwrap().cancel());
+            assert!(idle(MS * 2000).cancel());
         }
         timer.advance(MS);
         assert_eq!(in_wheel(&timer), 40, "removed at the next tick, not at 1 s");
@@ -426,7 +427,7 @@ pub(crate) mod tests {
         drop(ts);
         assert_eq!(live(), 0);
         // Stopped ones come back when their handles go.
-        drop(timer.new_timeout(|_| {}, MS).unwrap());
+        drop(idle(MS));
         let stopped = timer.stop().unwrap();
         assert_eq!((stopped.len(), live()), (1, 1));
         drop(stopped);
@@ -436,11 +437,10 @@ pub(crate) mod tests {
     #[test]
     fn the_sleeping_worker_removes_cancelled_entries() {
         let timer = HashedWheelTimer::new();
-        let keep = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
+        let idle = |delay| timer.new_timeout(|_| {}, delay).unwrap();
+        let keep = idle(Duration::from_secs(600));
         // Each deadline earlier than the last, so each wakes the worker.
-        let ts: Vec<_> = (0..1000)
-            .map(|i| timer.new_timeout(|_| {}, MS * (300_000 - i)).unwrap())
-            .collect();
+        let ts: Vec<_> = (0..1000).map(|i| idle(MS * (300_000 - i))).collect();
         // A later deadline does not wake a worker that sleeps to an earlier
         // tick, so some may still wait in the intake. A zero delay wakes it,
         // and once that one has fired, everything queued before it is filed.
@@ -458,14 +458,13 @@ pub(crate) mod tests {
         // unpark), are freed as it sleeps: a cancel withdraws its entry from
         // this thread's lane, or, if the worker took it, asks for housekeeping.
         for _ in 0..10_000 {
-            let t = timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap();
-            assert!(t.cancel());
+            assert!(idle(Duration::from_secs(900)).cancel());
         }
         assert!(eventually(|| timer.shared().live() == 1), "all freed");
         assert_eq!(in_wheel(&timer), 1);
         // Nor is it woken for a lane backlog: a full ring is filed by its owner.
         let ts: Vec<_> = (0..RING + 10)
-            .map(|_| timer.new_timeout(|_| {}, Duration::from_secs(900)).unwrap())
+            .map(|_| idle(Duration::from_secs(900)))
             .collect();
         assert!(in_wheel(&timer) > RING / 2, "filed by this thread at once");
         assert!(keep.cancel());

@@ -2,7 +2,6 @@
 //! tokio-util's `DelayQueue` on this crate's wheel, shared by handles that
 //! any thread or task may use at once.
 
-mod capacity;
 mod key;
 mod store;
 mod stream;
@@ -20,7 +19,7 @@ use crate::engine::clock::Nanos;
 use crate::engine::driver::ShutdownHook;
 use crate::engine::entry::task::{panic_message, Listener, Notice, Task};
 use crate::{current_timer, HashedWheelTimer, TimerError};
-pub(crate) use store::shard_count;
+pub(crate) use store::shards;
 use store::Store;
 use stream::{listener, Signal};
 use waiters::Seat;
@@ -119,8 +118,8 @@ impl HashedWheelTimer {
     /// [`DelayQueue::reserve`]).
     pub fn delay_queue_with_capacity<T: Send + 'static>(&self, capacity: usize) -> DelayQueue<T> {
         let signal = Arc::new(Signal::default());
-        let hook: Arc<dyn ShutdownHook> = signal.clone();
-        self.shared().on_shutdown(&hook);
+        self.shared()
+            .on_shutdown(&(signal.clone() as Arc<dyn ShutdownHook>));
         DelayQueue {
             inner: Arc::new(Inner {
                 timer: self.clone(),
@@ -159,22 +158,22 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// is one pending timeout until it fires or is removed), and
     /// [`TimerError::WorkerSpawn`]. The item is dropped.
     pub fn insert(&self, item: T, delay: Duration) -> Result<DelayKey, TimerError> {
-        let (now, deadline) = self.inner.timer.shared().clock.now_and_after(delay);
-        self.put(item, now, deadline)
+        self.put(item, self.inner.timer.now_and_after(delay))
     }
 
     /// [`insert`](Self::insert) with an absolute deadline on the timer's
     /// clock, a `std::time::Instant` or `tokio::time::Instant` ([which to
     /// use](crate#deadlines)). A deadline already past is due at once.
     pub fn insert_at(&self, item: T, deadline: impl Into<Instant>) -> Result<DelayKey, TimerError> {
-        let clock = &self.inner.timer.shared().clock;
-        self.put(item, clock.now(), clock.to_nanos(deadline.into()))
+        self.put(item, self.inner.timer.now_and_at(deadline.into()))
     }
 
-    /// Stores `item` in this thread's shard and schedules its timeout
-    /// under the shard's lock (scheduling runs no user code), so that the
-    /// slot is filled before the stream can look for it.
-    fn put(&self, item: T, now: Nanos, deadline: Nanos) -> Result<DelayKey, TimerError> {
+    /// Stores `item` in this thread's shard and schedules its timeout at
+    /// `at`, the clock's reading and the deadline, under the shard's lock
+    /// (scheduling runs no user code), so that the slot is filled before
+    /// the stream can look for it.
+    pub(crate) fn put(&self, item: T, at: (Nanos, Nanos)) -> Result<DelayKey, TimerError> {
+        let (now, deadline) = at;
         if self.is_closed() {
             drop_item(item);
             return Err(TimerError::QueueClosed);
@@ -235,13 +234,11 @@ impl<T> DelayQueue<T> {
                 earlier && (wake_if_earlier || to <= shared.clock.now())
             })
         });
-        let Some(wake) = moved.flatten() else {
-            return false;
-        };
-        if wake {
+        let moved = moved.flatten();
+        if moved == Some(true) {
             self.inner.signal.waiters.wake_all();
         }
-        true
+        moved.is_some()
     }
 
     /// Takes the item `key` names out of the queue, and cancels its
@@ -283,6 +280,35 @@ impl<T> DelayQueue<T> {
     /// True if [`len`](Self::len) is zero.
     pub fn is_empty(&self) -> bool {
         self.inner.store.each().all(|shard| shard.slots.is_empty())
+    }
+
+    /// How many items the queue can hold before it allocates again: the
+    /// sum over its shards (a few per core; each thread inserts into one).
+    pub fn capacity(&self) -> usize {
+        self.inner.store.each().map(|s| s.slots.capacity()).sum()
+    }
+
+    /// Makes room for `additional` more items inserted from this thread
+    /// (into its shard) without allocating.
+    pub fn reserve(&self, additional: usize) {
+        self.inner.store.lock_mine().slots.reserve(additional);
+    }
+
+    /// Gives back the memory of removed items past the last item in each
+    /// shard; keys stay valid. [`compact`](Self::compact) gives back all of
+    /// it.
+    pub fn shrink_to_fit(&self) {
+        for mut shard in self.inner.store.each() {
+            shard.slots.shrink_to_fit();
+        }
+    }
+
+    /// Moves items into the room removed ones left, and gives back the
+    /// rest: [`capacity`](Self::capacity) becomes [`len`](Self::len). Keys
+    /// stay valid (a key of a moved item finds it through a small map, kept
+    /// until the item leaves). tokio-util's `compact`.
+    pub fn compact(&self) {
+        self.inner.store.each().for_each(|mut s| s.compact());
     }
 
     /// Removes every item: their timeouts are cancelled, and the items
@@ -444,6 +470,7 @@ impl<T> fmt::Debug for DelayQueue<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use futures::{FutureExt, StreamExt};
 
     /// An item's timer entry comes back when it is removed or yielded, and
     /// its slot is reused: the arena and the slabs stay as large as the
@@ -462,13 +489,9 @@ mod tests {
                 .step_by(2)
                 .for_each(|k| assert!(queue.remove(k).is_some()));
             timer.advance(Duration::from_millis(5));
-            let waker = futures::task::noop_waker();
-            let mut cx = std::task::Context::from_waker(&waker);
-            let mut yielded = 0;
-            while let std::task::Poll::Ready(Some(_)) = queue.poll_expired(&mut cx) {
-                yielded += 1;
-            }
-            assert_eq!(yielded, 500);
+            let mut stream = &queue;
+            let yielded = std::iter::from_fn(|| stream.next().now_or_never().flatten());
+            assert_eq!(yielded.count(), 500);
             assert_eq!(shared.live(), 0, "round {round}: every entry came back");
             let capacity = queue.capacity();
             assert!(

@@ -57,17 +57,14 @@ impl<T> Store<T> {
         let start = NEXT_QUEUE
             .fetch_add(1, Ordering::Relaxed)
             .wrapping_mul(0x9E37_79B9);
-        let shards: Box<[_]> = (0..shard_count())
-            .map(|index| {
-                CachePadded::new(Mutex::new(Shard {
-                    index: index as u32,
-                    slots: Slab::new(),
-                    next_generation: start,
-                    moved: HashMap::new(),
-                }))
-            })
-            .collect();
-        let store = Store { shards };
+        let store = Store {
+            shards: shards(|index| Shard {
+                index: index as u32,
+                slots: Slab::new(),
+                next_generation: start,
+                moved: HashMap::new(),
+            }),
+        };
         store.lock_mine().slots.reserve(capacity);
         store
     }
@@ -148,11 +145,16 @@ impl<T> Shard<T> {
     }
 }
 
-/// How many shards a store, or a `DelayMap`'s map, has: two per core
-/// rounded up to a power of two, from 2 to 64.
-pub(crate) fn shard_count() -> usize {
+/// The shards of a store, or of a `DelayMap`'s map, `make(index)` each,
+/// behind locks on cache lines of their own: two per core rounded up to a
+/// power of two, from 2 to 64.
+pub(crate) fn shards<S>(make: impl FnMut(usize) -> S) -> Box<[CachePadded<Mutex<S>>]> {
     let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
-    (threads * 2).next_power_of_two().clamp(2, 64)
+    let count = (threads * 2).next_power_of_two().clamp(2, 64);
+    (0..count)
+        .map(make)
+        .map(|s| CachePadded::new(Mutex::new(s)))
+        .collect()
 }
 
 /// A number fixed per thread, counting threads as they first ask, so that
