@@ -77,11 +77,8 @@ impl Counts {
     /// future's waker (see `Builder::max_pending_timeouts`).
     #[inline(always)]
     pub(crate) fn reserve(&self, task: &Task) -> Result<(), Refusal> {
-        let max = match task {
-            Task::Wake(_) => MAX_ENTRIES,
-            _ => self.limit,
-        };
-        if max == MAX_ENTRIES {
+        let max = self.limit;
+        if max == MAX_ENTRIES || matches!(task, Task::Wake(_)) {
             // The arena enforces this one.
             self.pending.fetch_add(1, Ordering::AcqRel);
             return Ok(());
