@@ -141,10 +141,9 @@ impl Drop for Slots {
 /// `[make(); N]` on the heap, without building it on the stack first.
 fn boxed_array<T, const N: usize>(make: impl FnMut() -> T) -> Box<[T; N]> {
     let items: Box<[T]> = std::iter::repeat_with(make).take(N).collect();
-    match items.try_into() {
-        Ok(array) => array,
-        Err(_) => unreachable!("took exactly N items"),
-    }
+    items
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("took exactly N items"))
 }
 
 #[cfg(test)]
