@@ -56,14 +56,13 @@ fn start(shared: &Arc<Shared>) -> Result<(), Refusal> {
 fn run(shared: Arc<Shared>) {
     // Published before the first look at the queue: no unpark is missed.
     let _ = shared.wake.set(Unpark::Thread(thread::current()));
-    let clock = &shared.clock;
     let mut due = Vec::new();
     loop {
         match round(&shared, &mut due) {
             Round::Exit => return,
             Round::Again => {}
             Round::Sleep(wake_at) => {
-                match wake_at.map(|at| at.saturating_sub(clock.now())) {
+                match wake_at.map(|at| at.saturating_sub(shared.clock.now())) {
                     None => thread::park(),
                     Some(0) => continue,
                     Some(nanos) => thread::park_timeout(Duration::from_nanos(nanos)),

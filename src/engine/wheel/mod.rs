@@ -139,12 +139,9 @@ impl Wheel {
         upto: u64,
         due: &mut Vec<Key>,
     ) -> Option<u64> {
-        let tick = match self.next_work_tick() {
-            Some(tick) if tick <= upto => tick,
-            _ => {
-                self.current = self.current.max(upto);
-                return None;
-            }
+        let Some(tick) = self.next_work_tick().filter(|&tick| tick <= upto) else {
+            self.current = self.current.max(upto);
+            return None;
         };
         self.current = tick;
         if tick & self.mask == 0 {
