@@ -185,10 +185,8 @@ impl<F: Future> Future for TurnOnWake<F> {
 
 impl Wake for TurnWaker {
     fn wake(self: Arc<Self>) {
-        if let Some(shared) = self.shared.upgrade() {
-            if !shared.is_shutdown() {
-                shared.turn_here();
-            }
+        if let Some(shared) = self.shared.upgrade().filter(|s| !s.is_shutdown()) {
+            shared.turn_here();
         }
         self.task.wake();
     }

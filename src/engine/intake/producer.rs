@@ -193,7 +193,6 @@ impl Shared {
         drop(won); // the tasks, whose drops may run user code: after the count
     }
 
-    /// Cancels what waits in every lane's batch.
     pub(crate) fn cancel_batched(&self) {
         self.intake
             .lanes()
