@@ -86,11 +86,8 @@ pub(crate) fn round(shared: &Arc<Shared>, due: &mut Vec<Key>) -> Round {
     if shared.is_shutdown() {
         return Round::Exit;
     }
-    let turn = shared.turn(shared.clock.now(), due);
-    match shared.plan_sleep(turn.next) {
-        Ok(next) => Round::Sleep(next),
-        Err(()) => Round::Again,
-    }
+    let next = shared.turn(shared.clock.now(), due).next;
+    shared.plan_sleep(next).map_or(Round::Again, Round::Sleep)
 }
 
 /// Spawns the driver on `runtime`; producers wake it through a `Notify`.
