@@ -222,7 +222,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tick_of_rounds_up_to_the_tick_end() {
+    fn tick_of_rounds_up_to_the_tick_end_and_never_reaches_a_saturated_deadline() {
         let clock = Clock::of(10, Source::Manual);
         assert_eq!(clock.tick_of(0), 0);
         assert_eq!(clock.tick_of(1), 1);
@@ -233,11 +233,9 @@ mod tests {
             assert!(clock.time_of(tick) >= deadline, "never early");
             assert!(tick == 0 || clock.time_of(tick - 1) < deadline, "the first");
         }
-    }
 
-    #[test]
-    fn a_saturated_deadline_is_beyond_every_reachable_tick() {
-        // Ticks that divide `NEVER` exactly, and ticks that do not.
+        // A saturated deadline is beyond every reachable tick, with ticks that
+        // divide `NEVER` exactly, and ticks that do not.
         for tick_nanos in [1, 3, 5, 17, 1_000, 1_000_000, u64::MAX] {
             let clock = Clock::of(tick_nanos, Source::Manual);
             let last = clock.ticks_at(NEVER);

@@ -55,7 +55,7 @@ fn a_periodic_entry_runs_and_rearms_until_cancelled() {
 }
 
 #[test]
-fn a_run_cancelled_or_panicking_ends_the_entry_once() {
+fn a_run_or_a_fired_entry_ends_once_cancelled_panicking_or_stopped() {
     let e = running();
     assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
     assert_eq!(e.try_cancel(), None);
@@ -80,10 +80,8 @@ fn a_run_cancelled_or_panicking_ends_the_entry_once() {
     assert!(e.try_fire());
     e.mark_panicked();
     assert!(e.is_expired() && e.is_panicked());
-}
 
-#[test]
-fn a_fired_entry_can_end_stopped_once() {
+    // Stopped after it fired: once, and not after a cancel.
     let e = running();
     assert_eq!(e.try_stop_fired(), Some(true), "running: uncount");
     assert!(e.is_stopped());
