@@ -2,6 +2,7 @@
 //! paths, the worker's plan to sleep, the intake's lanes. Here rather than in `engine/`, which
 //! never names the face.
 
+use crate::engine::sync::Ordering::SeqCst;
 use crate::HashedWheelTimer;
 use std::time::Duration;
 
@@ -60,7 +61,6 @@ mod producer {
     /// the tick: one waking sooner takes the entry out then (invariant 6).
     #[test]
     fn a_cancel_wakes_only_a_driver_planning_to_sleep_longer_than_a_tick() {
-        use crate::engine::sync::Ordering::SeqCst;
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let shared = timer.shared();
         let ts = [(); 2].map(|()| timer.new_timeout(|_| {}, MS * 100).unwrap());
@@ -108,7 +108,6 @@ mod producer {
 pub(crate) mod worker {
     use super::*;
     use crate::engine::driver::{BUSY, IDLE};
-    use std::sync::atomic::Ordering::SeqCst;
 
     /// Polls `cond` for up to a minute; for tests that watch the worker.
     pub(crate) fn eventually(cond: impl Fn() -> bool) -> bool {
