@@ -2,11 +2,14 @@
 //! paths, the worker's plan to sleep, the intake's lanes. Here rather than in `engine/`, which
 //! never names the face.
 
-mod producer {
-    use crate::HashedWheelTimer;
-    use std::time::Duration;
+use crate::engine::sync::Ordering::SeqCst;
+use crate::HashedWheelTimer;
+use std::time::Duration;
 
-    const MS: Duration = Duration::from_millis(1);
+const MS: Duration = Duration::from_millis(1);
+
+mod producer {
+    use super::*;
 
     #[test]
     fn a_later_reset_gives_the_driver_nothing_to_do_until_the_old_deadline() {
@@ -58,7 +61,6 @@ mod producer {
     /// the tick: one waking sooner takes the entry out then (invariant 6).
     #[test]
     fn a_cancel_wakes_only_a_driver_planning_to_sleep_longer_than_a_tick() {
-        use crate::engine::sync::Ordering::SeqCst;
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let shared = timer.shared();
         let ts = [(); 2].map(|()| timer.new_timeout(|_| {}, MS * 100).unwrap());
@@ -104,12 +106,8 @@ mod producer {
 }
 
 pub(crate) mod worker {
+    use super::*;
     use crate::engine::driver::{BUSY, IDLE};
-    use crate::HashedWheelTimer;
-    use std::sync::atomic::Ordering::SeqCst;
-    use std::time::Duration;
-
-    const MS: Duration = Duration::from_millis(1);
 
     /// Polls `cond` for up to a minute; for tests that watch the worker.
     pub(crate) fn eventually(cond: impl Fn() -> bool) -> bool {
@@ -192,10 +190,9 @@ pub(crate) mod worker {
 }
 
 mod intake {
+    use super::*;
     use crate::engine::entry::task::Task;
     use crate::engine::intake::SHARED_LOOK_EVERY;
-    use crate::HashedWheelTimer;
-    use std::time::Duration;
 
     #[test]
     #[cfg_attr(miri, ignore = "3072 entries: too slow under Miri")]
@@ -204,7 +201,7 @@ mod intake {
         let shared = timer.shared();
         let looks = (0..3 * SHARED_LOOK_EVERY)
             .filter(|_| {
-                let task = crate::engine::entry::task::Task::Wake(None);
+                let task = Task::Wake(None);
                 // Counted and queued as a thread with no lane does.
                 shared.counts.reserve(&task).unwrap();
                 let key = shared.slots.insert(1_000, task, 1).unwrap();
@@ -237,8 +234,6 @@ mod intake {
     /// one is `HOLD` old: filed 4 ms after its deadline.
     #[test]
     fn a_key_pushed_with_an_older_reading_keeps_the_lane_in_time_order() {
-        use crate::HashedWheelTimer;
-        use std::time::Duration;
         const MS: u64 = 1_000_000;
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let shared = timer.shared();

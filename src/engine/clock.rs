@@ -222,7 +222,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tick_of_rounds_up_to_the_tick_end() {
+    fn tick_of_rounds_up_to_the_tick_end_and_never_reaches_a_saturated_deadline() {
         let clock = Clock::of(10, Source::Manual);
         assert_eq!(clock.tick_of(0), 0);
         assert_eq!(clock.tick_of(1), 1);
@@ -233,11 +233,9 @@ mod tests {
             assert!(clock.time_of(tick) >= deadline, "never early");
             assert!(tick == 0 || clock.time_of(tick - 1) < deadline, "the first");
         }
-    }
 
-    #[test]
-    fn a_saturated_deadline_is_beyond_every_reachable_tick() {
-        // Ticks that divide `NEVER` exactly, and ticks that do not.
+        // A saturated deadline is beyond every reachable tick, with ticks that
+        // divide `NEVER` exactly, and ticks that do not.
         for tick_nanos in [1, 3, 5, 17, 1_000, 1_000_000, u64::MAX] {
             let clock = Clock::of(tick_nanos, Source::Manual);
             let last = clock.ticks_at(NEVER);
@@ -248,10 +246,10 @@ mod tests {
         }
     }
 
-    /// Huge values saturate at the end of time; instants round-trip; a
-    /// manual clock only moves forward.
+    /// Huge values saturate at the end of time; instants round-trip; a manual clock only moves
+    /// forward; a deadline is never before now plus the delay.
     #[test]
-    fn values_saturate_and_round_trip() {
+    fn values_saturate_and_round_trip_and_a_deadline_is_never_early() {
         let clock = Clock::of(1_000_000, Source::Manual);
         assert_eq!(clock.deadline_after(Duration::MAX), NEVER);
         assert_eq!(clock.time_of(u64::MAX), u64::MAX);
@@ -267,13 +265,11 @@ mod tests {
         clock.set_manual(50);
         clock.set_manual(20);
         assert_eq!(clock.now(), 50);
+        assert_eq!(clock.deadline_after(Duration::from_nanos(7)), 57);
         clock.set_manual(u64::MAX);
         assert_eq!(clock.now(), NEVER, "no clock reads past it");
         assert_eq!(clock.deadline_after(Duration::from_secs(1)), NEVER);
-    }
 
-    #[test]
-    fn a_deadline_is_never_before_now_plus_the_delay() {
         // Holds however slowly this runs: a delay only moves the deadline on.
         let clock = Clock::of(1_000_000, Source::Real);
         for _ in 0..if cfg!(miri) { 100 } else { 10_000 } {
@@ -281,9 +277,6 @@ mod tests {
             assert!(clock.deadline_after(Duration::from_nanos(7)) >= now + 7);
             assert!(clock.deadline_after(Duration::ZERO) <= clock.now());
         }
-        let manual = Clock::of(10, Source::Manual);
-        manual.set_manual(50);
-        assert_eq!(manual.deadline_after(Duration::from_nanos(7)), 57);
     }
 
     /// Only a current-thread runtime's clock can be paused: a multi-thread one's is read as the

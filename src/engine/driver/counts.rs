@@ -29,6 +29,7 @@ pub(crate) enum Ended {
     Cancelled,
 }
 
+#[derive(Default)]
 pub(crate) struct Counts {
     /// `max_pending_timeouts`, or the arena's size.
     limit: usize,
@@ -59,13 +60,7 @@ impl Counts {
     pub(crate) fn new(limit: Option<usize>) -> Counts {
         Counts {
             limit: limit.unwrap_or(MAX_ENTRIES),
-            pending: AtomicUsize::new(0),
-            cancelled: AtomicU64::new(0),
-            fired: AtomicU64::new(0),
-            stopped: AtomicU64::new(0),
-            driver_wakeups: AtomicU64::new(0),
-            driver_busy: AtomicU64::new(0),
-            lateness: Lateness::new(),
+            ..Counts::default()
         }
     }
 
@@ -77,11 +72,8 @@ impl Counts {
     /// future's waker (see `Builder::max_pending_timeouts`).
     #[inline(always)]
     pub(crate) fn reserve(&self, task: &Task) -> Result<(), Refusal> {
-        let max = match task {
-            Task::Wake(_) => MAX_ENTRIES,
-            _ => self.limit,
-        };
-        if max == MAX_ENTRIES {
+        let max = self.limit;
+        if max == MAX_ENTRIES || matches!(task, Task::Wake(_)) {
             // The arena enforces this one.
             self.pending.fetch_add(1, Ordering::AcqRel);
             return Ok(());
@@ -114,12 +106,10 @@ impl Counts {
         self.pending.fetch_sub(n, Ordering::AcqRel);
     }
 
-    /// A sleeping driver woke.
     pub(crate) fn note_wakeup(&self) {
         add(&self.driver_wakeups, 1);
     }
 
-    /// The driver turned for `nanos`.
     pub(crate) fn note_busy(&self, nanos: u64) {
         add(&self.driver_busy, nanos);
     }

@@ -25,14 +25,16 @@ pub(crate) struct Lateness {
     max: AtomicU64,
 }
 
-impl Lateness {
-    pub(crate) fn new() -> Lateness {
+impl Default for Lateness {
+    fn default() -> Lateness {
         Lateness {
             counts: std::array::from_fn(|_| AtomicU64::new(0)),
             max: AtomicU64::new(0),
         }
     }
+}
 
+impl Lateness {
     /// A fire `nanos` late; the driver's alone.
     #[inline]
     pub(crate) fn record(&self, nanos: u64) {

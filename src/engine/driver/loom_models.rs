@@ -59,12 +59,8 @@ fn arrival_against_plan(delay: Duration) {
 }
 
 #[test]
-fn loom_models_a_held_arrival_against_the_workers_plan() {
+fn loom_models_a_held_and_an_urgent_arrival_against_the_workers_plan() {
     arrival_against_plan(MS * 1000);
-}
-
-#[test]
-fn loom_models_an_urgent_arrival_against_the_workers_plan() {
     arrival_against_plan(MS * 5);
 }
 

@@ -136,9 +136,8 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(config: Config, source: Source) -> Shared {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         Shared {
-            id,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             urgent_nanos: urgent_nanos(config.tick_nanos),
             clock: Clock::of(config.tick_nanos, source),
             core: Mutex::new(Core {

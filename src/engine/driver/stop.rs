@@ -10,7 +10,6 @@ use crate::engine::driver::counts::Ended;
 use crate::engine::driver::Shared;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
-use crate::engine::entry::Entry;
 use crate::engine::sync::{fence, lock, Ordering};
 
 impl Shared {
@@ -75,13 +74,7 @@ impl Shared {
         released.into_iter().for_each(|key| self.slots.release(key));
         #[cfg(feature = "metrics")]
         self.config.publish.turned(self, self.clock.now(), true);
-        all.retain(|&key| {
-            let future = wake_if_future(self.entry(key));
-            if future {
-                self.slots.release(key);
-            }
-            !future
-        });
+        all.retain(|&key| !self.wake_if_future(key));
         all.sort_by_key(|&key| self.entry(key).deadline());
         // Every live hook, called outside the lock (it ends with this statement).
         let hooks: Vec<_> = lock(&self.shutdown_hooks)
@@ -108,18 +101,18 @@ impl Shared {
             drop(lock(&self.driver));
         }
     }
-}
 
-/// Wakes a stopped future's entry, to be polled and end; true if it was one.
-fn wake_if_future(entry: &Entry) -> bool {
-    let waker = entry.with_task(|slot| match slot.take() {
-        Some(Task::Wake(waker)) => Ok(waker),
-        other => {
-            *slot = other;
-            Err(())
-        }
-    });
-    let future = waker.is_ok();
-    waker.into_iter().flatten().for_each(Waker::wake);
-    future
+    /// Wakes a stopped future's entry, to be polled and end, and releases it; true if it was one.
+    fn wake_if_future(&self, key: Key) -> bool {
+        let taken = self.entry(key).with_task(|slot| match slot {
+            Some(Task::Wake(_)) => slot.take(),
+            _ => None,
+        });
+        let Some(Task::Wake(waker)) = taken else {
+            return false;
+        };
+        waker.into_iter().for_each(Waker::wake);
+        self.slots.release(key);
+        true
+    }
 }

@@ -56,14 +56,13 @@ fn start(shared: &Arc<Shared>) -> Result<(), Refusal> {
 fn run(shared: Arc<Shared>) {
     // Published before the first look at the queue: no unpark is missed.
     let _ = shared.wake.set(Unpark::Thread(thread::current()));
-    let clock = &shared.clock;
     let mut due = Vec::new();
     loop {
         match round(&shared, &mut due) {
             Round::Exit => return,
             Round::Again => {}
             Round::Sleep(wake_at) => {
-                match wake_at.map(|at| at.saturating_sub(clock.now())) {
+                match wake_at.map(|at| at.saturating_sub(shared.clock.now())) {
                     None => thread::park(),
                     Some(0) => continue,
                     Some(nanos) => thread::park_timeout(Duration::from_nanos(nanos)),
@@ -87,11 +86,8 @@ pub(crate) fn round(shared: &Arc<Shared>, due: &mut Vec<Key>) -> Round {
     if shared.is_shutdown() {
         return Round::Exit;
     }
-    let turn = shared.turn(shared.clock.now(), due);
-    match shared.plan_sleep(turn.next) {
-        Ok(next) => Round::Sleep(next),
-        Err(()) => Round::Again,
-    }
+    let next = shared.turn(shared.clock.now(), due).next;
+    shared.plan_sleep(next).map_or(Round::Again, Round::Sleep)
 }
 
 /// Spawns the driver on `runtime`; producers wake it through a `Notify`.
@@ -186,10 +182,8 @@ impl<F: Future> Future for TurnOnWake<F> {
 
 impl Wake for TurnWaker {
     fn wake(self: Arc<Self>) {
-        if let Some(shared) = self.shared.upgrade() {
-            if !shared.is_shutdown() {
-                shared.turn_here();
-            }
+        if let Some(shared) = self.shared.upgrade().filter(|s| !s.is_shutdown()) {
+            shared.turn_here();
         }
         self.task.wake();
     }

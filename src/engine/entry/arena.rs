@@ -141,10 +141,9 @@ impl Drop for Slots {
 /// `[make(); N]` on the heap, without building it on the stack first.
 fn boxed_array<T, const N: usize>(make: impl FnMut() -> T) -> Box<[T; N]> {
     let items: Box<[T]> = std::iter::repeat_with(make).take(N).collect();
-    match items.try_into() {
-        Ok(array) => array,
-        Err(_) => unreachable!("took exactly N items"),
-    }
+    items
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("took exactly N items"))
 }
 
 #[cfg(test)]
@@ -152,7 +151,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_released_slot_is_reused_before_a_fresh_one() {
+    fn the_last_release_frees_the_slot_for_reuse_first_and_drops_an_untaken_task() {
         let slots = Slots::new();
         let keys: Vec<Key> = (0..4)
             .map(|i| slots.insert(i as u64, Task::Wake(None), 2).unwrap())
@@ -171,6 +170,15 @@ mod tests {
             .filter(|&&k| k != a)
             .for_each(|&k| slots.release(k));
         assert_eq!(slots.live(), 0);
+
+        let alive = std::sync::Arc::new(());
+        let held = alive.clone();
+        let task = Task::callback(Box::new(move |_: &crate::Timeout| drop(held)));
+        let key = slots.insert(0, task, 2).unwrap();
+        slots.release(key);
+        assert_eq!(std::sync::Arc::strong_count(&alive), 2, "not yet dropped");
+        slots.release(key);
+        assert_eq!(std::sync::Arc::strong_count(&alive), 1, "dropped");
     }
 
     #[test]
@@ -186,19 +194,6 @@ mod tests {
         }
         keys.iter().for_each(|&k| slots.release(k));
         assert_eq!(slots.live(), 0);
-    }
-
-    #[test]
-    fn the_last_release_drops_an_untaken_task() {
-        let alive = std::sync::Arc::new(());
-        let held = alive.clone();
-        let slots = Slots::new();
-        let task = Task::callback(Box::new(move |_: &crate::Timeout| drop(held)));
-        let key = slots.insert(0, task, 2).unwrap();
-        slots.release(key);
-        assert_eq!(std::sync::Arc::strong_count(&alive), 2, "not yet dropped");
-        slots.release(key);
-        assert_eq!(std::sync::Arc::strong_count(&alive), 1, "dropped");
     }
 
     #[test]

@@ -297,16 +297,16 @@ impl Entry {
     /// At the filed tick: fires the entry if its true deadline has come.
     pub(crate) fn fire_due(&self, now: Nanos) -> Fire {
         let to = if self.is_periodic() { RUNNING } else { EXPIRED };
-        let mut later = false;
-        let fired = self.update(|status, deadline| {
-            later = status == PENDING && deadline > now;
-            (status == PENDING && !later).then(|| pack(deadline, to))
+        let mut fire = Fire::Lost;
+        self.update(|status, deadline| {
+            fire = match status {
+                PENDING if deadline > now => Fire::Later,
+                PENDING => Fire::Won,
+                _ => Fire::Lost,
+            };
+            (fire == Fire::Won).then(|| pack(deadline, to))
         });
-        match (fired, later) {
-            (Some(_), _) => Fire::Won,
-            (None, true) => Fire::Later,
-            (None, false) => Fire::Lost,
-        }
+        fire
     }
 
     #[cfg(test)]

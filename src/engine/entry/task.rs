@@ -126,6 +126,8 @@ impl Periodic {
 /// `Option` so `Drop` can move the box out; it is no bigger.)
 pub(crate) struct UserBox<T: ?Sized + 'static>(Option<Box<T>>);
 
+const TAKEN: &str = "only drop and into_inner take the box";
+
 impl<T: ?Sized + 'static> UserBox<T> {
     pub(crate) fn new(task: Box<T>) -> UserBox<T> {
         UserBox(Some(task))
@@ -136,9 +138,7 @@ impl<T: ?Sized + 'static> UserBox<T> {
     pub(crate) fn into_inner(self) -> Box<T> {
         // Skips `Drop`, which would only find the box gone.
         let mut this = std::mem::ManuallyDrop::new(self);
-        this.0
-            .take()
-            .expect("only drop and into_inner take the box")
+        this.0.take().expect(TAKEN)
     }
 }
 
@@ -146,17 +146,13 @@ impl<T: ?Sized + 'static> Deref for UserBox<T> {
     type Target = T;
 
     fn deref(&self) -> &T {
-        self.0
-            .as_deref()
-            .expect("only drop and into_inner take the box")
+        self.0.as_deref().expect(TAKEN)
     }
 }
 
 impl<T: ?Sized + 'static> DerefMut for UserBox<T> {
     fn deref_mut(&mut self) -> &mut T {
-        self.0
-            .as_deref_mut()
-            .expect("only drop and into_inner take the box")
+        self.0.as_deref_mut().expect(TAKEN)
     }
 }
 
@@ -181,13 +177,9 @@ fn report_panic(panic: &(dyn Any + Send), when: &'static str) {
 }
 
 pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s
-    } else {
-        "<non-string panic payload>"
-    }
+    let text = panic.downcast_ref::<&str>().copied();
+    text.or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("<non-string panic payload>")
 }
 
 /// A fired callback, ready to run.

@@ -20,7 +20,7 @@ fn running() -> Entry {
 }
 
 #[test]
-fn one_shot_fire_cancel_and_stop_exclude_each_other() {
+fn one_shot_fire_cancel_stop_and_reset_exclude_each_other() {
     let e = entry();
     assert!(e.try_fire());
     assert!(e.is_expired() && !e.is_pending());
@@ -37,6 +37,32 @@ fn one_shot_fire_cancel_and_stop_exclude_each_other() {
     assert!(!e.try_fire());
     assert_eq!(e.try_cancel(), Some(CancelOutcome::Stopped));
     assert_eq!(e.try_cancel(), None);
+
+    // A reset moves the deadline in force, and races the fire.
+    let e = Entry::new(100, Task::Wake(None));
+    assert_eq!(e.try_reset(300), Some(100));
+    assert_eq!((e.deadline(), e.filed()), (300, 100));
+    assert_eq!(e.fire_due(200), Fire::Later, "due where it is filed only");
+    assert_eq!(e.file_by_deadline(), 300);
+    assert_eq!(e.fire_due(300), Fire::Won);
+    assert_eq!(e.try_reset(400), None, "spent");
+    assert_eq!(e.deadline(), 300, "kept once expired");
+
+    let e = Entry::new(100, Task::Wake(None));
+    assert_eq!(e.fire_due(150), Fire::Won);
+    assert_eq!(e.try_reset(50), None, "the fire won");
+    let e = Entry::new(100, Task::Wake(None));
+    assert_eq!(e.try_reset(500), Some(100));
+    assert_eq!(e.fire_due(150), Fire::Later, "the reset won");
+    assert!(e.try_cancel().is_some());
+    assert_eq!(e.fire_due(u64::MAX), Fire::Lost);
+    assert_eq!(e.deadline(), 500, "a cancel keeps the deadline");
+
+    let e = Entry::new(u64::MAX - 1, Task::Wake(None));
+    assert_eq!(e.deadline(), NEVER);
+    assert_eq!(e.fire_due(NEVER - 1), Fire::Later);
+    let e = Entry::new(NEVER - 1, Task::Wake(None));
+    assert_eq!(e.deadline(), NEVER - 1, "the latest kept as it is");
 }
 
 #[test]
@@ -55,7 +81,7 @@ fn a_periodic_entry_runs_and_rearms_until_cancelled() {
 }
 
 #[test]
-fn a_run_cancelled_or_panicking_ends_the_entry_once() {
+fn a_run_or_a_fired_entry_ends_once_cancelled_panicking_or_stopped() {
     let e = running();
     assert_eq!(e.try_cancel(), Some(CancelOutcome::Running));
     assert_eq!(e.try_cancel(), None);
@@ -80,10 +106,8 @@ fn a_run_cancelled_or_panicking_ends_the_entry_once() {
     assert!(e.try_fire());
     e.mark_panicked();
     assert!(e.is_expired() && e.is_panicked());
-}
 
-#[test]
-fn a_fired_entry_can_end_stopped_once() {
+    // Stopped after it fired: once, and not after a cancel.
     let e = running();
     assert_eq!(e.try_stop_fired(), Some(true), "running: uncount");
     assert!(e.is_stopped());
@@ -97,35 +121,6 @@ fn a_fired_entry_can_end_stopped_once() {
     let e = running();
     assert!(e.try_cancel().is_some());
     assert_eq!(e.try_stop_fired(), None, "cancel won");
-}
-
-#[test]
-fn resets_move_the_deadline_in_force_and_race_the_fire() {
-    let e = Entry::new(100, Task::Wake(None));
-    assert_eq!(e.try_reset(300), Some(100));
-    assert_eq!((e.deadline(), e.filed()), (300, 100));
-    assert_eq!(e.fire_due(200), Fire::Later, "due where it is filed only");
-    assert_eq!(e.file_by_deadline(), 300);
-    assert_eq!(e.fire_due(300), Fire::Won);
-    assert_eq!(e.try_reset(400), None, "spent");
-    assert_eq!(e.deadline(), 300, "kept once expired");
-
-    let e = Entry::new(100, Task::Wake(None));
-    assert_eq!(e.fire_due(150), Fire::Won);
-    assert_eq!(e.try_reset(50), None, "the fire won");
-    let e = Entry::new(100, Task::Wake(None));
-    assert_eq!(e.try_reset(500), Some(100));
-    assert_eq!(e.fire_due(150), Fire::Later, "the reset won");
-    assert!(e.try_cancel().is_some());
-    assert_eq!(e.fire_due(u64::MAX), Fire::Lost);
-    assert_eq!(e.deadline(), 500, "a cancel keeps the deadline");
-
-    use crate::engine::clock::NEVER;
-    let e = Entry::new(u64::MAX - 1, Task::Wake(None));
-    assert_eq!(e.deadline(), NEVER);
-    assert_eq!(e.fire_due(NEVER - 1), Fire::Later);
-    let e = Entry::new(NEVER - 1, Task::Wake(None));
-    assert_eq!(e.deadline(), NEVER - 1, "the latest kept as it is");
 }
 
 #[test]

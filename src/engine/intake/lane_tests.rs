@@ -93,7 +93,7 @@ const HOLD_NS: Nanos = HOLD.as_nanos() as Nanos;
 const LOOK_NS: Nanos = HOLD_NS + BATCH_NANOS;
 
 #[test]
-fn the_hold_keeps_young_keys_and_sets_the_next_look() {
+fn the_hold_keeps_young_keys_in_order_past_withdrawn_cells_and_sets_the_next_look() {
     let f = Fixture::new();
     f.push_at(0, 0, false);
     f.push_at(1, stamps(10), false);
@@ -110,10 +110,7 @@ fn the_hold_keeps_young_keys_and_sets_the_next_look() {
     // A producer may read the clock after the driver did.
     assert_eq!(f.drain_at(stamps(4)).1, Some(stamps(5) + LOOK_NS));
     assert_eq!(f.drain_at(stamps(5) + HOLD_NS).1, Some(stamps(7) + LOOK_NS));
-}
 
-#[test]
-fn a_drain_keeps_order_and_skips_withdrawn_cells() {
     let f = Fixture::new();
     f.push_at(0, 0, false);
     f.push_at(1, 0, false);

@@ -39,11 +39,9 @@ impl Shared {
         let lane = self.intake.lane_here();
         let now = lane.map_or(now, |lane| lane.not_before(now));
         self.counts.reserve(&task)?;
-        let free = lane.and_then(|lane| lane.pop_free(&self.slots));
-        let taken = free.or_else(|| {
-            let key = self.slots.take_key()?;
-            Some((key, self.entry(key)))
-        });
+        let taken = lane
+            .and_then(|lane| lane.pop_free(&self.slots))
+            .or_else(|| self.slots.take_key().map(|key| (key, self.entry(key))));
         let Some((key, entry)) = taken else {
             self.counts.unreserve();
             return Err(Refusal::AtCapacity {
@@ -195,7 +193,6 @@ impl Shared {
         drop(won); // the tasks, whose drops may run user code: after the count
     }
 
-    /// Cancels what waits in every lane's batch.
     pub(crate) fn cancel_batched(&self) {
         self.intake
             .lanes()
