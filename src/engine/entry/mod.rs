@@ -54,10 +54,12 @@
 pub(crate) mod arena;
 pub(crate) mod handle;
 pub(crate) mod key;
+mod packed;
 pub(crate) mod task;
 
 use crate::engine::clock::{Nanos, NEVER};
 use crate::engine::entry::key::Key;
+use crate::engine::entry::packed::{Packed, NONE};
 use crate::engine::entry::task::Task;
 use crate::engine::sync::{spin, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
 use std::task::Waker;
@@ -71,9 +73,9 @@ const STOPPED: u64 = 4;
 const PERIODIC: u8 = 1;
 const IN_WHEEL: u8 = 2;
 const PANICKED: u8 = 4;
-/// `task_word` bits: `with_task` holds the slot's lock; the slot holds a task.
+/// `task_word`: this bit while `with_task` holds the slot's lock; above it, the kind of task the
+/// slot holds (`packed.rs`).
 const TASK_LOCKED: u8 = 1;
-const HAS_TASK: u8 = 2;
 
 fn pack(deadline: Nanos, status: u64) -> u64 {
     deadline.min(NEVER) << 3 | status
@@ -119,7 +121,7 @@ pub(crate) fn prefetch<T>(at: &T) {
     }
 }
 
-/// 56 bytes: entries share cache lines (see `arena.rs`).
+/// 48 bytes: entries share cache lines (see `arena.rs`).
 pub(crate) struct Entry {
     state: AtomicU64,
     filed: AtomicU64,
@@ -129,7 +131,7 @@ pub(crate) struct Entry {
     next: AtomicU32,
     flags: AtomicU8,
     task_word: AtomicU8,
-    task: UnsafeCell<Option<Task>>,
+    task: UnsafeCell<Packed>,
 }
 
 // SAFETY: `task`, the one field not `Sync` by itself, is touched only by
@@ -139,7 +141,7 @@ unsafe impl Sync for Entry {}
 
 // On 64-bit targets; a 32-bit one's pointers make it smaller.
 #[cfg(all(not(loom), target_pointer_width = "64"))]
-const _: () = assert!(std::mem::size_of::<Entry>() == 56);
+const _: () = assert!(std::mem::size_of::<Entry>() == 48);
 
 impl Entry {
     pub(crate) fn vacant() -> Entry {
@@ -151,7 +153,7 @@ impl Entry {
             next: AtomicU32::new(0),
             flags: AtomicU8::new(0),
             task_word: AtomicU8::new(0),
-            task: UnsafeCell::new(None),
+            task: UnsafeCell::new(Packed::EMPTY),
         }
     }
 
@@ -420,8 +422,9 @@ impl Entry {
     /// waiters spin. `f` must run no user code: no drop, no waker call.
     #[inline(always)]
     pub(crate) fn with_task<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
+        let mut word = 0;
         spin(|| {
-            let word = self.task_word.load(Ordering::Relaxed);
+            word = self.task_word.load(Ordering::Relaxed);
             word & TASK_LOCKED == 0
                 && self
                     .task_word
@@ -435,24 +438,44 @@ impl Entry {
         });
         // SAFETY: this thread set `TASK_LOCKED`, which `Unlock` clears only
         // as it returns or unwinds, so nobody else touches the slot meanwhile.
-        self.task.with_mut(|slot| {
-            let guard = Unlock(self, unsafe { &mut *slot });
-            f(&mut *guard.1)
-        })
+        self.task
+            .with_mut(|slot| unsafe { self.open(slot, word, f) })
     }
 
     /// `with_task` without the lock (one read-modify-write saved).
     #[inline(always)]
     fn with_task_alone<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
-        debug_assert!(self.task_word.load(Ordering::Relaxed) & TASK_LOCKED == 0);
+        let word = self.task_word.load(Ordering::Relaxed);
+        debug_assert!(word & TASK_LOCKED == 0);
         // SAFETY: only the filler, the last reference's holder or the winning
         // cancel (`take_task_won`) calls this, and nothing else touches `task`
         // until it returns. The acquire that chose this thread (free-list pop,
         // last `release`, winning swap) orders it after every earlier access.
-        self.task.with_mut(|slot| {
-            let guard = Unlock(self, unsafe { &mut *slot });
-            f(&mut *guard.1)
-        })
+        self.task
+            .with_mut(|slot| unsafe { self.open(slot, word, f) })
+    }
+
+    /// Runs `f` on the task `slot` holds, packed back as `f` returns or unwinds.
+    ///
+    /// # Safety
+    ///
+    /// Nobody else touches `slot` until this returns, and `word` was read after its last write.
+    #[inline(always)]
+    unsafe fn open<R>(
+        &self,
+        slot: *mut Packed,
+        word: u8,
+        f: impl FnOnce(&mut Option<Task>) -> R,
+    ) -> R {
+        // SAFETY: the caller's promise; `word` holds the kind of the task packed there, and the
+        // `Unlock` below writes the slot again before anyone else may read it.
+        let task = unsafe { slot.read().unpack(word >> 1) };
+        let mut guard = Unlock {
+            entry: self,
+            slot,
+            task,
+        };
+        f(&mut guard.task)
     }
 
     pub(crate) fn state_name(&self) -> &'static str {
@@ -468,7 +491,7 @@ impl Entry {
     /// Empties a slot whose last reference is gone; returns any task left.
     #[inline(always)]
     pub(crate) fn vacate(&self) -> Option<Task> {
-        if self.task_word.load(Ordering::Relaxed) & HAS_TASK == 0 {
+        if self.task_word.load(Ordering::Relaxed) >> 1 == NONE {
             return None; // the common case: fired or cancelled, task taken
         }
         self.with_task_alone(Option::take)
@@ -486,14 +509,27 @@ impl Entry {
     }
 }
 
-/// The borrowed slot; its drop (even unwinding) unlocks and updates `HAS_TASK`.
-struct Unlock<'a>(&'a Entry, &'a mut Option<Task>);
+impl Drop for Entry {
+    /// Drops the task left in the slot, which `Packed` alone would leak.
+    fn drop(&mut self) {
+        drop(self.vacate());
+    }
+}
+
+/// The task taken out of `slot`; its drop (even unwinding) packs it back and unlocks.
+struct Unlock<'a> {
+    entry: &'a Entry,
+    slot: *mut Packed,
+    task: Option<Task>,
+}
 
 impl Drop for Unlock<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        let word = if self.1.is_some() { HAS_TASK } else { 0 };
-        self.0.task_word.store(word, Ordering::Release);
+        let (kind, packed) = Packed::pack(self.task.take());
+        // SAFETY: the slot is still this thread's alone (`open`), and its bytes were moved out.
+        unsafe { self.slot.write(packed) };
+        self.entry.task_word.store(kind << 1, Ordering::Release);
     }
 }
 

@@ -1,7 +1,8 @@
 //! Unit tests of the entry state machine and its task slot.
 
 use super::*;
-use crate::engine::entry::task::{Every, Periodic};
+use crate::engine::entry::task::{Every, Listener, Notice, Periodic};
+use std::sync::Arc;
 
 fn entry() -> Entry {
     Entry::new(0, Task::callback(Box::new(|_: &crate::Timeout| {})))
@@ -155,4 +156,31 @@ fn the_task_slot_holds_each_kind_frees_it_and_survives_a_panic() {
     e.put_task(Task::periodic(task));
     assert!(matches!(e.vacate(), Some(Task::Periodic(_))));
     assert!(e.vacate().is_none());
+
+    // A waker and a notice come back whole, and go with a dropped entry.
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    let (noop, to) = (Arc::new(Noop), Listener::new(|_| {}));
+    e.put_task(Task::Notice(Notice {
+        to: to.clone(),
+        token: 7,
+    }));
+    assert!(matches!(e.take_task(), Some(Task::Notice(n)) if n.token == 7));
+    e.put_task(Task::Wake(Some(Waker::from(noop.clone()))));
+    assert!(e.with_task(|slot| matches!(slot, Some(Task::Wake(Some(_))))));
+    drop(e);
+    drop(Entry::new(
+        0,
+        Task::Notice(Notice {
+            to: to.clone(),
+            token: 8,
+        }),
+    ));
+    assert_eq!(
+        (Arc::strong_count(&noop), Arc::strong_count(&to)),
+        (1, 1),
+        "not leaked"
+    );
 }
