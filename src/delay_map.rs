@@ -237,13 +237,10 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         let Some((owned, &(deadline, _))) = shard.get_key_value(key) else {
             return false;
         };
-        let Ok(fresh) = self.file(owned, Some(deadline), at) else {
-            return false;
-        };
-        if let Some(slot) = shard.get_mut(key) {
-            slot.0 = fresh;
+        match self.file(owned, Some(deadline), at) {
+            Ok(fresh) => shard.get_mut(key).map(|slot| slot.0 = fresh).is_some(),
+            Err(_) => false,
         }
-        true
     }
 }
 

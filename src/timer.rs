@@ -221,11 +221,8 @@ impl HashedWheelTimer {
         if crate::default_timer::is_process_default(self) {
             return Err(TimerError::StopDefaultTimer);
         }
-        let entries = shared.shut_down(true);
-        Ok(entries
-            .into_iter()
-            .map(|key| Timeout::from_parts(key, shared))
-            .collect())
+        let timeout = |key| Timeout::from_parts(key, shared);
+        Ok(shared.shut_down(true).into_iter().map(timeout).collect())
     }
 
     /// Where this timer's futures wait out their time once it stopped (see

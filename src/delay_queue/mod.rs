@@ -257,7 +257,6 @@ impl<T> DelayQueue<T> {
     /// `try_remove`.
     pub fn try_remove(&self, key: &DelayKey) -> Option<Expired<T>> {
         let slot = self.inner.store.lock_of(key)?.take(key)?;
-        // Its cancel waits in this thread's batch, with the entry unread.
         self.inner.timer.shared().cancel_later(slot.entry);
         self.wake_if_ending();
         Some(self.inner.expired(slot))
@@ -325,15 +324,16 @@ impl<T> DelayQueue<T> {
     /// at every item, locking each shard in turn: a snapshot, for tests and
     /// occasional looks, not for a loop over a large queue.
     pub fn peek(&self) -> Option<DelayKey> {
-        let mut first: Option<(Nanos, DelayKey)> = None;
-        for shard in self.inner.store.each() {
-            for (_, slot) in shard.slots.iter() {
-                if first.map_or(true, |(earliest, _)| slot.deadline < earliest) {
-                    first = Some((slot.deadline, slot.key));
-                }
-            }
-        }
-        first.map(|(_, key)| key)
+        let firsts = self.inner.store.each().filter_map(|shard| {
+            let slots = shard
+                .slots
+                .iter()
+                .map(|(_, slot)| (slot.deadline, slot.key));
+            slots.min_by_key(|&(deadline, _)| deadline)
+        });
+        firsts
+            .min_by_key(|&(deadline, _)| deadline)
+            .map(|(_, key)| key)
     }
 
     /// Ends the queue's stream once it is empty: inserts fail with
@@ -400,9 +400,7 @@ impl<T> DelayQueue<T> {
 impl<T> Inner<T> {
     fn clear(&self) {
         let shared = self.timer.shared();
-        for mut shard in self.store.each() {
-            let slots = shard.take_all();
-            drop(shard);
+        for slots in self.store.each().map(|mut shard| shard.take_all()) {
             for (_, slot) in slots {
                 shared.cancel_later(slot.entry);
                 drop_item(slot.item);
