@@ -121,11 +121,15 @@ mod loom_models {
         (waiters, queued, producer)
     }
 
+    fn flag() -> std::sync::Arc<Flag> {
+        std::sync::Arc::new(Flag(loom::sync::atomic::AtomicBool::new(false)))
+    }
+
     /// A consumer that finds the queue empty and registers, against a
     /// producer that pushes and wakes: the consumer either finds the item
-    /// on its second look or is woken.
+    /// on its second look or is woken; then one that replaces its waker.
     #[test]
-    fn loom_models_a_delay_queue_consumer_is_never_left_waiting() {
+    fn loom_models_a_delay_queue_consumer_is_never_left_waiting_even_replacing_its_waker() {
         loom::model(|| {
             let (waiters, queued, producer) = producer();
             let woken = flag();
@@ -141,19 +145,11 @@ mod loom_models {
                 "the item was pushed, and the consumer neither saw it nor was woken"
             );
         });
-    }
-
-    fn flag() -> std::sync::Arc<Flag> {
-        std::sync::Arc::new(Flag(loom::sync::atomic::AtomicBool::new(false)))
-    }
-
-    /// One consumer polls twice, with a new waker the second time (its
-    /// seat's waker is replaced, the old one woken), and a second consumer
-    /// on another thread waits too, against a producer that pushes and
-    /// wakes: each consumer's latest poll either finds the item or its
-    /// latest waker is woken. Then both handles drop, racing nothing left.
-    #[test]
-    fn loom_models_replacing_a_waker_never_leaves_a_consumer_waiting() {
+        // One consumer polls twice, with a new waker the second time (its
+        // seat's waker is replaced, the old one woken), and a second consumer
+        // on another thread waits too, against a producer that pushes and
+        // wakes: each consumer's latest poll either finds the item or its
+        // latest waker is woken. Then both handles drop, racing nothing left.
         loom::model(|| {
             let (waiters, queued, producer) = producer();
             let other = {
