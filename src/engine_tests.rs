@@ -56,10 +56,9 @@ mod producer {
         assert!(entry.in_wheel());
     }
 
-    /// Invariant 6 for reset timeouts: the wheel finds a filed entry by the
-    /// deadline it was filed by, so a cancel after a reset (later or
-    /// earlier) still takes it out within a tick, and its slot comes back.
-    /// An earlier reset is queued once, and its reference comes back.
+    /// Invariant 6 for reset timeouts: the wheel finds a filed entry by the deadline it was filed
+    /// by, so a cancel after a reset (later or earlier) still takes it out within a tick, and its
+    /// slot comes back. An earlier reset is queued once, and its reference comes back.
     #[test]
     fn an_earlier_reset_is_queued_once_and_reset_timeouts_give_every_reference_back() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
@@ -217,11 +216,10 @@ mod intake {
         assert_eq!(timer.shared().intake.lanes().count(), 3);
     }
 
-    /// A key pushed with a reading older than the lane's last (a `Sleep`'s
-    /// first poll, by the reading its deadline was made from) is stamped no
-    /// older than the last key, and is urgent by that stamp. By its own reading
-    /// it is not urgent, and would be held behind the younger key until that
-    /// one is `HOLD` old: filed 4 ms after its deadline.
+    /// A key pushed with a reading older than the lane's last (a `Sleep`'s first poll, by the
+    /// reading its deadline was made from) is stamped no older than the last key, and is urgent by
+    /// that stamp. By its own reading it is not urgent, and would be held behind the younger key
+    /// until that one is `HOLD` old: filed 4 ms after its deadline.
     #[test]
     fn a_key_pushed_with_an_older_reading_keeps_the_lane_in_time_order() {
         const MS: u64 = 1_000_000;

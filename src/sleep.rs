@@ -80,22 +80,19 @@ pub struct Sleep {
     deadline: Instant,
     /// `deadline` on the timer's clock.
     deadline_nanos: Nanos,
-    /// The entry holding our waker, or spent: due at `entry_deadline`. Holds
-    /// one of its references.
+    /// The entry holding our waker, or spent: due at `entry_deadline`. Holds one of its references.
     entry: Option<Key>,
-    /// The deadline our entry holds (`deadline_nanos`, or earlier after a
-    /// later reset left it), and how far past it a later reset leaves it:
-    /// half the wait it was given.
+    /// The deadline our entry holds (`deadline_nanos`, or earlier after a later reset left
+    /// it), and how far past it a later reset leaves it: half the wait it was given.
     entry_deadline: Nanos,
     entry_slack: Nanos,
     /// The waker our entry holds, once a poll has looked at the entry.
     registered: Option<Waker>,
     /// `move_after_stop` ran.
     moved: bool,
-    /// How long before `deadline_nanos` the clock was read to make it, in
-    /// whole milliseconds rounded up; 0 if unknown (too long, reset since,
-    /// or used). It spares the first poll on real time a reading of its
-    /// own (see `poll_elapsed`), in the bytes a `Sleep` had spare.
+    /// How long before `deadline_nanos` the clock was read to make it, in whole milliseconds
+    /// rounded up; 0 if unknown (too long, reset since, or used). It spares the first poll on
+    /// real time a reading of its own (see `poll_elapsed`), in the bytes a `Sleep` had spare.
     made_ms_before: u16,
 }
 
@@ -262,9 +259,8 @@ impl Sleep {
             return;
         }
         if !earlier || self.deadline_nanos > shared.clock.now() {
-            // The timer's one reset. If it cannot move the entry, it fired
-            // or the timer stopped: the task was woken, and its next poll
-            // files a new entry or completes.
+            // The timer's one reset. If it cannot move the entry, it fired or the timer
+            // stopped: the task was woken, and its next poll files a new entry or completes.
             if shared.reset(key, self.deadline_nanos) {
                 self.set_entry_deadline(shared.clock.now());
             }
@@ -279,10 +275,9 @@ impl Sleep {
         }
     }
 
-    /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)`
-    /// once it has passed after the wait moved to the `after_stop` timer,
-    /// or at once if that one stopped too (its tokio runtime is gone).
-    /// When it reads the clock: see the type's docs.
+    /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)` once it has passed after
+    /// the wait moved to the `after_stop` timer, or at once if that one stopped too (its tokio
+    /// runtime is gone). When it reads the clock: see the type's docs.
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
         let done = (!self.moved).then_some(()).ok_or(TimerError::Shutdown);
         // A reading no later than now nor than the one the deadline was

@@ -75,10 +75,9 @@ fn a_sleep_reads_the_clock_only_where_time_can_be_moved() {
     assert_ready!(due.poll());
 }
 
-/// One way to reset: later or earlier, the entry moves in place, as a
-/// `Timeout`'s does; dropped after an earlier reset (the driver holds a
-/// reference to refile it), it gives every reference back. A reset to a past
-/// deadline wakes at once and files nothing; a dropped `Sleep` leaves the
+/// One way to reset: later or earlier, the entry moves in place, as a `Timeout`'s does; dropped
+/// after an earlier reset (the driver holds a reference to refile it), it gives every reference
+/// back. A reset to a past deadline wakes at once and files nothing; a dropped `Sleep` leaves the
 /// wheel within a tick.
 #[test]
 fn a_reset_moves_the_entry_in_place_or_wakes_at_once_and_a_drop_takes_it_out_in_a_tick() {
