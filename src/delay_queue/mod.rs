@@ -322,15 +322,10 @@ impl<T> DelayQueue<T> {
     /// occasional looks, not for a loop over a large queue.
     pub fn peek(&self) -> Option<DelayKey> {
         let firsts = self.inner.store.each().filter_map(|shard| {
-            let slots = shard
-                .slots
-                .iter()
-                .map(|(_, slot)| (slot.deadline, slot.key));
-            slots.min_by_key(|&(deadline, _)| deadline)
+            let slots = shard.slots.iter().map(|(_, s)| (s.deadline, s.key));
+            slots.min_by_key(|&(at, _)| at)
         });
-        firsts
-            .min_by_key(|&(deadline, _)| deadline)
-            .map(|(_, key)| key)
+        firsts.min_by_key(|&(at, _)| at).map(|(_, key)| key)
     }
 
     /// Ends the queue's stream once it is empty: inserts fail with
