@@ -99,8 +99,7 @@ pub struct DefaultGuard {
 impl Drop for DefaultGuard {
     fn drop(&mut self) {
         let previous = self.previous.take();
-        // Dropped outside the thread-local's borrow: the timer's drop may
-        // stop it.
+        // Dropped outside the thread-local's borrow: the timer's drop may stop it.
         let _replaced = CURRENT.try_with(|current| current.replace(previous));
     }
 }
@@ -131,8 +130,7 @@ pub fn current_timer() -> HashedWheelTimer {
     with_default(HashedWheelTimer::clone)
 }
 
-/// Runs `f` on this thread's default timer: `set_default`'s, the global
-/// one, or the process-wide one.
+/// Runs `f` on this thread's default timer: `set_default`'s, the global or the process-wide one.
 fn with_default<R>(f: impl FnOnce(&HashedWheelTimer) -> R) -> R {
     match CURRENT.try_with(|current| current.borrow().clone()) {
         Ok(Some(timer)) => f(&timer),

@@ -1,14 +1,10 @@
-//! `DelayMap`: deadlines by the user's own key, a face over the crate's
-//! `DelayQueue`, which alone schedules, resets and cancels.
-//!
-//! The map keeps each key's value and the `DelayKey` of its deadline in a
-//! `HashMap`, sharded by the key's hash, one lock each; the queue holds a
-//! clone of the key under that `DelayKey`. The shard's lock decides every
-//! race on a key: the stream yields a key only if, under that lock, the
-//! map still names the `DelayKey` that came out of the queue. A removed
-//! key names none, and a replaced or moved one names another, so their
-//! old deadline comes out of the queue and is skipped. Locks are taken in
-//! one order, a map shard's before a queue shard's, never the reverse.
+//! `DelayMap`: deadlines by the user's own key, a face over the crate's `DelayQueue`, which alone
+//! schedules, resets and cancels. Each key's value and the `DelayKey` of its deadline sit in a
+//! `HashMap` sharded by the key's hash, one lock each; the queue holds a clone of the key under
+//! that `DelayKey`. The shard's lock decides every race on a key: the stream yields a key only if
+//! the map still names the `DelayKey` that came out of the queue (a removed key names none, a
+//! replaced or moved one another, so their old deadline is skipped). Locks are taken in one order,
+//! a map shard's before a queue shard's, never the reverse.
 
 use std::borrow::Borrow;
 use std::collections::hash_map::{Entry, HashMap, RandomState};
@@ -188,11 +184,10 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         }
     }
 
-    /// Files the deadline of `key` (whose shard the caller holds) at `at`,
-    /// the clock's reading and the deadline: moves its deadline `old` in
-    /// place; or, if it has none, or `old` has already fired and is on its
-    /// way to a consumer, who will now skip it, files a fresh one. Returns
-    /// the name of the deadline in force.
+    /// Files the deadline of `key` (whose shard the caller holds) at `at`, the clock's reading and
+    /// the deadline: moves its deadline `old` in place; or, if it has none, or `old` has already
+    /// fired and is on its way to a consumer, who will now skip it, files a fresh one. Returns the
+    /// name of the deadline in force.
     fn file(
         &self,
         key: &K,
@@ -237,13 +232,10 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         let Some((owned, &(deadline, _))) = shard.get_key_value(key) else {
             return false;
         };
-        let Ok(fresh) = self.file(owned, Some(deadline), at) else {
-            return false;
-        };
-        if let Some(slot) = shard.get_mut(key) {
-            slot.0 = fresh;
+        match self.file(owned, Some(deadline), at) {
+            Ok(fresh) => shard.get_mut(key).map(|slot| slot.0 = fresh).is_some(),
+            Err(_) => false,
         }
-        true
     }
 }
 

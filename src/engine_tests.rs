@@ -11,10 +11,29 @@ const MS: Duration = Duration::from_millis(1);
 mod producer {
     use super::*;
 
+    /// A cancel of a filed timeout wakes the driver only if it plans to sleep past the end of
+    /// the tick: one waking sooner takes the entry out then (invariant 6). A later reset gives
+    /// the driver nothing to do until the old deadline.
     #[test]
-    fn a_later_reset_gives_the_driver_nothing_to_do_until_the_old_deadline() {
+    fn a_cancel_or_a_later_reset_wakes_the_driver_only_when_it_must() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let shared = timer.shared();
+        let ts = [(); 2].map(|()| timer.new_timeout(|_| {}, MS * 100).unwrap());
+        timer.advance(MS * 70); // both filed
+        let now = shared.clock.now();
+        for (t, (planned, woken)) in ts.into_iter().zip([(now, 0), (now + 1, 1)]) {
+            shared.housekeeping_requested.store(false, SeqCst);
+            shared.planned_wake.store(planned, SeqCst); // a tick before the wake-up
+            let before = shared.unparks.load(SeqCst);
+            assert!(t.cancel());
+            assert_eq!(
+                shared.unparks.load(SeqCst) - before,
+                woken,
+                "planned {planned}"
+            );
+        }
+        timer.advance(Duration::ZERO);
+        assert_eq!(shared.lock_core().wheel.len(), 0, "both taken out");
         let t = timer.new_timeout(|_| {}, MS * 100).unwrap();
         timer.advance(MS * 70); // filed
         let entry = shared.entry(t.key());
@@ -37,55 +56,11 @@ mod producer {
         assert!(entry.in_wheel());
     }
 
+    /// Invariant 6 for reset timeouts: the wheel finds a filed entry by the deadline it was filed
+    /// by, so a cancel after a reset (later or earlier) still takes it out within a tick, and its
+    /// slot comes back. An earlier reset is queued once, and its reference comes back.
     #[test]
-    fn an_earlier_reset_is_queued_once_and_its_reference_comes_back() {
-        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let shared = timer.shared();
-        let t = timer.new_timeout(|_| {}, MS * 500).unwrap();
-        timer.advance(MS * 70);
-        assert!(t.reset(MS * 10));
-        assert_eq!(shared.mailbox.len(), 1);
-        timer.advance(Duration::ZERO);
-        assert!(shared.mailbox.is_empty());
-        assert_eq!(
-            shared.entry(t.key()).filed(),
-            shared.clock.to_nanos(t.deadline())
-        );
-        timer.advance(MS * 10);
-        assert!(t.is_expired());
-        drop(t);
-        assert_eq!(shared.live(), 0, "every reference came back");
-    }
-
-    /// A cancel of a filed timeout wakes the driver only if it plans to sleep past the end of
-    /// the tick: one waking sooner takes the entry out then (invariant 6).
-    #[test]
-    fn a_cancel_wakes_only_a_driver_planning_to_sleep_longer_than_a_tick() {
-        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let shared = timer.shared();
-        let ts = [(); 2].map(|()| timer.new_timeout(|_| {}, MS * 100).unwrap());
-        timer.advance(MS * 70); // both filed
-        let now = shared.clock.now();
-        for (t, (planned, woken)) in ts.into_iter().zip([(now, 0), (now + 1, 1)]) {
-            shared.housekeeping_requested.store(false, SeqCst);
-            shared.planned_wake.store(planned, SeqCst); // a tick before the wake-up
-            let before = shared.unparks.load(SeqCst);
-            assert!(t.cancel());
-            assert_eq!(
-                shared.unparks.load(SeqCst) - before,
-                woken,
-                "planned {planned}"
-            );
-        }
-        timer.advance(Duration::ZERO);
-        assert_eq!(shared.lock_core().wheel.len(), 0, "both taken out");
-    }
-
-    /// Invariant 6 for reset timeouts: the wheel finds a filed entry by the
-    /// deadline it was filed by, so a cancel after a reset (later or
-    /// earlier) still takes it out within a tick, and its slot comes back.
-    #[test]
-    fn a_reset_then_cancelled_timeout_leaves_the_wheel_within_a_tick() {
+    fn an_earlier_reset_is_queued_once_and_reset_timeouts_give_every_reference_back() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let shared = timer.shared();
         let later = timer.new_timeout(|_| {}, MS * 100).unwrap();
@@ -102,6 +77,20 @@ mod producer {
         assert_eq!(shared.live(), 0, "both slots came back");
         timer.advance(MS * 500); // nothing left to fire or to find
         assert_eq!(timer.stats().fired, 0);
+        let t = timer.new_timeout(|_| {}, MS * 500).unwrap();
+        timer.advance(MS * 70);
+        assert!(t.reset(MS * 10));
+        assert_eq!(shared.mailbox.len(), 1);
+        timer.advance(Duration::ZERO);
+        assert!(shared.mailbox.is_empty());
+        assert_eq!(
+            shared.entry(t.key()).filed(),
+            shared.clock.to_nanos(t.deadline())
+        );
+        timer.advance(MS * 10);
+        assert!(t.is_expired());
+        drop(t);
+        assert_eq!(shared.live(), 0, "every reference came back");
     }
 }
 
@@ -227,11 +216,10 @@ mod intake {
         assert_eq!(timer.shared().intake.lanes().count(), 3);
     }
 
-    /// A key pushed with a reading older than the lane's last (a `Sleep`'s
-    /// first poll, by the reading its deadline was made from) is stamped no
-    /// older than the last key, and is urgent by that stamp. By its own reading
-    /// it is not urgent, and would be held behind the younger key until that
-    /// one is `HOLD` old: filed 4 ms after its deadline.
+    /// A key pushed with a reading older than the lane's last (a `Sleep`'s first poll, by the
+    /// reading its deadline was made from) is stamped no older than the last key, and is urgent by
+    /// that stamp. By its own reading it is not urgent, and would be held behind the younger key
+    /// until that one is `HOLD` old: filed 4 ms after its deadline.
     #[test]
     fn a_key_pushed_with_an_older_reading_keeps_the_lane_in_time_order() {
         const MS: u64 = 1_000_000;

@@ -10,9 +10,8 @@ use futures::Stream;
 use crate::engine::clock::saturating_add;
 use crate::{HashedWheelTimer, Sleep, TimerError};
 
-/// How late a tick may be polled before it counts as missed, as in tokio;
-/// raised to one timer tick for coarse wheels, whose ticks all fire up to a
-/// tick late.
+/// How late a tick may be polled before it counts as missed, as in tokio; raised to one timer
+/// tick for coarse wheels, whose ticks all fire up to a tick late.
 const MISSED_TICK_TOLERANCE: Duration = Duration::from_millis(5);
 
 /// What an [`Interval`] does when ticks were missed, because the code
@@ -40,8 +39,7 @@ pub enum MissedTickBehavior {
 }
 
 impl MissedTickBehavior {
-    /// When the tick after a missed one, due at `due` and polled at `now`,
-    /// is due.
+    /// When the tick after a missed one, due at `due` and polled at `now`, is due.
     fn next_due(self, due: Instant, now: Instant, period: Duration) -> Instant {
         match self {
             MissedTickBehavior::Burst => saturating_add(due, period),

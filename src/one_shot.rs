@@ -1,5 +1,4 @@
-//! Scheduling a one-shot callback: `new_timeout` and its kin, after a
-//! delay or at a deadline.
+//! Scheduling a one-shot callback: `new_timeout` and its kin, after a delay or at a deadline.
 
 use std::time::{Duration, Instant};
 

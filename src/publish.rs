@@ -1,8 +1,6 @@
-//! Feature `metrics`: the figures of `stats()`, published through the
-//! `metrics` facade by the timer's own driver (the engine's `Publish`).
-//! The names, the `thread` label and when the gauges are set are the
-//! crate docs' "Metrics" (`lib.rs`) and the README's; keep all three in
-//! step.
+//! Feature `metrics`: the figures of `stats()`, published through the `metrics` facade by the
+//! timer's own driver (the engine's `Publish`). The names, the `thread` label and when the gauges
+//! are set are the crate docs' "Metrics" (`lib.rs`) and the README's; keep all three in step.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;

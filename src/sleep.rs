@@ -80,22 +80,19 @@ pub struct Sleep {
     deadline: Instant,
     /// `deadline` on the timer's clock.
     deadline_nanos: Nanos,
-    /// The entry holding our waker, or spent: due at `entry_deadline`. Holds
-    /// one of its references.
+    /// The entry holding our waker, or spent: due at `entry_deadline`. Holds one of its references.
     entry: Option<Key>,
-    /// The deadline our entry holds (`deadline_nanos`, or earlier after a
-    /// later reset left it), and how far past it a later reset leaves it:
-    /// half the wait it was given.
+    /// The deadline our entry holds (`deadline_nanos`, or earlier after a later reset left
+    /// it), and how far past it a later reset leaves it: half the wait it was given.
     entry_deadline: Nanos,
     entry_slack: Nanos,
     /// The waker our entry holds, once a poll has looked at the entry.
     registered: Option<Waker>,
     /// `move_after_stop` ran.
     moved: bool,
-    /// How long before `deadline_nanos` the clock was read to make it, in
-    /// whole milliseconds rounded up; 0 if unknown (too long, reset since,
-    /// or used). It spares the first poll on real time a reading of its
-    /// own (see `poll_elapsed`), in the bytes a `Sleep` had spare.
+    /// How long before `deadline_nanos` the clock was read to make it, in whole milliseconds
+    /// rounded up; 0 if unknown (too long, reset since, or used). It spares the first poll on
+    /// real time a reading of its own (see `poll_elapsed`), in the bytes a `Sleep` had spare.
     made_ms_before: u16,
 }
 
@@ -115,11 +112,9 @@ impl HashedWheelTimer {
     pub fn sleep(&self, duration: Duration) -> Sleep {
         let clock = &self.shared().clock;
         let (now, nanos) = clock.now_and_after(duration);
-        let mut sleep = Sleep::new(self.clone(), clock.to_instant(nanos), nanos);
         // Rounded up: the reading it gives back is never later than `now`.
-        let ms = (nanos - now).div_ceil(MS_NANOS);
-        sleep.made_ms_before = u16::try_from(ms).unwrap_or(0);
-        sleep
+        let ms = u16::try_from((nanos - now).div_ceil(MS_NANOS)).unwrap_or(0);
+        Sleep::new(self.clone(), clock.to_instant(nanos), nanos, ms)
     }
 
     /// A future that completes at `deadline` on this timer's clock ([which
@@ -127,12 +122,12 @@ impl HashedWheelTimer {
     pub fn sleep_until(&self, deadline: impl Into<Instant>) -> Sleep {
         let deadline = deadline.into();
         let nanos = self.shared().clock.to_nanos(deadline);
-        Sleep::new(self.clone(), deadline, nanos)
+        Sleep::new(self.clone(), deadline, nanos, 0)
     }
 }
 
 impl Sleep {
-    fn new(timer: HashedWheelTimer, deadline: Instant, deadline_nanos: Nanos) -> Sleep {
+    fn new(timer: HashedWheelTimer, deadline: Instant, deadline_nanos: Nanos, ms: u16) -> Sleep {
         Sleep {
             timer,
             deadline,
@@ -142,7 +137,7 @@ impl Sleep {
             entry_slack: 0,
             registered: None,
             moved: false,
-            made_ms_before: 0,
+            made_ms_before: ms,
         }
     }
 
@@ -165,11 +160,6 @@ impl Sleep {
         if let Some(old) = std::mem::replace(&mut self.entry, entry) {
             self.home().shared().release(old, 1);
         }
-    }
-
-    /// True if our entry holds a waker that wakes the same task as `waker`.
-    fn registered(&self, waker: &Waker) -> bool {
-        self.registered.as_ref().is_some_and(|w| w.will_wake(waker))
     }
 
     /// Our entry now holds `deadline_nanos`, given at `now`.
@@ -269,9 +259,8 @@ impl Sleep {
             return;
         }
         if !earlier || self.deadline_nanos > shared.clock.now() {
-            // The timer's one reset. If it cannot move the entry, it fired
-            // or the timer stopped: the task was woken, and its next poll
-            // files a new entry or completes.
+            // The timer's one reset. If it cannot move the entry, it fired or the timer
+            // stopped: the task was woken, and its next poll files a new entry or completes.
             if shared.reset(key, self.deadline_nanos) {
                 self.set_entry_deadline(shared.clock.now());
             }
@@ -286,16 +275,11 @@ impl Sleep {
         }
     }
 
-    /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)`
-    /// once it has passed after the wait moved to the `after_stop` timer,
-    /// or at once if that one stopped too (its tokio runtime is gone).
-    /// When it reads the clock: see the type's docs.
+    /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)` once it has passed after
+    /// the wait moved to the `after_stop` timer, or at once if that one stopped too (its tokio
+    /// runtime is gone). When it reads the clock: see the type's docs.
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
-        let done = if self.moved {
-            Err(TimerError::Shutdown)
-        } else {
-            Ok(())
-        };
+        let done = (!self.moved).then_some(()).ok_or(TimerError::Shutdown);
         // A reading no later than now nor than the one the deadline was
         // made from, if `sleep` made it; once only.
         let before = std::mem::take(&mut self.made_ms_before);
@@ -311,7 +295,7 @@ impl Sleep {
                 return Poll::Ready(done);
             }
             // Our entry holds a waker of this task and will wake it.
-            let registered = self.registered(cx.waker());
+            let registered = matches!(&self.registered, Some(w) if w.will_wake(cx.waker()));
             if registered && shared.surely_pending(self.entry_deadline) {
                 return Poll::Pending;
             }

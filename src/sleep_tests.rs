@@ -2,16 +2,25 @@
 
 use super::*;
 use crate::timer::tests::in_wheel;
-use tokio_test::{assert_pending, task};
+use tokio_test::{assert_pending, assert_ready, task};
 
 const MS: Duration = Duration::from_millis(1);
 
-/// Invariant 6 for futures: a `Sleep` that re-files (every interval
-/// tick, every reset) gives the old entry's slot back.
+/// The drop that fills its thread's batch cancels the whole batch: no turn needed. Invariant 6
+/// for futures: a `Sleep` that re-files (every interval tick, every reset) gives the old entry's
+/// slot back.
 #[test]
-fn refiled_sleeps_give_their_slots_back() {
+fn the_drop_that_fills_a_batch_cancels_it_and_refiled_sleeps_give_their_slots_back() {
     let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
     let live = || timer.shared().live();
+    let batch = crate::engine::intake::lane::CANCEL_BATCH;
+    let sleeps: Vec<_> = (0..batch)
+        .map(|_| task::spawn(timer.sleep(MS * 10)))
+        .collect();
+    sleeps
+        .into_iter()
+        .for_each(|mut sleep| assert_pending!(sleep.poll()));
+    assert_eq!(live(), 0, "every reference came back");
     let mut interval = timer.interval(MS * 2);
     let mut ticks = task::spawn(());
     for _ in 0..500 {
@@ -63,28 +72,15 @@ fn a_sleep_reads_the_clock_only_where_time_can_be_moved() {
     let mut due = task::spawn(manual.sleep(MS * 5));
     assert_pending!(due.poll());
     manual.advance(MS * 5);
-    tokio_test::assert_ready!(due.poll());
+    assert_ready!(due.poll());
 }
 
+/// One way to reset: later or earlier, the entry moves in place, as a `Timeout`'s does; dropped
+/// after an earlier reset (the driver holds a reference to refile it), it gives every reference
+/// back. A reset to a past deadline wakes at once and files nothing; a dropped `Sleep` leaves the
+/// wheel within a tick.
 #[test]
-fn a_dropped_sleep_leaves_the_wheel_within_a_tick() {
-    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-    let mut sleep = task::spawn(timer.sleep(MS * 1000));
-    assert_pending!(sleep.poll());
-    // Past the time the driver holds a far timeout in its lane.
-    timer.advance(crate::engine::intake::lane::HOLD + MS);
-    assert_eq!(in_wheel(&timer), 1);
-    drop(sleep);
-    assert_eq!(timer.pending_timeouts(), 0, "uncounted at once");
-    timer.advance(MS);
-    assert_eq!(in_wheel(&timer), 0, "removed at the next tick");
-}
-
-/// One way to reset: later or earlier, the entry moves in place, as a
-/// `Timeout`'s does; dropped after an earlier reset (the driver holds a
-/// reference to refile it), it gives every reference back.
-#[test]
-fn reset_moves_the_entry_in_place_either_way() {
+fn a_reset_moves_the_entry_in_place_or_wakes_at_once_and_a_drop_takes_it_out_in_a_tick() {
     let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
     let mut sleep = task::spawn(timer.sleep(MS * 10));
     assert_pending!(sleep.poll());
@@ -106,12 +102,6 @@ fn reset_moves_the_entry_in_place_either_way() {
     drop(sleep);
     timer.advance(MS); // a turn cancels what the drops batched
     assert_eq!(shared.live(), 0, "every reference came back");
-}
-
-#[test]
-fn reset_to_a_past_deadline_wakes_at_once_and_files_nothing() {
-    use tokio_test::assert_ready;
-    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
     let mut sleep = task::spawn(timer.sleep(MS * 10));
     assert_pending!(sleep.poll());
     timer.advance(MS * 3);
@@ -122,6 +112,15 @@ fn reset_to_a_past_deadline_wakes_at_once_and_files_nothing() {
     timer.advance(Duration::ZERO); // takes the old entry out of its bucket
     assert_eq!(timer.shared().live(), 0);
     assert_ready!(sleep.poll());
+    let mut sleep = task::spawn(timer.sleep(MS * 1000));
+    assert_pending!(sleep.poll());
+    // Past the time the driver holds a far timeout in its lane.
+    timer.advance(crate::engine::intake::lane::HOLD + MS);
+    assert_eq!(in_wheel(&timer), 1);
+    drop(sleep);
+    assert_eq!(timer.pending_timeouts(), 0, "uncounted at once");
+    timer.advance(MS);
+    assert_eq!(in_wheel(&timer), 0, "removed at the next tick");
 }
 
 /// A reset per message (every 10 ms, 100 ms ahead) moves the entry about
@@ -142,18 +141,4 @@ fn a_reset_per_message_moves_the_entry_once_per_half_wait() {
         assert_pending!(sleep.poll());
     }
     assert!((6..=7).contains(&moves), "{moves} moves for 32 resets");
-}
-
-/// The drop that fills its thread's batch cancels the whole batch: no turn needed.
-#[test]
-fn the_drop_that_fills_a_batch_cancels_it() {
-    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-    let batch = crate::engine::intake::lane::CANCEL_BATCH;
-    let sleeps: Vec<_> = (0..batch)
-        .map(|_| task::spawn(timer.sleep(MS * 10)))
-        .collect();
-    sleeps
-        .into_iter()
-        .for_each(|mut sleep| assert_pending!(sleep.poll()));
-    assert_eq!(timer.shared().live(), 0, "every reference came back");
 }

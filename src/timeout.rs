@@ -1,6 +1,5 @@
-//! `Timeout`'s public methods: cancel, the state queries, `take_task`,
-//! `timer`, the deadline. The type itself, and what makes it a handle (its
-//! reference, its identity), is the engine's: see `handle.rs`.
+//! `Timeout`'s public methods: cancel, the state queries, `take_task`, `timer`, the deadline. The
+//! type and what makes it a handle (its reference, its identity) are the engine's: see `handle.rs`.
 
 use std::fmt;
 use std::time::{Duration, Instant};

@@ -52,9 +52,8 @@ pub(crate) struct Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        // From inside one of its own tasks (or its own thread) the driver
-        // cannot wait for itself: it sees the shutdown between two tasks,
-        // starts no other, and exits once this task returns.
+        // From inside one of its own tasks (or its own thread) the driver cannot wait for itself:
+        // it sees the shutdown between tasks, starts no other, and exits once this task returns.
         let wait = !self.shared.in_own_task() && !self.shared.is_worker_thread();
         self.shared.shut_down_dropping(wait);
     }
@@ -131,9 +130,8 @@ impl HashedWheelTimer {
         (clock.now(), clock.to_nanos(deadline))
     }
 
-    /// Schedules `task` at `deadline` as read `now` (see `Shared::schedule`).
-    /// Inlined: a 16-byte `Timeout` returned through memory stalls its
-    /// caller's first read of it.
+    /// Schedules `task` at `deadline` as read `now` (see `Shared::schedule`). Inlined: a 16-byte
+    /// `Timeout` returned through memory stalls its caller's first read of it.
     #[inline(always)]
     pub(crate) fn schedule_entry(
         &self,
@@ -144,9 +142,8 @@ impl HashedWheelTimer {
         Ok(Timeout::from_parts(key, self.shared()))
     }
 
-    /// [`schedule_entry`](Self::schedule_entry), for a caller that keeps the
-    /// entry's key and gives back its reference: a `Sleep`, a delay queue's
-    /// slot.
+    /// [`schedule_entry`](Self::schedule_entry), for a caller that keeps the entry's key and
+    /// gives back its reference: a `Sleep`, a delay queue's slot.
     #[inline(always)]
     pub(crate) fn schedule_key(
         &self,
@@ -221,11 +218,8 @@ impl HashedWheelTimer {
         if crate::default_timer::is_process_default(self) {
             return Err(TimerError::StopDefaultTimer);
         }
-        let entries = shared.shut_down(true);
-        Ok(entries
-            .into_iter()
-            .map(|key| Timeout::from_parts(key, shared))
-            .collect())
+        let timeout = |key| Timeout::from_parts(key, shared);
+        Ok(shared.shut_down(true).into_iter().map(timeout).collect())
     }
 
     /// Where this timer's futures wait out their time once it stopped (see
@@ -336,10 +330,9 @@ pub(crate) mod tests {
     const PAST_THE_HOLD: Duration = crate::engine::intake::lane::HOLD.saturating_add(MS);
     const RING: usize = 1 << crate::engine::intake::lane::RING_BITS;
 
-    /// The hold (`intake/lane.rs`): a timeout due far off waits in its lane
-    /// until it is `HOLD` old, so a cancel meanwhile never involves the
-    /// driver: it withdraws the timeout, which its last handle frees. An
-    /// urgent one is filed at the next tick, with its lane's older ones, in order.
+    /// The hold (`intake/lane.rs`): a far timeout waits in its lane until it is `HOLD` old, so a
+    /// cancel meanwhile never involves the driver: it withdraws the timeout, which its last handle
+    /// frees. An urgent one is filed at the next tick, with its lane's older ones, in order.
     #[test]
     fn a_far_timeout_waits_in_its_lane_and_a_withdrawn_one_is_freed_by_its_last_handle() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();

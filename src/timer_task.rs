@@ -86,8 +86,7 @@ impl<T: TimerTask> Callback for T {
     }
 }
 
-/// A closure from `new_timeout`. It has no cancel hook, so a cancel costs
-/// no downcast.
+/// A closure from `new_timeout`. It has no cancel hook, so a cancel costs no downcast.
 pub(crate) struct Closure<F>(pub(crate) F);
 
 impl<F> Callback for Closure<F>
@@ -103,10 +102,9 @@ where
     fn cancelled(self: Box<Self>, _: &dyn Any) {}
 }
 
-/// The task of a stopped timeout as a [`TimerTask`] that runs it once, for
-/// [`Timeout::take_task`]; `None` for a future's waker. A delay-queue
-/// item's task, run, hands the item to the queue's stream, as its deadline
-/// would have.
+/// The task of a stopped timeout as a [`TimerTask`] that runs it once, for [`Timeout::take_task`];
+/// `None` for a future's waker. A delay-queue item's task, run, hands the item to the queue's
+/// stream, as its deadline would have.
 pub(crate) fn into_timer_task(task: Task) -> Option<Box<dyn TimerTask>> {
     match task {
         Task::Callback(task) => Some(Box::new(Stored(task.into_inner()))),

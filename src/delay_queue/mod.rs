@@ -1,6 +1,5 @@
-//! `DelayQueue`: items that come back out once their deadline passes,
-//! tokio-util's `DelayQueue` on this crate's wheel, shared by handles that
-//! any thread or task may use at once.
+//! `DelayQueue`: items that come back out once their deadline passes, tokio-util's `DelayQueue`
+//! on this crate's wheel, shared by handles that any thread or task may use at once.
 
 mod key;
 mod store;
@@ -168,10 +167,9 @@ impl<T: Send + 'static> DelayQueue<T> {
         self.put(item, self.inner.timer.now_and_at(deadline.into()))
     }
 
-    /// Stores `item` in this thread's shard and schedules its timeout at
-    /// `at`, the clock's reading and the deadline, under the shard's lock
-    /// (scheduling runs no user code), so that the slot is filled before
-    /// the stream can look for it.
+    /// Stores `item` in this thread's shard and schedules its timeout at `at`, the clock's reading
+    /// and the deadline, under the shard's lock (scheduling runs no user code), so that the slot is
+    /// filled before the stream can look for it.
     pub(crate) fn put(&self, item: T, at: (Nanos, Nanos)) -> Result<DelayKey, TimerError> {
         let (now, deadline) = at;
         if self.is_closed() {
@@ -221,10 +219,9 @@ impl<T> DelayQueue<T> {
         self.moved(key, true, to)
     }
 
-    /// Moves the item `key` names to `to`, on the timer's clock. A deadline
-    /// moved earlier wakes the consumers if `wake_if_earlier` (as
-    /// tokio-util's, for one planning by [`peek`](Self::peek); a `DelayMap`
-    /// has none), or if due.
+    /// Moves the item `key` names to `to`, on the timer's clock. A deadline moved earlier wakes the
+    /// consumers if `wake_if_earlier` (as tokio-util's, for one planning by [`peek`](Self::peek); a
+    /// `DelayMap` has none), or if due.
     pub(crate) fn moved(&self, key: &DelayKey, wake_if_earlier: bool, to: Nanos) -> bool {
         let shared = self.inner.timer.shared();
         let moved = self.with_slot(key, |slot| {
@@ -257,7 +254,6 @@ impl<T> DelayQueue<T> {
     /// `try_remove`.
     pub fn try_remove(&self, key: &DelayKey) -> Option<Expired<T>> {
         let slot = self.inner.store.lock_of(key)?.take(key)?;
-        // Its cancel waits in this thread's batch, with the entry unread.
         self.inner.timer.shared().cancel_later(slot.entry);
         self.wake_if_ending();
         Some(self.inner.expired(slot))
@@ -325,15 +321,11 @@ impl<T> DelayQueue<T> {
     /// at every item, locking each shard in turn: a snapshot, for tests and
     /// occasional looks, not for a loop over a large queue.
     pub fn peek(&self) -> Option<DelayKey> {
-        let mut first: Option<(Nanos, DelayKey)> = None;
-        for shard in self.inner.store.each() {
-            for (_, slot) in shard.slots.iter() {
-                if first.map_or(true, |(earliest, _)| slot.deadline < earliest) {
-                    first = Some((slot.deadline, slot.key));
-                }
-            }
-        }
-        first.map(|(_, key)| key)
+        let firsts = self.inner.store.each().filter_map(|shard| {
+            let slots = shard.slots.iter().map(|(_, s)| (s.deadline, s.key));
+            slots.min_by_key(|&(at, _)| at)
+        });
+        firsts.min_by_key(|&(at, _)| at).map(|(_, key)| key)
     }
 
     /// Ends the queue's stream once it is empty: inserts fail with
@@ -388,8 +380,7 @@ impl<T> DelayQueue<T> {
         self.is_closed() || self.inner.timer.is_shutdown()
     }
 
-    /// Once ending, a consumer waits for the queue to empty: it looks
-    /// again after a removal.
+    /// Once ending, a consumer waits for the queue to empty: it looks again after a removal.
     fn wake_if_ending(&self) {
         if self.is_ending() {
             self.inner.signal.waiters.wake_all();
@@ -400,9 +391,7 @@ impl<T> DelayQueue<T> {
 impl<T> Inner<T> {
     fn clear(&self) {
         let shared = self.timer.shared();
-        for mut shard in self.store.each() {
-            let slots = shard.take_all();
-            drop(shard);
+        for slots in self.store.each().map(|mut shard| shard.take_all()) {
             for (_, slot) in slots {
                 shared.cancel_later(slot.entry);
                 drop_item(slot.item);
@@ -472,9 +461,8 @@ mod tests {
     use super::*;
     use futures::{FutureExt, StreamExt};
 
-    /// An item's timer entry comes back when it is removed or yielded, and
-    /// its slot is reused: the arena and the slabs stay as large as the
-    /// most items ever held at once.
+    /// An item's timer entry comes back when it is removed or yielded, and its slot is reused: the
+    /// arena and the slabs stay as large as the most items ever held at once.
     #[test]
     fn entries_and_slots_come_back_on_remove_and_on_yield() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();

@@ -1,15 +1,10 @@
-//! Where a delay queue keeps its items: shards of slabs, each behind its own
-//! lock, a thread inserting into the shard its thread picks. An item's slot
-//! holds the item, its deadline, and the key of the timer entry that will
-//! tell the stream its key.
+//! Where a delay queue keeps its items: shards of slabs, one lock each, a thread inserting into
+//! the shard its thread picks. A slot holds the item, its deadline, and the key of the timer entry
+//! that will tell the stream its key. A key names its slot by index; `compact` moves items into
+//! the holes and records where (`moved`), where a look-up that misses at the key's index looks.
 //!
-//! A key names its slot by index. `compact` moves items to fill the holes,
-//! so it records where each moved item went (`moved`), where a look-up
-//! that misses at the key's index looks.
-//!
-//! No user code runs under a shard's lock: items are taken out, and
-//! dropped or returned after it. The locks are loom's under `cfg(loom)`,
-//! so that the models in `tests/loom/` see them.
+//! No user code runs under a shard's lock: items are taken out, and dropped or returned after it.
+//! The locks are loom's under `cfg(loom)`, so that the models in `tests/loom/` see them.
 
 use crate::engine::sync::{lock, Mutex, MutexGuard};
 use std::cell::Cell;
@@ -26,10 +21,9 @@ use crate::engine::entry::key::Key;
 /// An item, and its timer entry.
 pub(crate) struct Slot<T> {
     pub(crate) key: DelayKey,
-    /// Holds one of the entry's references, which the queue gives back when
-    /// the item leaves: not a `Timeout`, whose `Arc` of the timer each
-    /// insert and removal would count up and down, a cache line that both
-    /// cores write.
+    /// Holds one of the entry's references, which the queue gives back when the item leaves: not a
+    /// `Timeout`, whose `Arc` of the timer each insert and removal would count up and down, a
+    /// cache line that both cores write.
     pub(crate) entry: Key,
     /// The entry's deadline, kept as it is reset: reading it loads no entry.
     pub(crate) deadline: Nanos,
@@ -51,8 +45,7 @@ pub(crate) struct Store<T> {
 impl<T> Store<T> {
     /// A store with room for `capacity` items in this thread's shard.
     pub(crate) fn new(capacity: usize) -> Store<T> {
-        // Queues start their generations apart, so that a key of one
-        // names nothing in another but by chance.
+        // Queues start generations apart: a key of one names nothing in another but by chance.
         static NEXT_QUEUE: AtomicU32 = AtomicU32::new(1);
         let start = NEXT_QUEUE
             .fetch_add(1, Ordering::Relaxed)
@@ -145,9 +138,8 @@ impl<T> Shard<T> {
     }
 }
 
-/// The shards of a store, or of a `DelayMap`'s map, `make(index)` each,
-/// behind locks on cache lines of their own: two per core rounded up to a
-/// power of two, from 2 to 64.
+/// The shards of a store, or of a `DelayMap`'s map, `make(index)` each, behind locks on cache
+/// lines of their own: two per core rounded up to a power of two, from 2 to 64.
 pub(crate) fn shards<S>(make: impl FnMut(usize) -> S) -> Box<[CachePadded<Mutex<S>>]> {
     let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
     let count = (threads * 2).next_power_of_two().clamp(2, 64);
@@ -157,8 +149,7 @@ pub(crate) fn shards<S>(make: impl FnMut(usize) -> S) -> Box<[CachePadded<Mutex<
         .collect()
 }
 
-/// A number fixed per thread, counting threads as they first ask, so that
-/// threads spread over the shards.
+/// A number fixed per thread, counting threads as they first ask, so they spread over the shards.
 fn thread_hint() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {

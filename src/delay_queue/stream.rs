@@ -16,9 +16,8 @@ use crate::delay_queue::DelayQueue;
 use crate::engine::driver::ShutdownHook;
 use crate::engine::entry::task::Listener;
 
-/// What the driver and the consumers of one queue share: the keys of items
-/// whose deadline fired, in the order they fired, who waits for them, and
-/// whether the queue was closed.
+/// What the driver and the consumers of one queue share: the keys of items whose deadline fired,
+/// in the order they fired, who waits for them, and whether the queue was closed.
 #[derive(Default)]
 pub(crate) struct Signal {
     fired: SegQueue<u64>,
@@ -33,9 +32,8 @@ impl ShutdownHook for Signal {
     }
 }
 
-/// The queue's listener: on the driver, it passes the fired item's key
-/// on. It holds the signal weakly, so a timeout that outlives its queue
-/// fires into nothing.
+/// The queue's listener: on the driver, it passes the fired item's key on. It holds the signal
+/// weakly, so a timeout that outlives its queue fires into nothing.
 pub(crate) fn listener(signal: &Arc<Signal>) -> Arc<Listener> {
     let signal = Arc::downgrade(signal);
     Listener::new(move |key| {
@@ -62,10 +60,9 @@ impl<T> DelayQueue<T> {
             return Poll::Ready(Some(expired));
         }
         self.inner.signal.waiters.register(&self.seat, cx.waker());
-        // Look again; then, on a manual or tokio clock, what is due at this
-        // instant comes out at this poll, as tokio-util's does (an item
-        // inserted already due, say): turn the wheel here if no driver is
-        // turning it, and look once more.
+        // Look again; then, on a manual or tokio clock, what is due at this instant comes out at
+        // this poll, as tokio-util's does (an item inserted already due, say): turn the wheel
+        // here if no driver is turning it, and look once more.
         let shared = self.inner.timer.shared();
         let turned = || !shared.clock.is_real() && shared.turn_here();
         match self

@@ -1,17 +1,15 @@
-//! The consumers of a delay queue waiting for an item, and how the driver
-//! wakes them without a lost wake-up and, mostly, without a lock.
+//! The consumers of a delay queue waiting for an item, and how the driver wakes them without a
+//! lost wake-up and, mostly, without a lock.
 //!
-//! A consumer is a handle: the queue, or one of its clones. Each handle
-//! that has waited has one slot here, its [`Seat`], holding the waker of
-//! its latest poll; a replaced waker that would wake another task is woken
-//! (see `DelayQueue`'s docs), and a dropped handle gives its slot up.
+//! A consumer is a handle: the queue, or one of its clones. Each handle that has waited has one
+//! slot here, its [`Seat`], holding the waker of its latest poll; a replaced waker that would wake
+//! another task is woken (see `DelayQueue`'s docs), and a dropped handle gives its slot up.
 //!
-//! A consumer that finds nothing registers its waker, arms the flag, and
-//! looks again. The driver pushes, then reads the flag, and takes the lock
-//! only if it is armed. A full fence on each side, between the write of
-//! one and the read of the other, means at least one of them sees the
-//! other's write: the consumer finds the item, or the driver finds the
-//! flag (the store-buffering pattern; `loom_models` below checks it).
+//! A consumer that finds nothing registers its waker, arms the flag, and looks again. The driver
+//! pushes, then reads the flag, and takes the lock only if it is armed. A full fence on each side,
+//! between the write of one and the read of the other, means at least one of them sees the other's
+//! write: the consumer finds the item, or the driver finds the flag (the store-buffering pattern;
+//! `loom_models` below checks it).
 
 use std::task::Waker;
 
@@ -121,11 +119,15 @@ mod loom_models {
         (waiters, queued, producer)
     }
 
+    fn flag() -> std::sync::Arc<Flag> {
+        std::sync::Arc::new(Flag(loom::sync::atomic::AtomicBool::new(false)))
+    }
+
     /// A consumer that finds the queue empty and registers, against a
     /// producer that pushes and wakes: the consumer either finds the item
-    /// on its second look or is woken.
+    /// on its second look or is woken; then one that replaces its waker.
     #[test]
-    fn loom_models_a_delay_queue_consumer_is_never_left_waiting() {
+    fn loom_models_a_delay_queue_consumer_is_never_left_waiting_even_replacing_its_waker() {
         loom::model(|| {
             let (waiters, queued, producer) = producer();
             let woken = flag();
@@ -141,19 +143,10 @@ mod loom_models {
                 "the item was pushed, and the consumer neither saw it nor was woken"
             );
         });
-    }
-
-    fn flag() -> std::sync::Arc<Flag> {
-        std::sync::Arc::new(Flag(loom::sync::atomic::AtomicBool::new(false)))
-    }
-
-    /// One consumer polls twice, with a new waker the second time (its
-    /// seat's waker is replaced, the old one woken), and a second consumer
-    /// on another thread waits too, against a producer that pushes and
-    /// wakes: each consumer's latest poll either finds the item or its
-    /// latest waker is woken. Then both handles drop, racing nothing left.
-    #[test]
-    fn loom_models_replacing_a_waker_never_leaves_a_consumer_waiting() {
+        // One consumer polls twice, with a new waker the second time (its seat's waker is
+        // replaced, the old one woken), and a second consumer on another thread waits too,
+        // against a producer that pushes and wakes: each consumer's latest poll either finds the
+        // item or its latest waker is woken. Then both handles drop, racing nothing left.
         loom::model(|| {
             let (waiters, queued, producer) = producer();
             let other = {

@@ -1,10 +1,7 @@
-//! The engine: how the timer works, in the five parts a timeout passes through: the `clock`, the
-//! `entry` (its state machine, its task, the arena that holds it), the `intake` (how a new, reset
-//! or cancelled entry reaches the driver), the `wheel`, and the `driver` (one routine, `turn`, run
-//! by the worker thread, a tokio task or a manual `advance`, and the dispatch of what fires).
+//! The engine: how the timer works, in the five parts a timeout passes through, `clock`, `entry`,
+//! `intake`, `wheel` and `driver` (each module's docs say what it owns; ARCHITECTURE.md maps them).
 //! Nothing here imports the public face (`src/*.rs` beside this folder): the engine speaks in its
-//! own types (`Refusal`, `Handoff`, `Config`, `Task`, `Publish`), and the face converts at the
-//! boundary. See ARCHITECTURE.md for the map.
+//! own types (`Refusal`, `Handoff`, `Config`, `Task`, `Publish`), which the face converts.
 
 pub(crate) mod clock;
 pub(crate) mod driver;

@@ -92,9 +92,8 @@ impl Shared {
         self.as_own_task(|| catch_unwind(AssertUnwindSafe(f)))
     }
 
-    /// A fired task that will not run, or a periodic one not re-armed: ends
-    /// stopped, the task kept for `Timeout::take_task`. If cancelled meanwhile,
-    /// returns the task, to drop outside any lock.
+    /// A fired task that will not run, or a periodic one not re-armed: ends stopped, the task kept
+    /// for `Timeout::take_task`. If cancelled meanwhile, returns the task, to drop outside locks.
     pub(crate) fn end_unrun(&self, entry: &Entry) -> Option<Task> {
         let Some(counted) = entry.try_stop_fired() else {
             return entry.take_task();

@@ -58,17 +58,13 @@ fn arrival_against_plan(delay: Duration) {
     });
 }
 
+/// A held and an urgent arrival (`arrival_against_plan`); then a reset moves a filed timeout to
+/// 5 ms while the driver plans to sleep towards the old deadline. It learns in time (woken, round
+/// again, filed again, or waking by the new deadline); the mailbox's reference returns.
 #[test]
-fn loom_models_a_held_and_an_urgent_arrival_against_the_workers_plan() {
+fn loom_models_a_held_and_an_urgent_arrival_and_a_reset_earlier_against_the_workers_plan() {
     arrival_against_plan(MS * 1000);
     arrival_against_plan(MS * 5);
-}
-
-/// A reset moves a filed timeout to 5 ms while the driver plans to sleep
-/// towards the old deadline. It learns in time (woken, round again, filed
-/// again, or waking by the new deadline); the mailbox's reference returns.
-#[test]
-fn loom_models_a_reset_earlier_against_the_workers_plan() {
     loom::model(|| {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
@@ -95,7 +91,7 @@ fn loom_models_a_reset_earlier_against_the_workers_plan() {
 /// sleep. Invariant 6: the driver learns of it (woken, round again, or a plan to wake within
 /// `BATCH_WAIT_NANOS`), or its turn took the batch.
 #[test]
-fn loom_models_a_batched_cancel_against_the_workers_plan() {
+fn loom_models_a_batched_cancel_and_a_cancel_of_a_filed_timeout_against_the_workers_plan() {
     loom::model(|| {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let shared = timer.shared().clone();
@@ -112,13 +108,9 @@ fn loom_models_a_batched_cancel_against_the_workers_plan() {
             "the batched cancel may wait until the deadline: planned {round:?}"
         );
     });
-}
-
-/// A thread cancels a filed timeout while the driver turns and plans its sleep towards that
-/// timeout's deadline. Invariant 6: the entry leaves the wheel within a tick of the cancel (this
-/// round took it out, the driver was woken or rounds again, or it plans to wake within a tick).
-#[test]
-fn loom_models_a_cancel_of_a_filed_timeout_against_the_workers_plan() {
+    // A thread cancels a filed timeout while the driver turns and plans its sleep towards that
+    // timeout's deadline. Invariant 6: the entry leaves the wheel within a tick of the cancel (this
+    // round took it out, the driver was woken or rounds again, or it plans to wake within a tick).
     loom::model(|| {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();

@@ -9,8 +9,7 @@ use crate::engine::driver::Shared;
 use crate::engine::sync::{lock, AtomicU64, Ordering};
 
 impl Shared {
-    /// `HashedWheelTimer::advance`, turning at each time with work on the
-    /// way; true if anything fired.
+    /// `HashedWheelTimer::advance`, turning at each time with work on the way; true if any fired.
     pub(crate) fn advance(self: &Arc<Self>, by: Duration) -> bool {
         let Some(target) = self.clock.manual_target() else {
             crate::engine::notice::warn(format_args!(

@@ -193,9 +193,8 @@ impl Shared {
     }
 
     /// `prepare` for keys queued while the driver looked busy (so unwoken): when to wake, sooner
-    /// for held keys and for batched cancels (`wake_for_batch`); `Err`:
-    /// turn at once. It holds young keys too, or the driver would spin beside a busy producer,
-    /// filing each timeout just before its cancel.
+    /// for held keys and batched cancels (`wake_for_batch`); `Err`: turn at once. Young keys are
+    /// held too, or the driver would spin by a busy producer, filing each just before its cancel.
     fn file_late_arrivals(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         let mut core = self.lock_core();
         let now = self.clock.now();

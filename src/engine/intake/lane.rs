@@ -71,8 +71,7 @@ pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
     (HOLD_NANOS as u64 + BATCH_NANOS).saturating_add(tick_nanos.saturating_mul(2))
 }
 
-/// Cancels a lane batches (`batch_cancel`: dropped `Sleep`s, delay queue removals): a cache
-/// line of keys.
+/// Cancels a lane batches (`batch_cancel`: dropped `Sleep`s, queue removals): a cache line of keys.
 pub(crate) const CANCEL_BATCH: usize = if cfg!(loom) { 2 } else { 16 };
 
 /// How long a batched cancel waits for no drop to fill its batch: the driver takes it by then

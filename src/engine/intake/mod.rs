@@ -7,10 +7,9 @@
 //! across a move between the shared queue and a lane, or when a drain stalled while the owner
 //! wrapped the ring round past withdrawn cells (see `Lane::drain`).
 //!
-//! **Which lane is this thread's**: a thread takes an index from a process-wide pool
-//! on its first schedule and gives it back when it exits, so a pool's threads reuse
-//! indices. Its lane in each timer is the one at its index, made on first use; a new
-//! holder of the index goes on where the last one stopped.
+//! **Which lane is this thread's**: a thread takes an index from a process-wide pool on its first
+//! schedule and gives it back when it exits, so a pool's threads reuse indices. Its lane in each
+//! timer is the one at its index, made on first use; a new holder goes on where the last stopped.
 
 pub(crate) mod lane;
 mod producer;

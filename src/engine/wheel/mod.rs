@@ -315,8 +315,16 @@ mod tests {
     }
 
     #[test]
-    fn remove_works_in_buckets_and_overflow() {
+    fn drain_all_and_remove_find_entries_in_buckets_and_overflow() {
         let (mut wheel, slots) = wheel(4);
+        for t in [1u64, 3, 5, 100, u64::MAX] {
+            insert(&mut wheel, &slots, t);
+        }
+        let mut out = vec![];
+        wheel.drain_all(&slots, &mut out);
+        assert_eq!(out.len(), 5);
+        assert_eq!(wheel.len(), 0);
+        assert_eq!(wheel.next_work_tick(), None);
         let near = insert(&mut wheel, &slots, 2);
         let far = insert(&mut wheel, &slots, 50);
         insert(&mut wheel, &slots, 51);
@@ -336,19 +344,6 @@ mod tests {
         }
         let fired = run_to(&mut wheel, &slots, 9);
         assert_eq!(fired, vec![(9, 90), (9, 85), (9, 81)], "all at tick 9");
-    }
-
-    #[test]
-    fn drain_all_returns_everything() {
-        let (mut wheel, slots) = wheel(4);
-        for t in [1u64, 3, 5, 100, u64::MAX] {
-            insert(&mut wheel, &slots, t);
-        }
-        let mut out = vec![];
-        wheel.drain_all(&slots, &mut out);
-        assert_eq!(out.len(), 5);
-        assert_eq!(wheel.len(), 0);
-        assert_eq!(wheel.next_work_tick(), None);
     }
 
     #[test]
