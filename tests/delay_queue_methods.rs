@@ -133,6 +133,43 @@ fn compact_keeps_keys_valid_and_gives_back_every_removed_slot() {
 }
 
 #[test]
+fn an_item_moved_by_two_compacts_keeps_its_key_and_its_old_places_name_new_items() {
+    let timer = manual(MS);
+    let queue = timer.delay_queue::<u32>();
+    let keys: Vec<DelayKey> = (0..4).map(|i| queue.insert(i, 9 * MS).unwrap()).collect();
+    assert!(queue.reset(&keys[3], 2 * MS), "the earliest");
+    queue.remove(&keys[1]);
+    queue.compact(); // item 3 moves to slot 1
+    queue.remove(&keys[0]);
+    queue.remove(&keys[2]);
+    queue.compact(); // and on to slot 0
+    assert_eq!(queue.capacity(), 1);
+    assert_eq!(queue.peek(), Some(keys[3]), "peek names it by its own key");
+    let newer = queue.insert(7, 5 * MS).unwrap();
+    assert_eq!(
+        queue.remove(&keys[1]),
+        None,
+        "a stale key names no newer item"
+    );
+    let out = queue.try_remove(&keys[3]).unwrap();
+    assert_eq!((out.key(), out.into_inner()), (keys[3], 3));
+    let newest = queue.insert(8, 4 * MS).unwrap(); // in slot 0 again
+    assert_eq!(
+        queue.peek(),
+        Some(newest),
+        "slot 0 no longer names the moved item"
+    );
+    timer.advance(9 * MS);
+    let out = drain(&queue);
+    let keys_out: Vec<_> = out.iter().map(|e| e.key()).collect();
+    assert_eq!(
+        keys_out,
+        [newest, newer],
+        "each with its own key, in deadline order"
+    );
+}
+
+#[test]
 fn keys_convert_to_and_from_u64_and_usize() {
     let timer = manual(MS);
     let queue = timer.delay_queue();

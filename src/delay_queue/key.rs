@@ -35,6 +35,10 @@ impl DelayKey {
     pub(crate) fn index(self) -> usize {
         ((self.0 >> GENERATION_BITS) & ((1 << INDEX_BITS) - 1)) as usize
     }
+
+    pub(crate) fn generation(self) -> u32 {
+        self.0 as u32 & GENERATION_MASK
+    }
 }
 
 impl From<DelayKey> for u64 {

@@ -256,7 +256,7 @@ impl<T> DelayQueue<T> {
         let slot = self.inner.store.lock_of(key)?.take(key)?;
         self.inner.timer.shared().cancel_later(slot.entry);
         self.wake_if_ending();
-        Some(self.inner.expired(slot))
+        Some(self.inner.expired(*key, slot))
     }
 
     /// The deadline of the item `key` names, on the timer's clock: the
@@ -322,8 +322,8 @@ impl<T> DelayQueue<T> {
     /// occasional looks, not for a loop over a large queue.
     pub fn peek(&self) -> Option<DelayKey> {
         let firsts = self.inner.store.each().filter_map(|shard| {
-            let slots = shard.slots.iter().map(|(_, s)| (s.deadline, s.key));
-            slots.min_by_key(|&(at, _)| at)
+            let (index, slot) = shard.slots.iter().min_by_key(|(_, slot)| slot.deadline)?;
+            Some((slot.deadline, shard.key_at(index, slot)))
         });
         firsts.min_by_key(|&(at, _)| at).map(|(_, key)| key)
     }
@@ -400,10 +400,10 @@ impl<T> Inner<T> {
     }
 
     /// A slot taken out, as the item with its key and deadline.
-    fn expired(&self, slot: store::Slot<T>) -> Expired<T> {
+    fn expired(&self, key: DelayKey, slot: store::Slot<T>) -> Expired<T> {
         Expired {
             item: slot.item,
-            key: slot.key,
+            key,
             deadline: self.timer.shared().clock.to_instant(slot.deadline),
         }
     }

@@ -1,7 +1,8 @@
 //! Where a delay queue keeps its items: shards of slabs, one lock each, a thread inserting into
-//! the shard its thread picks. A slot holds the item, its deadline, and the key of the timer entry
-//! that will tell the stream its key. A key names its slot by index; `compact` moves items into
-//! the holes and records where (`moved`), where a look-up that misses at the key's index looks.
+//! the shard its thread picks. A slot holds the item, its deadline, its key's generation, and the
+//! key of the timer entry that will tell the stream its key. A key names its slot by index;
+//! `compact` moves items into the holes and records where (`moved`, and back: `moved_from`),
+//! where a look-up that misses at the key's index looks.
 //!
 //! No user code runs under a shard's lock: items are taken out, and dropped or returned after it.
 //! The locks are loom's under `cfg(loom)`, so that the models in `tests/loom/` see them.
@@ -20,7 +21,8 @@ use crate::engine::entry::key::Key;
 
 /// An item, and its timer entry.
 pub(crate) struct Slot<T> {
-    pub(crate) key: DelayKey,
+    /// Its key's generation: the rest of the key is where it is, unless `compact` moved it.
+    generation: u32,
     /// Holds one of the entry's references, which the queue gives back when the item leaves: not a
     /// `Timeout`, whose `Arc` of the timer each insert and removal would count up and down, a
     /// cache line that both cores write.
@@ -34,8 +36,9 @@ pub(crate) struct Shard<T> {
     index: u32,
     pub(crate) slots: Slab<Slot<T>>,
     next_generation: u32,
-    /// Where `compact` moved the items it moved, by key.
+    /// Where `compact` moved the items it moved, by key, and their keys by where they are.
     moved: HashMap<DelayKey, usize>,
+    moved_from: HashMap<usize, DelayKey>,
 }
 
 pub(crate) struct Store<T> {
@@ -56,6 +59,7 @@ impl<T> Store<T> {
                 slots: Slab::new(),
                 next_generation: start,
                 moved: HashMap::new(),
+                moved_from: HashMap::new(),
             }),
         };
         store.lock_mine().slots.reserve(capacity);
@@ -88,7 +92,7 @@ impl<T> Shard<T> {
     /// Stores the item `key` names, `key` being the last from `next_key`.
     pub(crate) fn put(&mut self, key: DelayKey, entry: Key, deadline: Nanos, item: T) {
         let index = self.slots.insert(Slot {
-            key,
+            generation: key.generation(),
             entry,
             deadline,
             item,
@@ -96,9 +100,19 @@ impl<T> Shard<T> {
         debug_assert_eq!(index, key.index());
     }
 
-    /// Where the item `key` names is now, if it is still here.
+    /// The key of the item at `index`.
+    pub(crate) fn key_at(&self, index: usize, slot: &Slot<T>) -> DelayKey {
+        let key = || DelayKey::new(self.index, index, slot.generation);
+        self.moved_from.get(&index).copied().unwrap_or_else(key)
+    }
+
+    /// Where the item `key` names is now, if it is still here. Generations tell items apart: a
+    /// shard hands out 2^30 before one comes again.
     fn find(&self, key: &DelayKey) -> Option<usize> {
-        let holds = |index: usize| self.slots.get(index).is_some_and(|slot| slot.key == *key);
+        let holds = |index: usize| {
+            let slot = self.slots.get(index);
+            slot.is_some_and(|slot| slot.generation == key.generation())
+        };
         if holds(key.index()) {
             return Some(key.index());
         }
@@ -116,6 +130,7 @@ impl<T> Shard<T> {
         let index = self.find(key)?;
         if !self.moved.is_empty() {
             self.moved.remove(key);
+            self.moved_from.remove(&index);
         }
         Some(self.slots.remove(index))
     }
@@ -123,17 +138,22 @@ impl<T> Shard<T> {
     /// Moves items into the holes removals left, and gives back the
     /// memory past the last: `capacity` becomes `len`.
     pub(crate) fn compact(&mut self) {
-        let moved = &mut self.moved;
-        self.slots.compact(|slot, _from, to| {
-            moved.insert(slot.key, to);
+        let (shard, moved, moved_from) = (self.index, &mut self.moved, &mut self.moved_from);
+        self.slots.compact(|slot, from, to| {
+            let key = moved_from.remove(&from);
+            let key = key.unwrap_or_else(|| DelayKey::new(shard, from, slot.generation));
+            moved.insert(key, to);
+            moved_from.insert(to, key);
             true
         });
         moved.shrink_to_fit();
+        moved_from.shrink_to_fit();
     }
 
     /// Takes out every item.
     pub(crate) fn take_all(&mut self) -> Slab<Slot<T>> {
         self.moved.clear();
+        self.moved_from.clear();
         std::mem::take(&mut self.slots)
     }
 }

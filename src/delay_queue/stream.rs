@@ -83,7 +83,7 @@ impl<T> DelayQueue<T> {
             let shard = self.inner.store.lock_of(&key);
             if let Some(slot) = shard.and_then(|mut shard| shard.take(&key)) {
                 self.inner.timer.shared().release(slot.entry, 1); // it fired
-                return Some(self.inner.expired(slot));
+                return Some(self.inner.expired(key, slot));
             }
         }
         None
