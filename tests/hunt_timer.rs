@@ -44,3 +44,47 @@ fn stop_from_a_tasks_drop_on_the_driver_is_refused_and_loses_nothing() {
     assert!(same_tick.is_expired(), "{same_tick:?}");
     assert_eq!(timer.stop().unwrap(), vec![]);
 }
+
+/// A waker that panics when dropped.
+struct PanicsOnDrop;
+
+impl std::task::Wake for PanicsOnDrop {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("a waker panicked in Drop");
+    }
+}
+
+/// A pending `Sleep` polled with `PanicsOnDrop`'s waker, then dropped: its cancel waits in this
+/// thread's batch, and the driver's next turn drops the waker.
+fn drop_a_sleep_holding_a_panicking_waker(timer: &HashedWheelTimer) {
+    use std::future::Future;
+    let mut sleep = timer.sleep(Duration::from_secs(3600));
+    let waker = std::task::Waker::from(Arc::new(PanicsOnDrop));
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending());
+    drop(waker); // the entry holds the last reference
+    drop(sleep);
+}
+
+/// Invariant 7 for a batched cancel's waker: the turn that took the batch dropped the waker
+/// uncaught, so the panic unwound out of `advance`, and out of the worker thread, which died:
+/// nothing fired again. (The turn before a fire takes the batches.)
+#[test]
+fn the_driver_survives_a_waker_that_panics_when_a_batched_cancel_drops_it() {
+    let timer = manual(MS);
+    drop_a_sleep_holding_a_panicking_waker(&timer);
+    let advance = std::panic::AssertUnwindSafe(|| timer.advance(MS));
+    let advanced = std::panic::catch_unwind(advance);
+    assert!(advanced.is_ok(), "the panic unwound out of advance");
+
+    let timer = HashedWheelTimer::new();
+    drop_a_sleep_holding_a_panicking_waker(&timer);
+    let (tx, rx) = std::sync::mpsc::channel();
+    timer.new_timeout(move |_| tx.send(()), MS).unwrap();
+    let fired = rx.recv_timeout(Duration::from_secs(10));
+    assert!(fired.is_ok(), "the worker thread died");
+}
