@@ -58,16 +58,20 @@ impl Drop for PanicsOnDrop {
     }
 }
 
-/// A pending `Sleep` polled with `PanicsOnDrop`'s waker, then dropped: its cancel waits in this
-/// thread's batch, and the driver's next turn drops the waker.
-fn drop_a_sleep_holding_a_panicking_waker(timer: &HashedWheelTimer) {
+/// A pending `Sleep` polled with `PanicsOnDrop`'s waker, then dropped (its cancel waits in this
+/// thread's batch, and the driver's next turn drops the waker) or forgotten.
+fn drop_a_sleep_holding_a_panicking_waker(timer: &HashedWheelTimer, drop_it: bool) {
     use std::future::Future;
     let mut sleep = timer.sleep(Duration::from_secs(3600));
     let waker = std::task::Waker::from(Arc::new(PanicsOnDrop));
     let mut cx = std::task::Context::from_waker(&waker);
     assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending());
     drop(waker); // the entry holds the last reference
-    drop(sleep);
+    if drop_it {
+        drop(sleep);
+    } else {
+        std::mem::forget(sleep);
+    }
 }
 
 /// Invariant 7 for a batched cancel's waker: the turn that took the batch dropped the waker
@@ -76,15 +80,33 @@ fn drop_a_sleep_holding_a_panicking_waker(timer: &HashedWheelTimer) {
 #[test]
 fn the_driver_survives_a_waker_that_panics_when_a_batched_cancel_drops_it() {
     let timer = manual(MS);
-    drop_a_sleep_holding_a_panicking_waker(&timer);
+    drop_a_sleep_holding_a_panicking_waker(&timer, true);
     let advance = std::panic::AssertUnwindSafe(|| timer.advance(MS));
     let advanced = std::panic::catch_unwind(advance);
     assert!(advanced.is_ok(), "the panic unwound out of advance");
 
     let timer = HashedWheelTimer::new();
-    drop_a_sleep_holding_a_panicking_waker(&timer);
+    drop_a_sleep_holding_a_panicking_waker(&timer, true);
     let (tx, rx) = std::sync::mpsc::channel();
     timer.new_timeout(move |_| tx.send(()), MS).unwrap();
     let fired = rx.recv_timeout(Duration::from_secs(10));
     assert!(fired.is_ok(), "the worker thread died");
+}
+
+/// `stop()` wakes each pending future. A waker that panicked (here in its `Drop`, as `wake`
+/// consumed it) unwound out of `stop()` half-way: the futures after it were never woken, and
+/// hung, and the timeouts it had stopped were returned by no call.
+#[test]
+fn stop_wakes_every_future_and_returns_every_timeout_if_a_waker_panics() {
+    let timer = manual(MS);
+    drop_a_sleep_holding_a_panicking_waker(&timer, false);
+    let mut other = tokio_test::task::spawn(timer.sleep(Duration::from_secs(3600)));
+    assert!(other.poll().is_pending());
+    let t = timer
+        .new_timeout(|_| {}, Duration::from_secs(3600))
+        .unwrap();
+    let stop = std::panic::AssertUnwindSafe(|| timer.stop());
+    let stopped = std::panic::catch_unwind(stop).expect("stop() panicked");
+    assert_eq!(stopped, Ok(vec![t]));
+    assert!(other.is_woken(), "never woken");
 }
