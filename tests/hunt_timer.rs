@@ -110,3 +110,34 @@ fn stop_wakes_every_future_and_returns_every_timeout_if_a_waker_panics() {
     assert_eq!(stopped, Ok(vec![t]));
     assert!(other.is_woken(), "never woken");
 }
+
+/// Invariant 6: a task that owns the timer's last handle (the cycle `HashedWheelTimer`'s docs
+/// describe) shuts it down when it runs. The timeouts due in its tick then end stopped, unrun;
+/// their tasks stayed in the arena until every `Timeout` handle was gone, so a channel sender
+/// one of them held was never dropped, and its receiver hung.
+#[test]
+fn a_task_dropping_the_last_handle_drops_the_tasks_of_its_tick() {
+    for tokio_clock in [false, true] {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(tokio_clock) // the real clock's worker waits in real time
+            .build()
+            .unwrap();
+        let _entered = runtime.enter();
+        let builder = HashedWheelTimer::builder();
+        let builder = if tokio_clock {
+            builder.tokio_clock()
+        } else {
+            builder
+        };
+        let timer = builder.build().unwrap();
+        let last = timer.clone();
+        let at = timer.now() + MS * 50; // one deadline: one tick, on the real clock too
+        timer.new_timeout_at(move |_| drop(last), at).unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let same_tick = timer.new_timeout_at(move |_| drop(tx), at).unwrap();
+        drop(timer);
+        let ended = runtime.block_on(tokio::time::timeout(Duration::from_secs(10), rx));
+        assert!(ended.is_ok(), "tokio_clock {tokio_clock}: {same_tick:?}");
+    }
+}
