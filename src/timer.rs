@@ -193,7 +193,7 @@ impl HashedWheelTimer {
     /// # Errors
     ///
     /// [`TimerError::StopFromTimerTask`] if called from a task running on
-    /// this timer, where waiting for the worker would deadlock.
+    /// this timer, or from its driver (a task's drop), which it would wait on.
     /// [`TimerError::StopDefaultTimer`] on the process-wide
     /// [`default_timer`](crate::default_timer), which keeps running.
     ///
@@ -212,7 +212,7 @@ impl HashedWheelTimer {
     /// ```
     pub fn stop(&self) -> Result<Vec<Timeout>, TimerError> {
         let shared = self.shared();
-        if shared.in_own_task() || shared.is_worker_thread() {
+        if shared.in_own_task() || shared.is_worker_thread() || shared.is_driving_here() {
             return Err(TimerError::StopFromTimerTask);
         }
         if crate::default_timer::is_process_default(self) {

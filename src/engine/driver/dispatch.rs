@@ -88,7 +88,7 @@ impl Shared {
         uncounted
     }
 
-    fn catch_task(&self, f: impl FnOnce()) -> Result<(), Box<dyn Any + Send>> {
+    pub(crate) fn catch_task(&self, f: impl FnOnce()) -> Result<(), Box<dyn Any + Send>> {
         self.as_own_task(|| catch_unwind(AssertUnwindSafe(f)))
     }
 

@@ -111,7 +111,7 @@ impl Shared {
         let Some(Task::Wake(waker)) = taken else {
             return false;
         };
-        waker.into_iter().for_each(Waker::wake);
+        let _ = self.catch_task(|| waker.into_iter().for_each(Waker::wake)); // may panic
         self.slots.release(key);
         true
     }

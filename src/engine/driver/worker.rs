@@ -46,19 +46,20 @@ fn start(shared: &Arc<Shared>) -> Result<(), Refusal> {
     let for_thread = Arc::clone(shared);
     let handle = thread::Builder::new()
         .name(shared.config.thread_name.clone())
-        .spawn(move || run(for_thread))
+        .spawn(move || run(ShutDownOnDrop(for_thread)))
         .map_err(|e| Refusal::WorkerSpawn(e.to_string()))?;
     let _ = shared.wake.set(Unpark::Thread(handle.thread().clone()));
     *worker = Some(handle);
     Ok(())
 }
 
-fn run(shared: Arc<Shared>) {
+fn run(guard: ShutDownOnDrop) {
+    let shared = &guard.0;
     // Published before the first look at the queue: no unpark is missed.
     let _ = shared.wake.set(Unpark::Thread(thread::current()));
     let mut due = Vec::new();
     loop {
-        match round(&shared, &mut due) {
+        match round(shared, &mut due) {
             Round::Exit => return,
             Round::Again => {}
             Round::Sleep(wake_at) => {
@@ -188,13 +189,13 @@ impl Wake for TurnWaker {
     }
 }
 
-/// Shuts the timer down if its runtime drops the driver task first; what
-/// never ran is dropped, as at the last handle's drop.
+/// Shuts the timer down if its runtime drops the driver task first, and drops what never ran
+/// once the last handle is gone (a turn it ended in sets aside what no `stop()` will take).
 struct ShutDownOnDrop(Arc<Shared>);
 
 impl Drop for ShutDownOnDrop {
     fn drop(&mut self) {
-        if !self.0.is_shutdown() {
+        if !self.0.is_shutdown() || self.0.owner().is_none() {
             self.0.shut_down_dropping(false);
         }
     }
