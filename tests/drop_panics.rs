@@ -218,3 +218,69 @@ fn a_batch_of_dropped_sleeps_is_counted_before_a_waker_panics_in_drop() {
     timer.advance(MS * 2);
     assert_eq!(fired.load(Ordering::SeqCst), 1, "the timer keeps firing");
 }
+
+/// A waker that panics when dropped.
+struct WakerPanicsOnDrop;
+
+impl std::task::Wake for WakerPanicsOnDrop {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for WakerPanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("a waker panicked in Drop");
+    }
+}
+
+/// A pending `Sleep` polled with `WakerPanicsOnDrop`'s waker, then dropped (its cancel waits in this
+/// thread's batch, and the driver's next turn drops the waker) or forgotten.
+fn drop_a_sleep_holding_a_panicking_waker(timer: &HashedWheelTimer, drop_it: bool) {
+    use std::future::Future;
+    let mut sleep = timer.sleep(Duration::from_secs(3600));
+    let waker = std::task::Waker::from(Arc::new(WakerPanicsOnDrop));
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending());
+    drop(waker); // the entry holds the last reference
+    if drop_it {
+        drop(sleep);
+    } else {
+        std::mem::forget(sleep);
+    }
+}
+
+/// Invariant 7 for a batched cancel's waker: the turn that took the batch dropped the waker
+/// uncaught, so the panic unwound out of `advance`, and out of the worker thread, which died:
+/// nothing fired again. (The turn before a fire takes the batches.)
+#[test]
+fn the_driver_survives_a_waker_that_panics_when_a_batched_cancel_drops_it() {
+    let timer = manual(MS);
+    drop_a_sleep_holding_a_panicking_waker(&timer, true);
+    let advance = std::panic::AssertUnwindSafe(|| timer.advance(MS));
+    let advanced = std::panic::catch_unwind(advance);
+    assert!(advanced.is_ok(), "the panic unwound out of advance");
+
+    let timer = HashedWheelTimer::new();
+    drop_a_sleep_holding_a_panicking_waker(&timer, true);
+    let (tx, rx) = std::sync::mpsc::channel();
+    timer.new_timeout(move |_| tx.send(()), MS).unwrap();
+    let fired = rx.recv_timeout(Duration::from_secs(10));
+    assert!(fired.is_ok(), "the worker thread died");
+}
+
+/// `stop()` wakes each pending future. A waker that panicked (here in its `Drop`, as `wake`
+/// consumed it) unwound out of `stop()` half-way: the futures after it were never woken, and
+/// hung, and the timeouts it had stopped were returned by no call.
+#[test]
+fn stop_wakes_every_future_and_returns_every_timeout_if_a_waker_panics() {
+    let timer = manual(MS);
+    drop_a_sleep_holding_a_panicking_waker(&timer, false);
+    let mut other = tokio_test::task::spawn(timer.sleep(Duration::from_secs(3600)));
+    assert!(other.poll().is_pending());
+    let t = timer
+        .new_timeout(|_| {}, Duration::from_secs(3600))
+        .unwrap();
+    let stop = std::panic::AssertUnwindSafe(|| timer.stop());
+    let stopped = std::panic::catch_unwind(stop).expect("stop() panicked");
+    assert_eq!(stopped, Ok(vec![t]));
+    assert!(other.is_woken(), "never woken");
+}

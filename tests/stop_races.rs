@@ -12,9 +12,9 @@
 mod common;
 
 use common::{manual, QueueExecutor};
-use hashed_wheel_timer::{HashedWheelTimer, Timeout};
+use hashed_wheel_timer::{HashedWheelTimer, Timeout, TimerError};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Barrier};
+use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
@@ -245,4 +245,71 @@ fn a_job_the_executor_has_not_started_does_not_start_after_the_last_handle_drops
     drop(timer);
     executor.run_all();
     assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+/// What a `stop()` returned.
+type StopResult = Arc<Mutex<Option<Result<Vec<Timeout>, TimerError>>>>;
+
+/// Calls `stop()` on its timer when dropped, and keeps what it returned.
+struct StopOnDrop(HashedWheelTimer, StopResult);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        *self.1.lock().unwrap() = Some(self.0.stop());
+    }
+}
+
+/// A periodic task that cancels itself is dropped by the driver after its run. A `stop()` in its
+/// `Drop` ran in the middle of `advance`'s turn, without waiting for it: it returned nothing,
+/// and the timeout due in the same tick was then set aside, stopped but returned by no `stop()`
+/// (invariant 3). From the driver it is refused, as from the worker thread.
+#[test]
+fn stop_from_a_tasks_drop_on_the_driver_is_refused_and_loses_nothing() {
+    let timer = manual(MS);
+    let stopped = Arc::new(Mutex::new(None));
+    let guard = StopOnDrop(timer.clone(), stopped.clone());
+    let task = move |t: &Timeout| {
+        let _keep = &guard;
+        t.cancel();
+    };
+    timer
+        .schedule_at_fixed_rate(task, MS * 5, MS * 100)
+        .unwrap();
+    let same_tick = timer.new_timeout(|_| {}, MS * 5).unwrap();
+    timer.advance(MS * 20);
+    let stopped = stopped.lock().unwrap().take();
+    assert_eq!(stopped, Some(Err(TimerError::StopFromTimerTask)));
+    assert!(same_tick.is_expired(), "{same_tick:?}");
+    assert_eq!(timer.stop().unwrap(), vec![]);
+}
+
+/// Invariant 6: a task that owns the timer's last handle (the cycle `HashedWheelTimer`'s docs
+/// describe) shuts it down when it runs. The timeouts due in its tick then end stopped, unrun;
+/// their tasks stayed in the arena until every `Timeout` handle was gone, so a channel sender
+/// one of them held was never dropped, and its receiver hung.
+#[test]
+fn a_task_dropping_the_last_handle_drops_the_tasks_of_its_tick() {
+    for tokio_clock in [false, true] {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(tokio_clock) // the real clock's worker waits in real time
+            .build()
+            .unwrap();
+        let _entered = runtime.enter();
+        let builder = HashedWheelTimer::builder();
+        let builder = if tokio_clock {
+            builder.tokio_clock()
+        } else {
+            builder
+        };
+        let timer = builder.build().unwrap();
+        let last = timer.clone();
+        let at = timer.now() + MS * 50; // one deadline: one tick, on the real clock too
+        timer.new_timeout_at(move |_| drop(last), at).unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let same_tick = timer.new_timeout_at(move |_| drop(tx), at).unwrap();
+        drop(timer);
+        let ended = runtime.block_on(tokio::time::timeout(Duration::from_secs(10), rx));
+        assert!(ended.is_ok(), "tokio_clock {tokio_clock}: {same_tick:?}");
+    }
 }
