@@ -176,9 +176,9 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
                 new.insert((deadline, value));
                 Ok(None)
             }
-            // What a refusal leaves is dropped where no panic escapes.
             (Err(error), entry) => {
-                drop_item((entry, value));
+                drop_item(entry); // what a refusal leaves, where no panic escapes;
+                drop_item((shard, value)); // the value unlocked, as `V`'s code runs
                 Err(error)
             }
         }
