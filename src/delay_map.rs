@@ -327,14 +327,14 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     /// timer stopped.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<(K, V)>> {
         while let Some(expired) = ready!(self.queue.poll_expired(cx)) {
-            let deadline = expired.key();
             let mut shard = self.map.lock(expired.get_ref());
-            match shard.entry(expired.into_inner()) {
-                Entry::Occupied(entry) if entry.get().0 == deadline => {
-                    let (key, (_, value)) = entry.remove_entry();
+            match shard.remove_entry(expired.get_ref()) {
+                Some((key, (deadline, value))) if deadline == expired.key() => {
+                    drop_item((shard, expired)); // the queue's clone of the key, unlocked
                     return Poll::Ready(Some((key, value)));
                 }
-                skipped => drop_item(skipped),
+                Some((key, newer)) => drop_item((shard.insert(key, newer), shard, expired)),
+                None => drop_item((shard, expired)), // removed, or yielded
             }
         }
         Poll::Ready(None)

@@ -4,6 +4,7 @@
 use hashed_wheel_timer::{DelayMap, HashedWheelTimer, TimerError};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// Runs `f` on a thread of its own: true if it returned within 10 s (a
@@ -42,4 +43,40 @@ fn a_refused_insert_drops_the_value_outside_the_maps_lock() {
         assert!(matches!(refused, Err(TimerError::Shutdown)));
     });
     assert!(finished, "the value's Drop deadlocked on the map's lock");
+}
+
+/// A key that panics when dropped (unless already unwinding).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct PanicsOnDrop(u32);
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("key {} dropped", self.0);
+        }
+    }
+}
+
+/// The stream drops its own clone of an expired key where a panic is
+/// caught, as the map's other drops are: the pair still comes out, not
+/// lost with the panic.
+#[test]
+fn a_key_that_panics_in_drop_still_comes_out_with_its_value() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let map = timer.delay_map::<PanicsOnDrop, u32>();
+    map.insert(PanicsOnDrop(1), 10, Duration::from_millis(1))
+        .unwrap();
+    timer.advance(Duration::from_millis(1));
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        map.poll_expired(&mut cx)
+    }));
+    let (key, value) = match polled {
+        Ok(Poll::Ready(Some(pair))) => pair,
+        Ok(other) => panic!("expected the pair, got {:?}", other.map(|_| ())),
+        Err(_) => panic!("the stream's clone of the key panicked, and the pair was lost"),
+    };
+    assert_eq!((key.0, value), (1, 10));
+    std::mem::forget(key);
+    assert!(map.is_empty());
 }
