@@ -80,3 +80,38 @@ fn a_key_that_panics_in_drop_still_comes_out_with_its_value() {
     std::mem::forget(key);
     assert!(map.is_empty());
 }
+
+/// A waker that records its wake, or panics when woken.
+struct Wakes(std::sync::atomic::AtomicBool, bool);
+
+impl futures::task::ArcWake for Wakes {
+    fn wake_by_ref(waker: &Arc<Wakes>) {
+        assert!(!waker.1, "a consumer's waker panicked when woken");
+        waker.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// One consumer's waker panics when woken: the other consumers waiting on
+/// the queue are woken all the same, not left waiting for an item that is
+/// there.
+#[test]
+fn a_waker_that_panics_does_not_cost_the_other_consumers_their_wake_up() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let queue = timer.delay_queue::<u32>();
+    let (first, second) = (queue.clone(), queue.clone());
+    let panics = Arc::new(Wakes(Default::default(), true));
+    let records = Arc::new(Wakes(Default::default(), false));
+    for (consumer, waker) in [(&first, &panics), (&second, &records)] {
+        let waker = futures::task::waker(waker.clone());
+        let polled = consumer.poll_expired(&mut Context::from_waker(&waker));
+        assert!(polled.is_pending());
+    }
+    queue.insert(7, Duration::from_millis(1)).unwrap();
+    timer.advance(Duration::from_millis(1)); // the driver catches the panic
+    assert!(
+        records.0.load(std::sync::atomic::Ordering::SeqCst),
+        "the second consumer was never woken"
+    );
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    assert!(matches!(second.poll_expired(&mut cx), Poll::Ready(Some(e)) if *e.get_ref() == 7));
+}
