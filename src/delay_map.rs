@@ -52,9 +52,9 @@ use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 /// # Keys
 ///
 /// `K`'s `Hash`, `Eq`, `Clone` and `Drop` may run under a shard's lock, as
-/// in any `Mutex<HashMap>`; `V`'s code never does. Each key is kept twice:
-/// in the map, and with its deadline; for large keys use `Arc<str>` and
-/// the like.
+/// in any `Mutex<HashMap>`; of `V`'s code only `Clone`, in [`get`](Self::get).
+/// Each key is kept twice: in the map, and with its deadline; for large keys
+/// use `Arc<str>` and the like.
 ///
 /// # Examples
 ///
@@ -264,7 +264,7 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         self.queue.deadline(&self.map.lock(key).get(key)?.0)
     }
 
-    /// A clone of the value of `key`, if it is in the map.
+    /// A clone of the value of `key`, if it is in the map, made under its shard's lock.
     pub fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
