@@ -187,3 +187,26 @@ fn a_closed_queues_last_item_taken_against_another_consumers_poll() {
         );
     });
 }
+
+/// An insert racing `close()` against a consumer's poll: the insert is
+/// refused, or its item comes out before the stream's end, never after it.
+#[test]
+fn an_insert_racing_close_is_refused_or_comes_out_before_the_end() {
+    model_long(|| {
+        let timer = manual();
+        let queue = timer.delay_queue::<u8>();
+        let producer = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.insert(1, Duration::ZERO).is_ok())
+        };
+        thread::yield_now(); // `closed` is std's atomic: a point where loom may switch
+        queue.close();
+        let waker = futures::task::noop_waker();
+        let polled = queue.poll_expired(&mut std::task::Context::from_waker(&waker));
+        let polled = polled.map(|p| p.map(|e| e.into_inner()));
+        let inserted = producer.join().unwrap();
+        if matches!(polled, std::task::Poll::Ready(None)) {
+            assert!(!inserted, "an item got in after the stream had ended");
+        }
+    });
+}
