@@ -193,8 +193,7 @@ impl<T: Send + 'static> DelayQueue<T> {
                 Ok(key)
             }
             Err(error) => {
-                drop(shard);
-                drop_item(item);
+                drop_item((shard, item)); // the lock first, as for a closed queue
                 Err(error)
             }
         }
