@@ -30,7 +30,8 @@ impl Drop for LooksUp {
 }
 
 /// A refused insert drops the offered value where `V`'s code may use the
-/// map (the docs: "`V`'s code never does" run under a shard's lock).
+/// map (the docs: of `V`'s code only `Clone`, in `get`, runs under a
+/// shard's lock).
 #[test]
 fn a_refused_insert_drops_the_value_outside_the_maps_lock() {
     let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
