@@ -52,9 +52,9 @@ use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 /// # Keys
 ///
 /// `K`'s `Hash`, `Eq`, `Clone` and `Drop` may run under a shard's lock, as
-/// in any `Mutex<HashMap>`; `V`'s code never does. Each key is kept twice:
-/// in the map, and with its deadline; for large keys use `Arc<str>` and
-/// the like.
+/// in any `Mutex<HashMap>`; of `V`'s code only `Clone`, in [`get`](Self::get).
+/// Each key is kept twice: in the map, and with its deadline; for large keys
+/// use `Arc<str>` and the like.
 ///
 /// # Examples
 ///
@@ -176,9 +176,9 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
                 new.insert((deadline, value));
                 Ok(None)
             }
-            // What a refusal leaves is dropped where no panic escapes.
             (Err(error), entry) => {
-                drop_item((entry, value));
+                drop_item(entry); // what a refusal leaves, where no panic escapes;
+                drop_item((shard, value)); // the value unlocked, as `V`'s code runs
                 Err(error)
             }
         }
@@ -264,7 +264,7 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         self.queue.deadline(&self.map.lock(key).get(key)?.0)
     }
 
-    /// A clone of the value of `key`, if it is in the map.
+    /// A clone of the value of `key`, if it is in the map, made under its shard's lock.
     pub fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
@@ -327,14 +327,14 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     /// timer stopped.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<(K, V)>> {
         while let Some(expired) = ready!(self.queue.poll_expired(cx)) {
-            let deadline = expired.key();
             let mut shard = self.map.lock(expired.get_ref());
-            match shard.entry(expired.into_inner()) {
-                Entry::Occupied(entry) if entry.get().0 == deadline => {
-                    let (key, (_, value)) = entry.remove_entry();
+            match shard.remove_entry(expired.get_ref()) {
+                Some((key, (deadline, value))) if deadline == expired.key() => {
+                    drop_item((shard, expired)); // the queue's clone of the key, unlocked
                     return Poll::Ready(Some((key, value)));
                 }
-                skipped => drop_item(skipped),
+                Some((key, newer)) => drop_item((shard.insert(key, newer), shard, expired)),
+                None => drop_item((shard, expired)), // removed, or yielded
             }
         }
         Poll::Ready(None)

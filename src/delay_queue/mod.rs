@@ -172,12 +172,12 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// filled before the stream can look for it.
     pub(crate) fn put(&self, item: T, at: (Nanos, Nanos)) -> Result<DelayKey, TimerError> {
         let (now, deadline) = at;
-        if self.is_closed() {
-            drop_item(item);
-            return Err(TimerError::QueueClosed);
-        }
         let inner = &*self.inner;
         let mut shard = inner.store.lock_mine();
+        if self.is_closed() {
+            drop_item((shard, item)); // checked under the lock a consumer's `is_empty` takes
+            return Err(TimerError::QueueClosed);
+        }
         let key = shard.next_key();
         let notice = Task::Notice(Notice {
             to: inner.listener.clone(),
@@ -193,8 +193,7 @@ impl<T: Send + 'static> DelayQueue<T> {
                 Ok(key)
             }
             Err(error) => {
-                drop(shard);
-                drop_item(item);
+                drop_item((shard, item)); // the lock first, as for a closed queue
                 Err(error)
             }
         }

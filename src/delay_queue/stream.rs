@@ -78,11 +78,11 @@ impl<T> DelayQueue<T> {
     /// Takes out the next item whose key the driver passed on, skipping
     /// keys whose items were removed meanwhile.
     fn next_fired(&self) -> Option<Expired<T>> {
-        while let Some(key) = self.inner.signal.fired.pop() {
-            let key = DelayKey::from(key);
+        while let Some(key) = self.inner.signal.fired.pop().map(DelayKey::from) {
             let shard = self.inner.store.lock_of(&key);
             if let Some(slot) = shard.and_then(|mut shard| shard.take(&key)) {
                 self.inner.timer.shared().release(slot.entry, 1); // it fired
+                self.wake_if_ending(); // a consumer that found it not yet empty looks again
                 return Some(self.inner.expired(key, slot));
             }
         }

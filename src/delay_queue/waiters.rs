@@ -68,8 +68,7 @@ impl Waiters {
         drop(waker); // outside the lock
     }
 
-    /// After an item was pushed, or anything else a waiting consumer must
-    /// see: wakes every registered consumer.
+    /// After an item was pushed, or anything else a waiting consumer must see: wakes every one.
     #[inline]
     pub(crate) fn wake_all(&self) {
         fence(Ordering::SeqCst);
@@ -84,8 +83,10 @@ impl Waiters {
                 .filter_map(|(_, slot)| slot.take())
                 .collect()
         };
-        // Outside the lock: a waker may run user code.
-        wakers.into_iter().for_each(Waker::wake);
+        // Outside the lock: a waker may run user code. If one panics, the rest are woken first.
+        let wake = |w: Waker| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
+        let first = wakers.into_iter().map(wake).fold(Ok(()), Result::and);
+        first.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
     }
 }
 

@@ -144,3 +144,69 @@ fn poll_map(map: &hashed_wheel_timer::DelayMap<u8, u8>) -> Option<u8> {
         _ => None,
     }
 }
+
+/// A closed queue's last item, fired, comes out to one consumer while
+/// another polls: the other gets the item, or the end, or is woken to look
+/// again; it is never left waiting on a queue that has ended.
+#[test]
+fn a_closed_queues_last_item_taken_against_another_consumers_poll() {
+    use std::sync::atomic::AtomicBool;
+    struct Flag(AtomicBool);
+    impl futures::task::ArcWake for Flag {
+        fn wake_by_ref(flag: &Arc<Flag>) {
+            flag.0.store(true, SeqCst);
+        }
+    }
+    model_long(|| {
+        let timer = manual();
+        let queue = timer.delay_queue::<u8>();
+        queue.insert(1, Duration::ZERO).unwrap();
+        timer.advance(Duration::ZERO); // fired: its key waits for a consumer
+        queue.close();
+        let other = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                let woken = Arc::new(Flag(AtomicBool::new(false)));
+                let waker = futures::task::waker(woken.clone());
+                let polled = queue.poll_expired(&mut std::task::Context::from_waker(&waker));
+                (polled.map(|e| e.map(|e| e.into_inner())), woken, queue) // a consumer waits
+            })
+        };
+        let waker = futures::task::noop_waker();
+        let mine = queue.poll_expired(&mut std::task::Context::from_waker(&waker));
+        let mine = mine.map(|e| e.map(|e| e.into_inner()));
+        let (theirs, woken, _waiting) = other.join().unwrap();
+        let items = [mine, theirs]
+            .iter()
+            .filter(|p| matches!(p, std::task::Poll::Ready(Some(_))))
+            .count();
+        assert_eq!(items, 1, "the item comes out once");
+        assert!(
+            theirs.is_ready() || woken.0.load(SeqCst),
+            "the other consumer waits on an ended queue, unwoken"
+        );
+    });
+}
+
+/// An insert racing `close()` against a consumer's poll: the insert is
+/// refused, or its item comes out before the stream's end, never after it.
+#[test]
+fn an_insert_racing_close_is_refused_or_comes_out_before_the_end() {
+    model_long(|| {
+        let timer = manual();
+        let queue = timer.delay_queue::<u8>();
+        let producer = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.insert(1, Duration::ZERO).is_ok())
+        };
+        thread::yield_now(); // `closed` is std's atomic: a point where loom may switch
+        queue.close();
+        let waker = futures::task::noop_waker();
+        let polled = queue.poll_expired(&mut std::task::Context::from_waker(&waker));
+        let polled = polled.map(|p| p.map(|e| e.into_inner()));
+        let inserted = producer.join().unwrap();
+        if matches!(polled, std::task::Poll::Ready(None)) {
+            assert!(!inserted, "an item got in after the stream had ended");
+        }
+    });
+}
