@@ -10,6 +10,7 @@ use common::manual;
 use futures::StreamExt;
 use hashed_wheel_timer::{DelayMap, HashedWheelTimer, TimerError};
 use std::collections::HashSet;
+use std::sync::{mpsc, Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -420,4 +421,79 @@ fn a_value_that_panics_when_dropped_never_escapes_the_map() {
         4,
         "the last handle"
     );
+}
+
+/// Runs `f` on a thread of its own: true if it returned within 10 s (a
+/// deadlock fails the test instead of hanging it).
+fn finishes(f: impl FnOnce() + Send + 'static) -> bool {
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        f();
+        let _ = done.send(());
+    });
+    finished.recv_timeout(Duration::from_secs(10)).is_ok()
+}
+
+/// A value whose `Drop` looks its own key up in the map it was offered to.
+struct LooksUp(Arc<OnceLock<DelayMap<u32, LooksUp>>>);
+
+impl Drop for LooksUp {
+    fn drop(&mut self) {
+        if let Some(map) = self.0.get() {
+            let _ = map.contains_key(&1);
+        }
+    }
+}
+
+/// A refused insert drops the offered value where `V`'s code may use the
+/// map (the docs: of `V`'s code only `Clone`, in `get`, runs under a
+/// shard's lock).
+#[test]
+fn a_refused_insert_drops_the_value_outside_the_maps_lock() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let map: DelayMap<u32, LooksUp> = timer.delay_map();
+    let cell = Arc::new(OnceLock::new());
+    let _ = cell.set(map.clone());
+    timer.stop().unwrap();
+    let finished = finishes(move || {
+        let refused = map.insert(1, LooksUp(cell.clone()), Duration::from_secs(1));
+        assert!(matches!(refused, Err(TimerError::Shutdown)));
+    });
+    assert!(finished, "the value's Drop deadlocked on the map's lock");
+}
+
+/// A key that panics when dropped (unless already unwinding).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct KeyPanicsOnDrop(u32);
+
+impl Drop for KeyPanicsOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("key {} dropped", self.0);
+        }
+    }
+}
+
+/// The stream drops its own clone of an expired key where a panic is
+/// caught, as the map's other drops are: the pair still comes out, not
+/// lost with the panic.
+#[test]
+fn a_key_that_panics_in_drop_still_comes_out_with_its_value() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let map = timer.delay_map::<KeyPanicsOnDrop, u32>();
+    map.insert(KeyPanicsOnDrop(1), 10, Duration::from_millis(1))
+        .unwrap();
+    timer.advance(Duration::from_millis(1));
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        map.poll_expired(&mut cx)
+    }));
+    let (key, value) = match polled {
+        Ok(Poll::Ready(Some(pair))) => pair,
+        Ok(other) => panic!("expected the pair, got {:?}", other.map(|_| ())),
+        Err(_) => panic!("the stream's clone of the key panicked, and the pair was lost"),
+    };
+    assert_eq!((key.0, value), (1, 10));
+    std::mem::forget(key);
+    assert!(map.is_empty());
 }

@@ -7,7 +7,7 @@ mod common;
 
 use common::manual;
 use futures::task::{waker, ArcWake};
-use hashed_wheel_timer::DelayQueue;
+use hashed_wheel_timer::{DelayQueue, HashedWheelTimer};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -154,4 +154,39 @@ fn polling_again_with_the_same_waker_neither_wakes_nor_adds() {
     drop(w);
     assert_eq!(Arc::strong_count(&target), 2, "one waker kept");
     assert_eq!(target.wakes(), 0, "no wake-up without an item");
+}
+
+/// A waker that records its wake, or panics when woken.
+struct Wakes(std::sync::atomic::AtomicBool, bool);
+
+impl futures::task::ArcWake for Wakes {
+    fn wake_by_ref(waker: &Arc<Wakes>) {
+        assert!(!waker.1, "a consumer's waker panicked when woken");
+        waker.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// One consumer's waker panics when woken: the other consumers waiting on
+/// the queue are woken all the same, not left waiting for an item that is
+/// there.
+#[test]
+fn a_waker_that_panics_does_not_cost_the_other_consumers_their_wake_up() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let queue = timer.delay_queue::<u32>();
+    let (first, second) = (queue.clone(), queue.clone());
+    let panics = Arc::new(Wakes(Default::default(), true));
+    let records = Arc::new(Wakes(Default::default(), false));
+    for (consumer, waker) in [(&first, &panics), (&second, &records)] {
+        let waker = futures::task::waker(waker.clone());
+        let polled = consumer.poll_expired(&mut Context::from_waker(&waker));
+        assert!(polled.is_pending());
+    }
+    queue.insert(7, Duration::from_millis(1)).unwrap();
+    timer.advance(Duration::from_millis(1)); // the driver catches the panic
+    assert!(
+        records.0.load(std::sync::atomic::Ordering::SeqCst),
+        "the second consumer was never woken"
+    );
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    assert!(matches!(second.poll_expired(&mut cx), Poll::Ready(Some(e)) if *e.get_ref() == 7));
 }
