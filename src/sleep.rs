@@ -12,48 +12,43 @@ use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::{HashedWheelTimer, TimerError};
 
-/// A future that completes once its deadline has passed on its timer's
-/// clock; made by [`HashedWheelTimer::sleep`] and
-/// [`sleep_until`](HashedWheelTimer::sleep_until), like `tokio::time::Sleep`.
+/// A future that completes once its deadline has passed on its timer's clock; made by
+/// [`HashedWheelTimer::sleep`] and [`sleep_until`](HashedWheelTimer::sleep_until), like
+/// `tokio::time::Sleep`.
 ///
-/// It takes a place in the wheel only when first polled and pending, as in
-/// tokio: a `Sleep` never polled, or already due when polled, costs no
-/// entry. From then it counts in
-/// [`pending_timeouts`](HashedWheelTimer::pending_timeouts) until it fires
-/// or is dropped. It fires at the end of the tick its deadline falls in (on
-/// a tokio clock, when tokio wakes the driver after it): never early, at
-/// most one tick late.
+/// It takes a place in the wheel only when first polled and pending, as in tokio: a `Sleep` never
+/// polled, or already due when polled, costs no entry. From then it counts in
+/// [`pending_timeouts`](HashedWheelTimer::pending_timeouts) until it fires or is dropped. It fires
+/// at the end of the tick its deadline falls in (on a tokio clock, when tokio wakes the driver
+/// after it): never early, at most one tick late.
 ///
-/// On real time, polls read the clock no more than tokio's: a `Sleep`
-/// polled after its deadline but before the driver's next turn is pending,
-/// and that turn (at most a tick later) wakes it. On a manual or paused
-/// clock every poll reads the clock: what `advance` made due is ready at
-/// the next poll.
+/// On real time, polls read the clock no more than tokio's: a `Sleep` polled after its deadline but
+/// before the driver's next turn is pending, and that turn (at most a tick later) wakes it. On a
+/// manual or paused clock every poll reads the clock: what `advance` made due is ready at the next
+/// poll.
 ///
-/// It is [`Unpin`], so unlike tokio's it needs no pinning to be polled by
-/// reference (`(&mut sleep).await`, `select!`), and it keeps its timer
-/// alive. Any executor can poll it, or none: the timer's thread wakes it.
+/// It is [`Unpin`], so unlike tokio's it needs no pinning to be polled by reference (`(&mut
+/// sleep).await`, `select!`), and it keeps its timer alive. Any executor can poll it, or none: the
+/// timer's thread wakes it.
 ///
 /// # Cancellation
 ///
-/// Dropping a `Sleep` cancels it. The cancel may wait in its thread's batch
-/// of 16, which the timer's next turn takes before it fires anything;
-/// `pending_timeouts()`, `stats()` and `stop()` take the batches first, so
-/// they see it cancelled at once. Until then (64 ms at most) its entry
+/// Dropping a `Sleep` cancels it. The cancel may wait in its thread's batch of 16, which the
+/// timer's next turn takes before it fires anything; `pending_timeouts()`, `stats()` and `stop()`
+/// take the batches first, so they see it cancelled at once. Until then (64 ms at most) its entry
 /// keeps the task's waker.
 ///
 /// # When the timer stops
 ///
-/// A `Sleep` neither hangs, spins, panics (as tokio's would) nor ends early
-/// on a stopped timer: [`stop`](HashedWheelTimer::stop) wakes every pending
-/// one, and it (like one first polled afterwards) waits out the time it had
-/// left on the process-wide [`default_timer`](crate::default_timer), which
-/// cannot stop. A [`tokio_clock`](crate::Builder::tokio_clock) timer hands
-/// them to a timer of its own on its runtime instead, so they keep to that
-/// clock, paused or not; if the runtime is gone, they end at once. A loop
-/// that must end on a stop checks [`is_shutdown`](HashedWheelTimer::is_shutdown),
-/// or uses [`Interval::try_tick`](crate::Interval::try_tick). One warning
-/// says so the first time (see the README's "Warnings").
+/// A `Sleep` neither hangs, spins, panics (as tokio's would) nor ends early on a stopped timer:
+/// [`stop`](HashedWheelTimer::stop) wakes every pending one, and it (like one first polled
+/// afterwards) waits out the time it had left on the process-wide
+/// [`default_timer`](crate::default_timer), which cannot stop. A
+/// [`tokio_clock`](crate::Builder::tokio_clock) timer hands them to a timer of its own on its
+/// runtime instead, so they keep to that clock, paused or not; if the runtime is gone, they end at
+/// once. A loop that must end on a stop checks [`is_shutdown`](HashedWheelTimer::is_shutdown), or
+/// uses [`Interval::try_tick`](crate::Interval::try_tick). One warning says so the first time (see
+/// the README's "Warnings").
 ///
 /// # Examples
 ///
@@ -82,8 +77,8 @@ pub struct Sleep {
     deadline_nanos: Nanos,
     /// The entry holding our waker, or spent: due at `entry_deadline`. Holds one of its references.
     entry: Option<Key>,
-    /// The deadline our entry holds (`deadline_nanos`, or earlier after a later reset left
-    /// it), and how far past it a later reset leaves it: half the wait it was given.
+    /// The deadline our entry holds (`deadline_nanos`, or earlier after a later reset left it), and
+    /// how far past it a later reset leaves it: half the wait it was given.
     entry_deadline: Nanos,
     entry_slack: Nanos,
     /// The waker our entry holds, once a poll has looked at the entry.
@@ -91,16 +86,16 @@ pub struct Sleep {
     /// `move_after_stop` ran.
     moved: bool,
     /// How long before `deadline_nanos` the clock was read to make it, in whole milliseconds
-    /// rounded up; 0 if unknown (too long, reset since, or used). It spares the first poll on
-    /// real time a reading of its own (see `poll_elapsed`), in the bytes a `Sleep` had spare.
+    /// rounded up; 0 if unknown (too long, reset since, or used). It spares the first poll on real
+    /// time a reading of its own (see `poll_elapsed`), in the bytes a `Sleep` had spare.
     made_ms_before: u16,
 }
 
 const MS_NANOS: u64 = 1_000_000;
 
 impl HashedWheelTimer {
-    /// A future that completes `duration` from now, on this timer; see
-    /// [`Sleep`]. A duration too large to represent never completes.
+    /// A future that completes `duration` from now, on this timer; see [`Sleep`]. A duration too
+    /// large to represent never completes.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -145,8 +140,8 @@ impl Sleep {
         &self.timer
     }
 
-    /// The timer that holds our entry, and on whose clock `deadline_nanos`
-    /// is: ours, or its `after_stop` timer once ours stopped.
+    /// The timer that holds our entry, and on whose clock `deadline_nanos` is: ours, or its
+    /// `after_stop` timer once ours stopped.
     fn home(&self) -> &HashedWheelTimer {
         if self.moved {
             self.timer.after_stop()
@@ -168,8 +163,8 @@ impl Sleep {
         self.entry_slack = self.deadline_nanos.saturating_sub(now) / 2;
     }
 
-    /// Our timer stopped before the deadline: the wait goes on on its
-    /// `after_stop` timer, for the time that was left on ours.
+    /// Our timer stopped before the deadline: the wait goes on on its `after_stop` timer, for the
+    /// time that was left on ours.
     #[cold]
     fn move_after_stop(&mut self) {
         self.set_entry(None);
@@ -189,8 +184,8 @@ impl Sleep {
         }
     }
 
-    /// `deadline` as `deadline_nanos`: on our timer's clock; once moved, on
-    /// the `after_stop` timer's, shifted as the move shifted it.
+    /// `deadline` as `deadline_nanos`: on our timer's clock; once moved, on the `after_stop`
+    /// timer's, shifted as the move shifted it.
     fn nanos_of(&self, deadline: Instant) -> Nanos {
         if !self.moved {
             return self.timer.shared().clock.to_nanos(deadline);
@@ -208,27 +203,23 @@ impl Sleep {
         self.deadline
     }
 
-    /// True once the deadline has passed on the timer's clock, whether or
-    /// not the future has been polled since. After the timer stopped, on
-    /// the clock where the wait went on (see "When the timer stops").
+    /// True once the deadline has passed on the timer's clock, whether or not the future has been
+    /// polled since. After the timer stopped, on the clock where the wait went on (see "When the
+    /// timer stops").
     pub fn is_elapsed(&self) -> bool {
         self.deadline_nanos <= self.home().shared().clock.now()
     }
 
-    /// Moves the deadline ([which `Instant`](crate#deadlines)), earlier or
-    /// later, even after completion: the `Sleep` is then pending again
-    /// until the new deadline.
+    /// Moves the deadline ([which `Instant`](crate#deadlines)), earlier or later, even after
+    /// completion: the `Sleep` is then pending again until the new deadline.
     ///
-    /// An earlier deadline moves the entry in place, as
-    /// [`Timeout::reset`](crate::Timeout::reset) does, with no poll needed; a
-    /// past one wakes the task at once, with no entry. A later one (an idle
-    /// timeout reset per message) writes to the `Sleep` alone until it is
-    /// half the entry's wait past the entry's deadline, and the next poll
-    /// need not look at the entry either: no cache miss on it for most
-    /// messages. While resets come that often the task is never woken early;
-    /// one reset later, then left alone, may be woken once at the entry's
-    /// deadline, pending at that poll, which files the entry again (Linux's
-    /// keepalive timer re-arms as lazily).
+    /// An earlier deadline moves the entry in place, as [`Timeout::reset`](crate::Timeout::reset)
+    /// does, with no poll needed; a past one wakes the task at once, with no entry. A later one (an
+    /// idle timeout reset per message) writes to the `Sleep` alone until it is half the entry's
+    /// wait past the entry's deadline, and the next poll need not look at the entry either: no
+    /// cache miss on it for most messages. While resets come that often the task is never woken
+    /// early; one reset later, then left alone, may be woken once at the entry's deadline, pending
+    /// at that poll, which files the entry again (Linux's keepalive timer re-arms as lazily).
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;

@@ -190,3 +190,23 @@ fn a_waker_that_panics_does_not_cost_the_other_consumers_their_wake_up() {
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     assert!(matches!(second.poll_expired(&mut cx), Poll::Ready(Some(e)) if *e.get_ref() == 7));
 }
+
+/// `stop()` tells each delay queue of its timer in turn. A consumer's waker that panics when
+/// woken neither makes `stop()` panic nor leaves the next queue's consumer unwoken.
+#[test]
+fn stop_tells_every_queue_though_a_consumers_waker_panics() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let (first, second) = (timer.delay_queue::<u32>(), timer.delay_queue::<u32>());
+    let panics = Arc::new(Wakes(Default::default(), true));
+    let records = Arc::new(Wakes(Default::default(), false));
+    for (queue, waker) in [(&first, &panics), (&second, &records)] {
+        let waker = futures::task::waker(waker.clone());
+        assert!(queue
+            .poll_expired(&mut Context::from_waker(&waker))
+            .is_pending());
+    }
+    let stop = std::panic::AssertUnwindSafe(|| timer.stop());
+    assert!(std::panic::catch_unwind(stop).is_ok(), "stop() panicked");
+    let woken = records.0.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(woken, "the second queue's consumer was never woken");
+}

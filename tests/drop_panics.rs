@@ -284,3 +284,16 @@ fn stop_wakes_every_future_and_returns_every_timeout_if_a_waker_panics() {
     assert_eq!(stopped, Ok(vec![t]));
     assert!(other.is_woken(), "never woken");
 }
+
+/// Two wakers that panic in `Drop` in one batch of cancels: each is dropped on its own, so the
+/// second panic does not come while the first unwinds (which aborts the process), and the turn
+/// catches the first.
+#[test]
+fn two_wakers_that_panic_in_one_batch_cost_no_abort() {
+    let timer = manual(MS);
+    drop_a_sleep_holding_a_panicking_waker(&timer, true);
+    drop_a_sleep_holding_a_panicking_waker(&timer, true);
+    let advance = std::panic::AssertUnwindSafe(|| timer.advance(MS));
+    assert!(std::panic::catch_unwind(advance).is_ok());
+    assert_eq!(timer.pending_timeouts(), 0);
+}

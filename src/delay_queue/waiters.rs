@@ -15,6 +15,7 @@ use std::task::Waker;
 
 use slab::Slab;
 
+use crate::engine::driver::dispatch::each_then_first_panic;
 use crate::engine::sync::{fence, lock, AtomicBool, Mutex, Ordering};
 
 #[derive(Default)]
@@ -84,9 +85,7 @@ impl Waiters {
                 .collect()
         };
         // Outside the lock: a waker may run user code. If one panics, the rest are woken first.
-        let wake = |w: Waker| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
-        let first = wakers.into_iter().map(wake).fold(Ok(()), Result::and);
-        first.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        each_then_first_panic(wakers, Waker::wake);
     }
 }
 

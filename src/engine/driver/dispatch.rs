@@ -6,7 +6,7 @@
 //! `stop()` takes back those not started.
 
 use std::any::Any;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::engine::driver::counts::Ended;
@@ -231,4 +231,12 @@ impl Drop for Dispatch {
         );
         drop(shared.end_unrun(self.timeout.entry()));
     }
+}
+
+/// Runs `f` on every item, even after one panics (a second panic while the first unwinds would
+/// abort the process); then the first panic goes on.
+pub(crate) fn each_then_first_panic<T>(items: impl IntoIterator<Item = T>, f: impl Fn(T)) {
+    let run = |item| catch_unwind(AssertUnwindSafe(|| f(item)));
+    let first = items.into_iter().map(run).fold(Ok(()), Result::and);
+    first.unwrap_or_else(|panic| resume_unwind(panic));
 }

@@ -7,6 +7,7 @@ use std::sync::Weak;
 use std::task::Waker;
 
 use crate::engine::driver::counts::Ended;
+use crate::engine::driver::dispatch::each_then_first_panic;
 use crate::engine::driver::Shared;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
@@ -81,7 +82,7 @@ impl Shared {
             .iter()
             .filter_map(Weak::upgrade)
             .collect();
-        hooks.iter().for_each(|h| h.shut_down());
+        let _ = self.catch_task(|| each_then_first_panic(&hooks, |h| h.shut_down())); // may panic
         all
     }
 

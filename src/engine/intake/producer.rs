@@ -17,6 +17,7 @@
 
 use crate::engine::clock::Nanos;
 use crate::engine::driver::counts::{Ended, Refusal};
+use crate::engine::driver::dispatch::each_then_first_panic;
 use crate::engine::driver::Shared;
 use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::key::Key;
@@ -189,7 +190,7 @@ impl Shared {
             Some(task)
         });
         self.counts.uncount(counted, Ended::Cancelled);
-        drop(won); // the tasks, whose drops may run user code: after the count
+        each_then_first_panic(won, drop); // the tasks' drops may run user code: after the count
     }
 
     pub(crate) fn cancel_batched(&self) {
