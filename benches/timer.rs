@@ -97,5 +97,35 @@ fn tick_cost(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, schedule_cancel, expire_same_tick, tick_cost);
+/// A queue per connection, as tokio-util's users make them: one more `DelayQueue` made and dropped
+/// while 100k others live on the same timer (each queue's shutdown hook joins the timer's list).
+fn queue_per_connection(c: &mut Criterion) {
+    let mut group = c.benchmark_group("DelayQueue per connection");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter(); // for tokio-util's
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let live: Vec<_> = (0..100_000).map(|_| timer.delay_queue::<u64>()).collect();
+    group.bench_function("make and drop one, 100k live", |b| {
+        b.iter(|| drop(black_box(timer.delay_queue::<u64>())))
+    });
+    let live_util: Vec<_> = (0..100_000)
+        .map(|_| tokio_util::time::DelayQueue::<u64>::new())
+        .collect();
+    group.bench_function("tokio-util: make and drop one, 100k live", |b| {
+        b.iter(|| drop(black_box(tokio_util::time::DelayQueue::<u64>::new())))
+    });
+    drop((live, live_util));
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    schedule_cancel,
+    expire_same_tick,
+    tick_cost,
+    queue_per_connection
+);
 criterion_main!(benches);

@@ -24,37 +24,33 @@ use crate::engine::sync::{lock, Mutex, MutexGuard};
 use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 
 /// Values by key, each given back with its key once its deadline passes:
-/// a cache with a time to live, sessions and leases, retry schedules,
-/// keyed by the id the application already has. Made by
-/// [`HashedWheelTimer::delay_map`] or [`DelayMap::new`].
+/// a cache with a time to live, sessions and leases, retry schedules, keyed by the id the
+/// application already has. Made by [`HashedWheelTimer::delay_map`] or [`DelayMap::new`].
 ///
-/// It is what code builds today from tokio-util's `DelayQueue` and a
-/// `HashMap<K, Key>` kept in step beside it, in one type:
-/// [`insert`](Self::insert) a key with a delay (replacing the value and
-/// deadline of a key already there), [`reset`](Self::reset) its deadline,
-/// [`remove`](Self::remove) it; keys whose deadline passes come out of the
-/// map's [`Stream`] of `(K, V)` pairs.
+/// It is what code builds today from tokio-util's `DelayQueue` and a `HashMap<K, Key>` kept in step
+/// beside it, in one type:
+/// [`insert`](Self::insert) a key with a delay (replacing the value and deadline of a key already
+/// there), [`reset`](Self::reset) its deadline, [`remove`](Self::remove) it; keys whose deadline
+/// passes come out of the map's [`Stream`] of `(K, V)` pairs.
 ///
 /// # Shared, not owned
 ///
-/// As a [`DelayQueue`](DelayQueue#shared-not-owned): `Clone + Send + Sync`,
-/// `&self` methods, each expired key to one consumer, a clone per consuming
-/// task. The keys are spread over shards (two per core), each behind its
-/// own lock, so threads working on different keys seldom meet on one.
+/// As a [`DelayQueue`](DelayQueue#shared-not-owned): `Clone + Send + Sync`, `&self` methods, each
+/// expired key to one consumer, a clone per consuming task. The keys are spread over shards (two
+/// per core), each behind its own lock, so threads working on different keys seldom meet on one.
 ///
 /// # Races
 ///
-/// The map decides each race on a key under its shard's lock: a key comes
-/// out only with the value and deadline in force, even if an older deadline
-/// fired a moment before, and stays in the map until the stream yields it
-/// (see [`insert`](Self::insert), [`reset`](Self::reset), [`remove`](Self::remove)).
+/// The map decides each race on a key under its shard's lock: a key comes out only with the value
+/// and deadline in force, even if an older deadline fired a moment before, and stays in the map
+/// until the stream yields it (see [`insert`](Self::insert), [`reset`](Self::reset),
+/// [`remove`](Self::remove)).
 ///
 /// # Keys
 ///
-/// `K`'s `Hash`, `Eq`, `Clone` and `Drop` may run under a shard's lock, as
-/// in any `Mutex<HashMap>`; of `V`'s code only `Clone`, in [`get`](Self::get).
-/// Each key is kept twice: in the map, and with its deadline; for large keys
-/// use `Arc<str>` and the like.
+/// `K`'s `Hash`, `Eq`, `Clone` and `Drop` may run under a shard's lock, as in any `Mutex<HashMap>`;
+/// of `V`'s code only `Clone`, in [`get`](Self::get). Each key is kept twice: in the map, and with
+/// its deadline; for large keys use `Arc<str>` and the like.
 ///
 /// # Examples
 ///
@@ -112,8 +108,7 @@ impl<K, V> Drop for Shards<K, V> {
 }
 
 impl HashedWheelTimer {
-    /// A new, empty [`DelayMap`] on this timer (see its example). The map
-    /// keeps the timer alive.
+    /// A new, empty [`DelayMap`] on this timer (see its example). The map keeps the timer alive.
     pub fn delay_map<K: Hash + Eq + Clone + Send + 'static, V>(&self) -> DelayMap<K, V> {
         DelayMap {
             queue: self.delay_queue(),
@@ -131,25 +126,21 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         current_timer().delay_map()
     }
 
-    /// Inserts `key` with `value`, to come out of the stream `delay` from
-    /// now: never before, and at most a tick after. If the key is already
-    /// in the map, its value and deadline are replaced, and the old value
-    /// is returned: it will not come out.
+    /// Inserts `key` with `value`, to come out of the stream `delay` from now: never before, and at
+    /// most a tick after. If the key is already in the map, its value and deadline are replaced,
+    /// and the old value is returned: it will not come out.
     ///
     /// # Errors
     ///
-    /// [`TimerError::QueueClosed`] after [`close`](Self::close), and the
-    /// timer's refusals, as [`DelayQueue::insert`]'s (each key in the map
-    /// is one pending timeout). Then nothing changes: a key already there
-    /// keeps its value and deadline, and the offered key and value are
-    /// dropped.
+    /// [`TimerError::QueueClosed`] after [`close`](Self::close), and the timer's refusals, as
+    /// [`DelayQueue::insert`]'s (each key in the map is one pending timeout). Then nothing changes:
+    /// a key already there keeps its value and deadline, and the offered key and value are dropped.
     pub fn insert(&self, key: K, value: V, delay: Duration) -> Result<Option<V>, TimerError> {
         self.put(key, value, self.timer().now_and_after(delay))
     }
 
-    /// [`insert`](Self::insert) with an absolute deadline on the timer's
-    /// clock (see [which instant to use](crate#deadlines)). A deadline
-    /// already past is due at once.
+    /// [`insert`](Self::insert) with an absolute deadline on the timer's clock (see [which instant
+    /// to use](crate#deadlines)). A deadline already past is due at once.
     pub fn insert_at(
         &self,
         key: K,
@@ -201,13 +192,11 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
     }
 
     /// Moves the deadline of `key` to `delay` from now, later or earlier:
-    /// it comes out then, never before. True if the key is in the map (not
-    /// yet yielded by the stream, even if its old deadline has fired);
-    /// false, changing nothing, if it is not, or if the timer was stopped.
-    /// A key whose old deadline has fired takes a new one as an insert
-    /// does: if the map is [closed](Self::close), or the timer at its
-    /// pending limit, it keeps the old one, comes out as it would have,
-    /// and this returns false.
+    /// it comes out then, never before. True if the key is in the map (not yet yielded by the
+    /// stream, even if its old deadline has fired); false, changing nothing, if it is not, or if
+    /// the timer was stopped. A key whose old deadline has fired takes a new one as an insert does:
+    /// if the map is [closed](Self::close), or the timer at its pending limit, it keeps the old
+    /// one, comes out as it would have, and this returns false.
     pub fn reset<Q: Hash + Eq + ?Sized>(&self, key: &Q, delay: Duration) -> bool
     where
         K: Borrow<Q>,
@@ -215,8 +204,8 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         self.moved(key, self.timer().now_and_after(delay))
     }
 
-    /// [`reset`](Self::reset) to an absolute deadline on the timer's clock
-    /// (see [which instant to use](crate#deadlines)).
+    /// [`reset`](Self::reset) to an absolute deadline on the timer's clock (see [which instant to
+    /// use](crate#deadlines)).
     pub fn reset_at<Q: Hash + Eq + ?Sized>(&self, key: &Q, deadline: impl Into<Instant>) -> bool
     where
         K: Borrow<Q>,
@@ -241,9 +230,9 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
 
 impl<K: Hash + Eq, V> DelayMap<K, V> {
     /// Takes `key` and its value out of the map, and cancels its deadline:
-    /// the value will not come out of the stream. `None` if the key is not
-    /// in the map (never inserted, removed, or yielded); a key whose
-    /// deadline fired but not yet yielded is still in it.
+    /// the value will not come out of the stream. `None` if the key is not in the map (never
+    /// inserted, removed, or yielded); a key whose deadline fired but not yet yielded is still in
+    /// it.
     pub fn remove<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
@@ -254,9 +243,8 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         Some(value)
     }
 
-    /// The deadline of `key`, on the timer's clock: the last it was given.
-    /// `None` if the key is not in the map, or if a consumer is yielding
-    /// it at this moment.
+    /// The deadline of `key`, on the timer's clock: the last it was given. `None` if the key is not
+    /// in the map, or if a consumer is yielding it at this moment.
     pub fn get_deadline<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<Instant>
     where
         K: Borrow<Q>,
@@ -273,8 +261,7 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         self.map.lock(key).get(key).map(|slot| slot.1.clone())
     }
 
-    /// True if `key` is in the map: inserted, and neither removed nor
-    /// yielded by the stream.
+    /// True if `key` is in the map: inserted, and neither removed nor yielded by the stream.
     pub fn contains_key<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,
@@ -282,8 +269,8 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         self.map.lock(key).contains_key(key)
     }
 
-    /// The number of keys in the map. It locks each shard in turn, so
-    /// under concurrent use it is a snapshot.
+    /// The number of keys in the map. It locks each shard in turn, so under concurrent use it is a
+    /// snapshot.
     pub fn len(&self) -> usize {
         self.map.shards.iter().map(|s| lock(s).len()).sum()
     }
@@ -293,8 +280,8 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         self.map.shards.iter().all(|s| lock(s).is_empty())
     }
 
-    /// Removes every key: their deadlines are cancelled, and the keys and
-    /// values dropped. A key inserted while it runs may stay.
+    /// Removes every key: their deadlines are cancelled, and the keys and values dropped. A key
+    /// inserted while it runs may stay.
     pub fn clear(&self) {
         for shard in self.map.shards.iter() {
             let taken = std::mem::take(&mut *lock(shard));
@@ -304,9 +291,8 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         }
     }
 
-    /// Ends the stream once the map is empty, as [`DelayQueue::close`]
-    /// (inserts fail); a reset of a key whose deadline has fired then fails
-    /// (see [`reset`](Self::reset)).
+    /// Ends the stream once the map is empty, as [`DelayQueue::close`] (inserts fail); a reset of a
+    /// key whose deadline has fired then fails (see [`reset`](Self::reset)).
     pub fn close(&self) {
         self.queue.close();
     }
@@ -321,10 +307,9 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         self.queue.timer()
     }
 
-    /// The next expired key and its value, as [`DelayQueue::poll_expired`]
-    /// gives items: deadline order, each key once, to one consumer;
-    /// `Ready(None)` once the map is empty and [closed](Self::close), or its
-    /// timer stopped.
+    /// The next expired key and its value, as [`DelayQueue::poll_expired`] gives items: deadline
+    /// order, each key once, to one consumer; `Ready(None)` once the map is empty and
+    /// [closed](Self::close), or its timer stopped.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<(K, V)>> {
         while let Some(expired) = ready!(self.queue.poll_expired(cx)) {
             let mut shard = self.map.lock(expired.get_ref());
@@ -341,8 +326,8 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     }
 }
 
-/// The expired pairs, as [`poll_expired`](DelayMap::poll_expired) gives
-/// them. Use [`StreamExt::next`](futures::StreamExt::next) on it.
+/// The expired pairs, as [`poll_expired`](DelayMap::poll_expired) gives them. Use
+/// [`StreamExt::next`](futures::StreamExt::next) on it.
 impl<K: Hash + Eq, V> Stream for DelayMap<K, V> {
     type Item = (K, V);
 

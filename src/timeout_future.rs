@@ -11,26 +11,24 @@ use crate::{Elapsed, HashedWheelTimer, Sleep};
 
 pin_project! {
     /// A future with a deadline, made by [`HashedWheelTimer::timeout`] and
-    /// [`timeout_at`](HashedWheelTimer::timeout_at): tokio's `time::Timeout`,
-    /// named apart from this crate's [`Timeout`](crate::Timeout) handle.
+    /// [`timeout_at`](HashedWheelTimer::timeout_at): tokio's `time::Timeout`, named apart from this
+    /// crate's [`Timeout`](crate::Timeout) handle.
     ///
-    /// It resolves to `Ok` with the inner future's output if that finishes
-    /// first, or to `Err(`[`Elapsed`]`)` once the deadline passes. The inner
-    /// future is polled first on every poll, so one ready at the deadline
-    /// still wins, and one ready at once never touches the wheel.
+    /// It resolves to `Ok` with the inner future's output if that finishes first, or to
+    /// `Err(`[`Elapsed`]`)` once the deadline passes. The inner future is polled first on every
+    /// poll, so one ready at the deadline still wins, and one ready at once never touches the
+    /// wheel.
     ///
     /// # Cancellation
     ///
-    /// Dropping it drops the inner future and cancels the deadline, whose
-    /// entry leaves the wheel within a tick.
+    /// Dropping it drops the inner future and cancels the deadline, whose entry leaves the wheel
+    /// within a tick.
     ///
     /// # When the timer stops
     ///
-    /// It neither hangs nor ends early: the inner future keeps its time,
-    /// waited out elsewhere (see [`Sleep`]), and if it is not ready by then
-    /// the call ends with an `Elapsed` whose
-    /// [`is_shutdown`](Elapsed::is_shutdown) is true. So a retry loop around
-    /// it does not spin.
+    /// It neither hangs nor ends early: the inner future keeps its time, waited out elsewhere (see
+    /// [`Sleep`]), and if it is not ready by then the call ends with an `Elapsed` whose
+    /// [`is_shutdown`](Elapsed::is_shutdown) is true. So a retry loop around it does not spin.
     ///
     /// # Examples
     ///
@@ -61,8 +59,8 @@ pin_project! {
 }
 
 impl HashedWheelTimer {
-    /// Runs `future` with a deadline `duration` from now: `Err(Elapsed)` if
-    /// it has not finished by then. See [`TimeoutFuture`].
+    /// Runs `future` with a deadline `duration` from now: `Err(Elapsed)` if it has not finished by
+    /// then. See [`TimeoutFuture`].
     pub fn timeout<F: IntoFuture>(
         &self,
         duration: Duration,
@@ -71,8 +69,8 @@ impl HashedWheelTimer {
         TimeoutFuture::new(future.into_future(), self.sleep(duration))
     }
 
-    /// Runs `future` with a deadline at `deadline`, on this timer's clock
-    /// ([which `Instant`](crate#deadlines)). See [`TimeoutFuture`].
+    /// Runs `future` with a deadline at `deadline`, on this timer's clock ([which
+    /// `Instant`](crate#deadlines)). See [`TimeoutFuture`].
     pub fn timeout_at<F: IntoFuture>(
         &self,
         deadline: impl Into<Instant>,

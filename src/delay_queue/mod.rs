@@ -24,29 +24,27 @@ use stream::{listener, Signal};
 use waiters::Seat;
 
 /// A queue of items, each given back once its deadline has passed:
-/// tokio-util's [`DelayQueue`](https://docs.rs/tokio-util/latest/tokio_util/time/struct.DelayQueue.html)
-/// on this crate's wheel. Made by [`HashedWheelTimer::delay_queue`].
+/// tokio-util's
+/// [`DelayQueue`](https://docs.rs/tokio-util/latest/tokio_util/time/struct.DelayQueue.html) on this
+/// crate's wheel. Made by [`HashedWheelTimer::delay_queue`].
 ///
-/// Use it to track many keyed deadlines: requests in flight, entries of a
-/// cache with a time to live, connections to close when idle, retries.
-/// [`insert`](Self::insert) an item with a delay and keep its
-/// [`DelayKey`]; [`remove`](Self::remove) it when it is done with, or
-/// [`reset`](Self::reset) its deadline. Items whose deadline passes come
-/// out of the queue's [`Stream`](futures::Stream) of [`Expired`] items, in
-/// deadline order, never before their deadline.
+/// Use it to track many keyed deadlines: requests in flight, entries of a cache with a time to
+/// live, connections to close when idle, retries. [`insert`](Self::insert) an item with a delay and
+/// keep its [`DelayKey`]; [`remove`](Self::remove) it when it is done with, or
+/// [`reset`](Self::reset) its deadline. Items whose deadline passes come out of the queue's
+/// [`Stream`](futures::Stream) of [`Expired`] items, in deadline order, never before their
+/// deadline.
 ///
 /// # Shared, not owned
 ///
-/// Unlike tokio-util's, it is `Clone + Send + Sync` and every method takes
-/// `&self`: clones are handles to one queue, so producers on any task or
-/// thread insert, reset and remove while a consumer drains the stream, with
-/// no `Mutex` around it. Several consumers may drain it at once; each item
-/// goes to exactly one of them.
+/// Unlike tokio-util's, it is `Clone + Send + Sync` and every method takes `&self`: clones are
+/// handles to one queue, so producers on any task or thread insert, reset and remove while a
+/// consumer drains the stream, with no `Mutex` around it. Several consumers may drain it at once;
+/// each item goes to exactly one of them.
 ///
-/// A handle is one consumer: while the queue is empty it keeps the waker
-/// of that handle's latest poll, and drops it with the handle. Give each
-/// consuming task its own clone: tasks that share one handle never wait
-/// unwoken, but each poll wakes the task that polled before it.
+/// A handle is one consumer: while the queue is empty it keeps the waker of that handle's latest
+/// poll, and drops it with the handle. Give each consuming task its own clone: tasks that share one
+/// handle never wait unwoken, but each poll wakes the task that polled before it.
 ///
 /// # Where it differs from tokio-util's
 ///
@@ -57,17 +55,15 @@ use waiters::Seat;
 ///
 /// # Memory
 ///
-/// An item, its slot and its timeout's entry come back when it is removed
-/// or yielded; a key holds nothing. Dropping the last handle
-/// [`clear`](Self::clear)s the queue.
+/// An item, its slot and its timeout's entry come back when it is removed or yielded; a key holds
+/// nothing. Dropping the last handle [`clear`](Self::clear)s the queue.
 ///
 /// # When the timer stops
 ///
-/// [`stop`](HashedWheelTimer::stop) returns the items' pending timeouts
-/// among the rest; their items stay in the queue, for
-/// [`remove`](Self::remove) or [`clear`](Self::clear). Running the task of
-/// such a timeout (see [`Timeout::take_task`](crate::Timeout::take_task))
-/// hands its item to the stream, as its deadline would have.
+/// [`stop`](HashedWheelTimer::stop) returns the items' pending timeouts among the rest; their items
+/// stay in the queue, for [`remove`](Self::remove) or [`clear`](Self::clear). Running the task of
+/// such a timeout (see [`Timeout::take_task`](crate::Timeout::take_task)) hands its item to the
+/// stream, as its deadline would have.
 ///
 /// # Examples
 ///
@@ -106,15 +102,14 @@ struct Inner<T> {
 }
 
 impl HashedWheelTimer {
-    /// A new, empty [`DelayQueue`] on this timer (see its example). The
-    /// queue keeps the timer alive.
+    /// A new, empty [`DelayQueue`] on this timer (see its example). The queue keeps the timer
+    /// alive.
     pub fn delay_queue<T: Send + 'static>(&self) -> DelayQueue<T> {
         self.delay_queue_with_capacity(0)
     }
 
-    /// [`delay_queue`](Self::delay_queue), with room for `capacity` items
-    /// inserted from this thread before the queue allocates (see
-    /// [`DelayQueue::reserve`]).
+    /// [`delay_queue`](Self::delay_queue), with room for `capacity` items inserted from this thread
+    /// before the queue allocates (see [`DelayQueue::reserve`]).
     pub fn delay_queue_with_capacity<T: Send + 'static>(&self, capacity: usize) -> DelayQueue<T> {
         let signal = Arc::new(Signal::default());
         self.shared()
@@ -142,27 +137,25 @@ impl<T: Send + 'static> DelayQueue<T> {
         current_timer().delay_queue_with_capacity(capacity)
     }
 
-    /// Inserts `item`, to come out of the stream `delay` from now: never
-    /// before, and at most a tick after. A zero delay is due at once: it
-    /// wakes the consumers, and on a manual or tokio clock comes out at
-    /// their next poll. Returns its key, for [`remove`](Self::remove),
+    /// Inserts `item`, to come out of the stream `delay` from now: never before, and at most a tick
+    /// after. A zero delay is due at once: it wakes the consumers, and on a manual or tokio clock
+    /// comes out at their next poll. Returns its key, for [`remove`](Self::remove),
     /// [`reset`](Self::reset) and [`deadline`](Self::deadline).
     ///
     /// # Errors
     ///
     /// [`TimerError::QueueClosed`] after [`close`](Self::close); as
     /// [`new_timeout`](HashedWheelTimer::new_timeout):
-    /// [`TimerError::Shutdown`] after the timer stopped,
-    /// [`TimerError::AtCapacity`] at its `max_pending_timeouts` (each item
-    /// is one pending timeout until it fires or is removed), and
+    /// [`TimerError::Shutdown`] after the timer stopped, [`TimerError::AtCapacity`] at its
+    /// `max_pending_timeouts` (each item is one pending timeout until it fires or is removed), and
     /// [`TimerError::WorkerSpawn`]. The item is dropped.
     pub fn insert(&self, item: T, delay: Duration) -> Result<DelayKey, TimerError> {
         self.put(item, self.inner.timer.now_and_after(delay))
     }
 
-    /// [`insert`](Self::insert) with an absolute deadline on the timer's
-    /// clock, a `std::time::Instant` or `tokio::time::Instant` ([which to
-    /// use](crate#deadlines)). A deadline already past is due at once.
+    /// [`insert`](Self::insert) with an absolute deadline on the timer's clock, a
+    /// `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)). A deadline
+    /// already past is due at once.
     pub fn insert_at(&self, item: T, deadline: impl Into<Instant>) -> Result<DelayKey, TimerError> {
         self.put(item, self.inner.timer.now_and_at(deadline.into()))
     }
@@ -201,18 +194,16 @@ impl<T: Send + 'static> DelayQueue<T> {
 }
 
 impl<T> DelayQueue<T> {
-    /// Moves the deadline of the item `key` names to `delay` from now,
-    /// later or earlier. Returns false, changing nothing, if the key names
-    /// no item in the queue, or if the item's deadline has already fired
-    /// (unlike tokio-util's: it is on its way out).
+    /// Moves the deadline of the item `key` names to `delay` from now, later or earlier. Returns
+    /// false, changing nothing, if the key names no item in the queue, or if the item's deadline
+    /// has already fired (unlike tokio-util's: it is on its way out).
     pub fn reset(&self, key: &DelayKey, delay: Duration) -> bool {
         let to = self.inner.timer.shared().clock.deadline_after(delay);
         self.moved(key, true, to)
     }
 
-    /// [`reset`](Self::reset) to an absolute deadline on the timer's clock,
-    /// a `std::time::Instant` or `tokio::time::Instant` ([which to
-    /// use](crate#deadlines)).
+    /// [`reset`](Self::reset) to an absolute deadline on the timer's clock, a `std::time::Instant`
+    /// or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn reset_at(&self, key: &DelayKey, deadline: impl Into<Instant>) -> bool {
         let to = self.inner.timer.shared().clock.to_nanos(deadline.into());
         self.moved(key, true, to)
@@ -237,20 +228,17 @@ impl<T> DelayQueue<T> {
         moved.is_some()
     }
 
-    /// Takes the item `key` names out of the queue, and cancels its
-    /// timeout: it will not come out of the stream. `None` if the key
-    /// names no item in the queue (removed, or yielded by the stream); one
-    /// whose deadline fired is in it until yielded, and exactly one of
-    /// `remove` and the stream gets it. The timeout's cancel waits in this
-    /// thread's batch, as a dropped [`Sleep`](crate::Sleep#cancellation)'s
-    /// does: no count shows the wait.
+    /// Takes the item `key` names out of the queue, and cancels its timeout: it will not come out
+    /// of the stream. `None` if the key names no item in the queue (removed, or yielded by the
+    /// stream); one whose deadline fired is in it until yielded, and exactly one of `remove` and
+    /// the stream gets it. The timeout's cancel waits in this thread's batch, as a dropped
+    /// [`Sleep`](crate::Sleep#cancellation)'s does: no count shows the wait.
     pub fn remove(&self, key: &DelayKey) -> Option<T> {
         self.try_remove(key).map(Expired::into_inner)
     }
 
-    /// [`remove`](Self::remove), giving the item as an [`Expired`] with its
-    /// key and deadline (which may be still ahead): tokio-util's
-    /// `try_remove`.
+    /// [`remove`](Self::remove), giving the item as an [`Expired`] with its key and deadline (which
+    /// may be still ahead): tokio-util's `try_remove`.
     pub fn try_remove(&self, key: &DelayKey) -> Option<Expired<T>> {
         let slot = self.inner.store.lock_of(key)?.take(key)?;
         self.inner.timer.shared().cancel_later(slot.entry);
@@ -258,16 +246,15 @@ impl<T> DelayQueue<T> {
         Some(self.inner.expired(*key, slot))
     }
 
-    /// The deadline of the item `key` names, on the timer's clock: the
-    /// last it was reset to. `None` if the key names no item in the queue.
+    /// The deadline of the item `key` names, on the timer's clock: the last it was reset to. `None`
+    /// if the key names no item in the queue.
     pub fn deadline(&self, key: &DelayKey) -> Option<Instant> {
         let clock = &self.inner.timer.shared().clock;
         self.with_slot(key, |slot| clock.to_instant(slot.deadline))
     }
 
-    /// The number of items in the queue: inserted, and neither removed nor
-    /// yielded. It locks each shard in turn, so under concurrent use it is
-    /// a snapshot.
+    /// The number of items in the queue: inserted, and neither removed nor yielded. It locks each
+    /// shard in turn, so under concurrent use it is a snapshot.
     pub fn len(&self) -> usize {
         self.inner.store.each().map(|shard| shard.slots.len()).sum()
     }
@@ -277,48 +264,44 @@ impl<T> DelayQueue<T> {
         self.inner.store.each().all(|shard| shard.slots.is_empty())
     }
 
-    /// How many items the queue can hold before it allocates again: the
-    /// sum over its shards (a few per core; each thread inserts into one).
+    /// How many items the queue can hold before it allocates again: the sum over its shards (a few
+    /// per core; each thread inserts into one).
     pub fn capacity(&self) -> usize {
         self.inner.store.each().map(|s| s.slots.capacity()).sum()
     }
 
-    /// Makes room for `additional` more items inserted from this thread
-    /// (into its shard) without allocating.
+    /// Makes room for `additional` more items inserted from this thread (into its shard) without
+    /// allocating.
     pub fn reserve(&self, additional: usize) {
         self.inner.store.lock_mine().slots.reserve(additional);
     }
 
-    /// Gives back the memory of removed items past the last item in each
-    /// shard; keys stay valid. [`compact`](Self::compact) gives back all of
-    /// it.
+    /// Gives back the memory of removed items past the last item in each shard; keys stay valid.
+    /// [`compact`](Self::compact) gives back all of it.
     pub fn shrink_to_fit(&self) {
         for mut shard in self.inner.store.each() {
             shard.slots.shrink_to_fit();
         }
     }
 
-    /// Moves items into the room removed ones left, and gives back the
-    /// rest: [`capacity`](Self::capacity) becomes [`len`](Self::len). Keys
-    /// stay valid (a key of a moved item finds it through a small map, kept
-    /// until the item leaves). tokio-util's `compact`.
+    /// Moves items into the room removed ones left, and gives back the rest:
+    /// [`capacity`](Self::capacity) becomes [`len`](Self::len). Keys stay valid (a key of a moved
+    /// item finds it through a small map, kept until the item leaves). tokio-util's `compact`.
     pub fn compact(&self) {
         self.inner.store.each().for_each(|mut s| s.compact());
     }
 
-    /// Removes every item: their timeouts are cancelled, and the items
-    /// dropped (a panic in an item's `Drop` is caught and logged). An item
-    /// inserted while it runs may stay.
+    /// Removes every item: their timeouts are cancelled, and the items dropped (a panic in an
+    /// item's `Drop` is caught and logged). An item inserted while it runs may stay.
     pub fn clear(&self) {
         self.inner.clear();
         self.wake_if_ending();
     }
 
-    /// The key of the item that comes out next: the one with the earliest
-    /// deadline (among equal ones, any of them, not always the one that
-    /// comes out first), or `None` if empty: tokio-util's `peek`. It looks
-    /// at every item, locking each shard in turn: a snapshot, for tests and
-    /// occasional looks, not for a loop over a large queue.
+    /// The key of the item that comes out next: the one with the earliest deadline (among equal
+    /// ones, any of them, not always the one that comes out first), or `None` if empty:
+    /// tokio-util's `peek`. It looks at every item, locking each shard in turn: a snapshot, for
+    /// tests and occasional looks, not for a loop over a large queue.
     pub fn peek(&self) -> Option<DelayKey> {
         let firsts = self.inner.store.each().filter_map(|shard| {
             let (index, slot) = shard.slots.iter().min_by_key(|(_, slot)| slot.deadline)?;
@@ -327,12 +310,10 @@ impl<T> DelayQueue<T> {
         firsts.min_by_key(|&(at, _)| at).map(|(_, key)| key)
     }
 
-    /// Ends the queue's stream once it is empty: inserts fail with
-    /// [`TimerError::QueueClosed`] from now on, the items already in come
-    /// out as before, and then every consumer gets `None`. An insert that
-    /// races the close may still get in, and comes out before the end.
-    /// Reset and remove work as before. A reaper task per connection ends
-    /// when the connection closes its queue:
+    /// Ends the queue's stream once it is empty: inserts fail with [`TimerError::QueueClosed`] from
+    /// now on, the items already in come out as before, and then every consumer gets `None`. An
+    /// insert that races the close may still get in, and comes out before the end. Reset and remove
+    /// work as before. A reaper task per connection ends when the connection closes its queue:
     ///
     /// ```
     /// use futures::StreamExt;

@@ -161,8 +161,11 @@ impl<T> Shard<T> {
 /// The shards of a store, or of a `DelayMap`'s map, `make(index)` each, behind locks on cache
 /// lines of their own: two per core rounded up to a power of two, from 2 to 64.
 pub(crate) fn shards<S>(make: impl FnMut(usize) -> S) -> Box<[CachePadded<Mutex<S>>]> {
-    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
-    let count = (threads * 2).next_power_of_two().clamp(2, 64);
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new(); // a look at /proc
+    let count = *COUNT.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+        (threads * 2).next_power_of_two().clamp(2, 64)
+    });
     (0..count)
         .map(make)
         .map(|s| CachePadded::new(Mutex::new(s)))
