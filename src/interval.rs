@@ -8,16 +8,15 @@ use std::time::{Duration, Instant};
 use futures::Stream;
 
 use crate::engine::clock::saturating_add;
-use crate::{HashedWheelTimer, Sleep, TimerError};
+use crate::{default_timer, HashedWheelTimer, Sleep, TimerError};
 
-/// How late a tick may be polled before it counts as missed, as in tokio; raised to one timer
-/// tick for coarse wheels, whose ticks all fire up to a tick late.
+/// How late a tick may be polled before it counts as missed, as in tokio; raised to one timer tick
+/// for coarse wheels, whose ticks all fire up to a tick late.
 const MISSED_TICK_TOLERANCE: Duration = Duration::from_millis(5);
 
-/// What an [`Interval`] does when ticks were missed, because the code
-/// between `tick()` calls ran longer than the period; as in tokio. With a
-/// period of 50 ms and a tick due at 0 ms polled only at 170 ms, the
-/// following ticks are due at:
+/// What an [`Interval`] does when ticks were missed, because the code between `tick()` calls ran
+/// longer than the period; as in tokio. With a period of 50 ms and a tick due at 0 ms polled only
+/// at 170 ms, the following ticks are due at:
 ///
 /// | behaviour | due at (ms) |
 /// |---|---|
@@ -26,15 +25,14 @@ const MISSED_TICK_TOLERANCE: Duration = Duration::from_millis(5);
 /// | `Skip` | 200, 250, 300, ... |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum MissedTickBehavior {
-    /// Fixed rate: the missed ticks fire at once, as fast as they are
-    /// polled, until the interval is back on its schedule.
+    /// Fixed rate: the missed ticks fire at once, as fast as they are polled, until the interval is
+    /// back on its schedule.
     #[default]
     Burst,
-    /// Fixed delay: the next tick is one period after the late one was
-    /// polled, and the schedule moves with it.
+    /// Fixed delay: the next tick is one period after the late one was polled, and the schedule
+    /// moves with it.
     Delay,
-    /// Skip the missed ticks and go on at the next multiple of the period
-    /// on the original schedule.
+    /// Skip the missed ticks and go on at the next multiple of the period on the original schedule.
     Skip,
 }
 
@@ -60,27 +58,26 @@ fn nanos_to_duration(nanos: u128) -> Duration {
     Duration::new(secs, (nanos % NANOS_PER_SEC) as u32)
 }
 
-/// Ticks at a fixed period on a [`HashedWheelTimer`]; made by
-/// [`HashedWheelTimer::interval`] and [`interval_at`](HashedWheelTimer::interval_at).
-/// Like `tokio::time::Interval`, down to [`MissedTickBehavior`].
+/// Ticks at a fixed period on a [`HashedWheelTimer`]; made by [`HashedWheelTimer::interval`] and
+/// [`interval_at`](HashedWheelTimer::interval_at). Like `tokio::time::Interval`, down to
+/// [`MissedTickBehavior`].
 ///
-/// Each tick completes at the end of the wheel tick its due time falls in;
-/// [`tick`](Interval::tick) returns the instant it was due, not when it
-/// completed. It holds one wheel entry while a tick is awaited, and is also
-/// a [`Stream`] of those instants.
+/// Each tick completes at the end of the wheel tick its due time falls in; [`tick`](Interval::tick)
+/// returns the instant it was due, not when it completed. It holds one wheel entry while a tick is
+/// awaited, and is also a [`Stream`] of those instants.
 ///
 /// # Cancellation
 ///
-/// `tick()` is cancel safe: a tick is taken only when it returns. Dropping
-/// the `Interval` cancels its pending entry.
+/// `tick()` is cancel safe: a tick is taken only when it returns. Dropping the `Interval` cancels
+/// its pending entry.
 ///
 /// # When the timer stops
 ///
-/// It neither hangs nor spins: `tick()` goes on ticking each period,
-/// waited out elsewhere (see [`Sleep`](crate::Sleep)). To end the loop on a
-/// stop, check [`HashedWheelTimer::is_shutdown`], or use
-/// [`try_tick`](Interval::try_tick), which errs at once, or the stream,
-/// which ends.
+/// It neither hangs nor spins: `tick()` goes on ticking each period, waited out elsewhere (see
+/// [`Sleep`](crate::Sleep)). To end the loop on a stop, check [`HashedWheelTimer::is_shutdown`], or
+/// use [`try_tick`](Interval::try_tick), which errs at once, or the stream, which ends. Where its
+/// wait ends at once, a [`tokio_clock`](crate::Builder::tokio_clock) timer's runtime gone, each tick
+/// waits out a period on the process-wide [`default_timer`](crate::default_timer) instead.
 ///
 /// # Examples
 ///
@@ -102,24 +99,24 @@ fn nanos_to_duration(nanos: u128) -> Duration {
 pub struct Interval {
     /// Due at the next tick.
     sleep: Sleep,
+    /// The wait of a period on the default timer, once `sleep` ends at once (its runtime gone).
+    pace: Option<Sleep>,
     period: Duration,
     missed_tick_behavior: MissedTickBehavior,
 }
 
 impl HashedWheelTimer {
-    /// An [`Interval`] whose first tick is now and then every `period`
-    /// (example on [`Interval`]).
+    /// An [`Interval`] whose first tick is now and then every `period` (example on [`Interval`]).
     ///
-    /// A zero period cannot tick. Where tokio panics, this raises it to one
-    /// tick of this timer (its resolution) and logs a `tracing` warning;
-    /// [`try_interval`](Self::try_interval) returns the error instead.
+    /// A zero period cannot tick. Where tokio panics, this raises it to one tick of this timer (its
+    /// resolution) and logs a `tracing` warning; [`try_interval`](Self::try_interval) returns the
+    /// error instead.
     pub fn interval(&self, period: Duration) -> Interval {
         self.interval_at(self.now(), period)
     }
 
-    /// An [`Interval`] whose first tick is at `start` ([which
-    /// `Instant`](crate#deadlines)) and then every `period`; a zero period
-    /// is handled as by [`interval`](Self::interval).
+    /// An [`Interval`] whose first tick is at `start` ([which `Instant`](crate#deadlines)) and then
+    /// every `period`; a zero period is handled as by [`interval`](Self::interval).
     pub fn interval_at(&self, start: impl Into<Instant>, period: Duration) -> Interval {
         let start = start.into();
         self.try_interval_at(start, period).unwrap_or_else(|error| {
@@ -130,8 +127,7 @@ impl HashedWheelTimer {
         })
     }
 
-    /// [`interval`](Self::interval), but a zero period is an error,
-    /// [`TimerError::ZeroPeriod`].
+    /// [`interval`](Self::interval), but a zero period is an error, [`TimerError::ZeroPeriod`].
     pub fn try_interval(&self, period: Duration) -> Result<Interval, TimerError> {
         self.try_interval_at(self.now(), period)
     }
@@ -151,6 +147,7 @@ impl HashedWheelTimer {
         }
         Ok(Interval {
             sleep: self.sleep_until(start),
+            pace: None,
             period,
             missed_tick_behavior: MissedTickBehavior::default(),
         })
@@ -158,8 +155,8 @@ impl HashedWheelTimer {
 }
 
 impl Interval {
-    /// Waits for the next tick and returns the instant it was due. Cancel
-    /// safe; after a stop it keeps ticking (see the type's docs).
+    /// Waits for the next tick and returns the instant it was due. Cancel safe; after a stop it
+    /// keeps ticking (see the type's docs).
     pub async fn tick(&mut self) -> Instant {
         poll_fn(|cx| self.poll_tick(cx)).await
     }
@@ -170,8 +167,8 @@ impl Interval {
         poll_fn(|cx| self.poll_try_tick(cx)).await
     }
 
-    /// Polls for the next tick: `tick()` for hand-written futures. Only a
-    /// waker of the latest poll is woken.
+    /// Polls for the next tick: `tick()` for hand-written futures. Only a waker of the latest poll
+    /// is woken.
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         self.poll_next_tick(cx).map(|(due, _)| due)
     }
@@ -188,6 +185,16 @@ impl Interval {
     /// Waits for the tick, takes it and schedules the next one.
     fn poll_next_tick(&mut self, cx: &mut Context<'_>) -> Poll<(Instant, Result<(), TimerError>)> {
         let result = ready!(self.sleep.poll_elapsed(cx));
+        // Its runtime gone, a wait not yet due ended at once: wait a period on the default timer.
+        let sleep = &self.sleep;
+        if result.is_err() && !sleep.is_elapsed() && sleep.timer().after_stop().is_shutdown() {
+            let period = self.period;
+            let pace = self
+                .pace
+                .get_or_insert_with(|| default_timer().sleep(period));
+            let _ = ready!(pace.poll_elapsed(cx));
+            self.pace = None;
+        }
         let due = self.sleep.deadline();
         let timer = self.sleep.timer();
         let now = timer.now();
@@ -216,8 +223,7 @@ impl Interval {
         self.reset_at(saturating_add(self.sleep.timer().now(), after));
     }
 
-    /// Restarts the schedule: the next tick is at `deadline` ([which
-    /// `Instant`](crate#deadlines)).
+    /// Restarts the schedule: the next tick is at `deadline` ([which `Instant`](crate#deadlines)).
     pub fn reset_at(&mut self, deadline: impl Into<Instant>) {
         self.sleep.reset(deadline);
     }
@@ -241,8 +247,7 @@ impl Interval {
 impl Stream for Interval {
     type Item = Instant;
 
-    /// The next tick's due instant; `None` once the timer has stopped (see
-    /// [`Interval::try_tick`]).
+    /// The next tick's due instant; `None` once the timer has stopped (see [`Interval::try_tick`]).
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
         self.get_mut().poll_try_tick(cx).map(Result::ok)
     }

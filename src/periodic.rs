@@ -10,8 +10,8 @@ use crate::engine::clock::{saturating_nanos, Nanos};
 use crate::engine::entry::task::{Every, Periodic, Task};
 use crate::{HashedWheelTimer, Timeout, TimerError};
 
-/// The user's task as the engine runs it: with its handle erased (see
-/// `Callback`), and whatever it returns dropped, as Netty's `void run`.
+/// The user's task as the engine runs it: with its handle erased (see `Callback`), and whatever it
+/// returns dropped, as Netty's `void run`.
 fn erased<R>(
     mut task: impl FnMut(&Timeout) -> R + Send + 'static,
 ) -> impl FnMut(&dyn Any) + Send + 'static {
@@ -31,24 +31,21 @@ fn every(
 }
 
 impl HashedWheelTimer {
-    /// Runs `task` first after `initial_delay`, then every `period`, at a
-    /// fixed rate: each run is due at the previous run's due time plus
-    /// `period`, so the schedule never drifts. Java's `scheduleAtFixedRate`.
+    /// Runs `task` first after `initial_delay`, then every `period`, at a fixed rate: each run is
+    /// due at the previous run's due time plus `period`, so the schedule never drifts. Java's
+    /// `scheduleAtFixedRate`.
     ///
-    /// After an overrun (a run longer than `period`, or a held-up timer)
-    /// the runs that fell due come back to back, never at the same time:
-    /// the next run is armed only when the previous one returns, even on a
-    /// multi-threaded [`Executor`](crate::Executor). Inside a run,
-    /// [`Timeout::scheduled_execution_time`] says when it was due, so a task
-    /// can skip runs that are too late.
+    /// After an overrun (a run longer than `period`, or a held-up timer) the runs that fell due
+    /// come back to back, never at the same time:
+    /// the next run is armed only when the previous one returns, even on a multi-threaded
+    /// [`Executor`](crate::Executor). Inside a run, [`Timeout::scheduled_execution_time`] says when
+    /// it was due, so a task can skip runs that are too late.
     ///
-    /// The returned [`Timeout`] stands for every run, one
-    /// [pending timeout](Self::pending_timeouts): [`cancel`](Timeout::cancel)
-    /// stops all later runs (one in progress finishes). A run that panics is
-    /// caught and logged, suppresses all later runs and shows in
-    /// [`Timeout::is_panicked`]; other timeouts carry on. A run falls due at
-    /// the end of its due time's tick, so a period shorter than a tick runs
-    /// at most once per tick.
+    /// The returned [`Timeout`] stands for every run, one [pending
+    /// timeout](Self::pending_timeouts): [`cancel`](Timeout::cancel) stops all later runs (one in
+    /// progress finishes). A run that panics is caught and logged, suppresses all later runs and
+    /// shows in [`Timeout::is_panicked`]; other timeouts carry on. A run falls due at the end of
+    /// its due time's tick, so a period shorter than a tick runs at most once per tick.
     ///
     /// # Errors
     ///
@@ -97,13 +94,11 @@ impl HashedWheelTimer {
         self.schedule_entry(self.now_and_after(initial_delay), Task::periodic(task))
     }
 
-    /// Runs `task` first after `initial_delay`, then again and again, each
-    /// run due `delay` after the previous run *ended*: a fixed delay
-    /// between runs, as Java's `scheduleWithFixedDelay`. A slow run
-    /// pushes every later run back; there is nothing to catch up.
+    /// Runs `task` first after `initial_delay`, then again and again, each run due `delay` after
+    /// the previous run *ended*: a fixed delay between runs, as Java's `scheduleWithFixedDelay`. A
+    /// slow run pushes every later run back; there is nothing to catch up.
     ///
-    /// Everything else is as for
-    /// [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate).
+    /// Everything else is as for [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate).
     ///
     /// # Errors
     ///

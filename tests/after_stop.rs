@@ -180,3 +180,27 @@ fn an_interval_of_a_stopped_tokio_clock_timer_keeps_its_pace_in_paused_time() {
         );
     });
 }
+
+#[test]
+fn an_interval_whose_tokio_clock_runtime_is_gone_neither_spins_nor_hangs() {
+    for paused in [true, false] {
+        let runtime = if paused {
+            paused_runtime()
+        } else {
+            tokio::runtime::Runtime::new().unwrap()
+        };
+        let timer = runtime.block_on(async { HashedWheelTimer::builder().tokio_clock().build() });
+        let mut iv = timer.unwrap().interval(MS * 10);
+        drop(runtime);
+        let start = Instant::now();
+        let mut ticks = 0;
+        while start.elapsed() < MS * 200 {
+            futures::executor::block_on(iv.tick());
+            ticks += 1;
+        }
+        assert!(
+            (1..=40).contains(&ticks),
+            "{ticks} ticks of a 10 ms interval in 200 ms (paused: {paused})"
+        );
+    }
+}
