@@ -106,6 +106,22 @@ fn capacity_reserve_and_shrink_to_fit() {
     assert!(before >= 64);
 }
 
+/// A capacity past what the timer can hold is clamped to it, not a "capacity overflow" panic.
+#[test]
+fn a_huge_capacity_or_reserve_is_clamped_to_what_the_timer_holds() {
+    let timer = hashed_wheel_timer::HashedWheelTimer::builder()
+        .manual_clock()
+        .max_pending_timeouts(1_000)
+        .build()
+        .unwrap();
+    let queue = timer.delay_queue_with_capacity::<u32>(usize::MAX);
+    assert!((1_000..1 << 20).contains(&queue.capacity()));
+    queue.reserve(usize::MAX);
+    queue.insert(1, MS).unwrap();
+    queue.reserve(usize::MAX);
+    assert!((1_000..1 << 20).contains(&queue.capacity()));
+}
+
 #[test]
 fn compact_keeps_keys_valid_and_gives_back_every_removed_slot() {
     let timer = manual(MS);
