@@ -117,7 +117,7 @@ impl HashedWheelTimer {
         DelayQueue {
             inner: Arc::new(Inner {
                 timer: self.clone(),
-                store: Store::new(capacity.min(self.shared().counts.limit())),
+                store: Store::new(capacity, self.shared().counts.limit()),
                 listener: listener(&signal),
                 signal,
             }),
@@ -271,12 +271,10 @@ impl<T> DelayQueue<T> {
     }
 
     /// Makes room for `additional` more items inserted from this thread (into its shard) without
-    /// allocating, as many as the timer can hold at most.
+    /// allocating, as many as the timer can hold at most, and if the memory is there.
     pub fn reserve(&self, additional: usize) {
-        let mut shard = self.inner.store.lock_mine();
         let limit = self.inner.timer.shared().counts.limit();
-        let room = limit.saturating_sub(shard.slots.len());
-        shard.slots.reserve(additional.min(room));
+        self.inner.store.lock_mine().reserve(additional, limit);
     }
 
     /// Gives back the memory of removed items past the last item in each shard; keys stay valid.
