@@ -7,16 +7,14 @@ use crate::engine::driver::Config;
 use crate::engine::entry::task::Handoff;
 use crate::{Executor, HashedWheelTimer, TimerError};
 
-/// The largest `ticks_per_wheel` accepted: 2^20 buckets, 8 MiB of them.
-/// A wheel's buckets are allocated whole when it is built, and a bigger
-/// one buys nothing: deadlines past one round wait in an ordered map of
-/// later rounds, which costs only what it holds. (Netty allows 2^30, which
+/// The largest `ticks_per_wheel` accepted: 2^20 buckets, 8 MiB of them. A wheel's buckets are
+/// allocated whole when it is built, and a bigger one buys nothing: deadlines past one round wait
+/// in an ordered map of later rounds, which costs only what it holds. (Netty allows 2^30, which
 /// here would take 8 GiB.) At a 1 ms tick, one round is about 17 minutes.
 pub const MAX_TICKS_PER_WHEEL: usize = 1 << 20;
 
-/// Configures a [`HashedWheelTimer`]; made by [`HashedWheelTimer::builder`].
-/// Each setting's default is on its method (the README's "Settings and
-/// errors" has them in one table).
+/// Configures a [`HashedWheelTimer`]; made by [`HashedWheelTimer::builder`]. Each setting's default
+/// is on its method (the README's "Settings and errors" has them in one table).
 ///
 /// # Examples
 ///
@@ -63,21 +61,19 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// The length of one tick. Default 1 ms, the resolution sleep-like code
-    /// wants; Netty's default, 100 ms, batches more fires per wake-up.
+    /// The length of one tick. Default 1 ms, the resolution sleep-like code wants; Netty's default,
+    /// 100 ms, batches more fires per wake-up.
     ///
-    /// A tick under 1 ms is honoured, not clamped: the worker only wakes
-    /// for ticks that have work, so a short tick costs nothing while idle.
-    /// How precisely it wakes then depends on the OS (tens of microseconds
-    /// on Linux).
+    /// A tick under 1 ms is honoured, not clamped: the worker only wakes for ticks that have work,
+    /// so a short tick costs nothing while idle. How precisely it wakes then depends on the OS
+    /// (tens of microseconds on Linux).
     pub fn tick_duration(mut self, tick: Duration) -> Builder {
         self.tick_duration = tick;
         self
     }
 
-    /// Buckets per wheel round. Default 512; rounded up to a power of two;
-    /// at most [`MAX_TICKS_PER_WHEEL`] (2^20), or `build` fails with
-    /// [`TimerError::TooManyTicksPerWheel`].
+    /// Buckets per wheel round. Default 512; rounded up to a power of two; at most
+    /// [`MAX_TICKS_PER_WHEEL`] (2^20), or `build` fails with [`TimerError::TooManyTicksPerWheel`].
     pub fn ticks_per_wheel(mut self, ticks: usize) -> Builder {
         self.ticks_per_wheel = ticks;
         self
@@ -85,12 +81,10 @@ impl Builder {
 
     /// Refuse new timeouts while this many are pending. Default: no limit.
     ///
-    /// Every pending timeout counts: callbacks, periodic tasks, delay
-    /// queue items, and the entries of futures (`Sleep`, `timeout`,
-    /// `Interval`). Only the first three are refused, with
+    /// Every pending timeout counts: callbacks, periodic tasks, delay queue items, and the entries
+    /// of futures (`Sleep`, `timeout`, `Interval`). Only the first three are refused, with
     /// [`TimerError::AtCapacity`]: a future has no error to give and must
-    /// not end early, so it is filed past the limit, bounded by the tasks
-    /// that hold it.
+    /// not end early, so it is filed past the limit, bounded by the tasks that hold it.
     pub fn max_pending_timeouts(mut self, max: usize) -> Builder {
         self.max_pending_timeouts = Some(max);
         self
@@ -103,9 +97,9 @@ impl Builder {
     }
 
     /// Use a manual clock: the timer has no thread, and time moves only when
-    /// [`HashedWheelTimer::advance`] is called, which fires what is due on
-    /// the calling thread. For exact, never-flaky tests. Take deadlines
-    /// from [`HashedWheelTimer::now`], not `Instant::now()`.
+    /// [`HashedWheelTimer::advance`] is called, which fires what is due on the calling thread. For
+    /// exact, never-flaky tests. Take deadlines from [`HashedWheelTimer::now`], not
+    /// `Instant::now()`.
     ///
     /// With [`tokio_clock`](Builder::tokio_clock) too, `build` fails with
     /// [`TimerError::ClockConflict`].
@@ -114,34 +108,28 @@ impl Builder {
         self
     }
 
-    /// Use the clock of the tokio runtime that `build` is called in, and
-    /// drive the wheel from a task on that runtime instead of a thread.
+    /// Use the clock of the tokio runtime that `build` is called in, and drive the wheel from a
+    /// task on that runtime instead of a thread.
     ///
-    /// The timer reads `tokio::time::Instant`, so a paused runtime moves it
-    /// exactly as it moves `tokio::time`: `#[tokio::test(start_paused =
-    /// true)]`, `tokio::time::advance` and auto-advance fire what comes
-    /// due. Its futures, callbacks, [`now`](HashedWheelTimer::now) and
-    /// [`Timeout::remaining`](crate::Timeout::remaining) all follow that
-    /// clock; take deadlines from it ([which to use](crate#deadlines)).
-    /// [`advance`](HashedWheelTimer::advance) does nothing: use
-    /// `tokio::time::advance`.
+    /// The timer reads `tokio::time::Instant`, so a paused runtime moves it exactly as it moves
+    /// `tokio::time`: `#[tokio::test(start_paused = true)]`, `tokio::time::advance` and
+    /// auto-advance fire what comes due. Its futures, callbacks, [`now`](HashedWheelTimer::now) and
+    /// [`Timeout::remaining`](crate::Timeout::remaining) all follow that clock; take deadlines from
+    /// it ([which to use](crate#deadlines)). [`advance`](HashedWheelTimer::advance) does nothing:
+    /// use `tokio::time::advance`.
     ///
-    /// It also suits production code that wants no extra thread, and is the
-    /// cheaper choice for futures in tasks on a multi-thread runtime (one
-    /// wake-up per fire, queued on the worker that fired it: the README's
-    /// "Measuring the async faces in tasks").
+    /// It also suits production code that wants no extra thread, and is the cheaper choice for
+    /// futures in tasks on a multi-thread runtime (one wake-up per fire, queued on the worker that
+    /// fired it: the README's "Measuring the async faces in tasks").
     ///
-    /// Callbacks run on the driver task, so a slow one delays its runtime
-    /// thread as well as later timeouts: give heavy ones an
-    /// [`executor`](Builder::executor). The timer shuts down with its
-    /// runtime, and stalls while every runtime worker is blocked (then fires
-    /// late, never early), where the real clock's thread keeps firing: see
-    /// the README's "When a worker is stuck".
+    /// Callbacks run on the driver task, so a slow one delays its runtime thread as well as later
+    /// timeouts: give heavy ones an [`executor`](Builder::executor). The timer shuts down with its
+    /// runtime, and stalls while every runtime worker is blocked (then fires late, never early),
+    /// where the real clock's thread keeps firing: see the README's "When a worker is stuck".
     ///
     /// `build` fails with [`TimerError::NoTokioRuntime`] outside a runtime,
-    /// [`TimerError::TokioTimeDisabled`] in one built without
-    /// `enable_time()`, and [`TimerError::ClockConflict`] with
-    /// [`manual_clock`](Builder::manual_clock) too.
+    /// [`TimerError::TokioTimeDisabled`] in one built without `enable_time()`, and
+    /// [`TimerError::ClockConflict`] with [`manual_clock`](Builder::manual_clock) too.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -162,12 +150,11 @@ impl Builder {
         self
     }
 
-    /// Runs callbacks on `executor` instead of the worker thread (Netty's
-    /// `taskExecutor`), so a slow callback no longer delays the ticks. See
-    /// [`Executor`] for what a job guarantees, and
+    /// Runs callbacks on `executor` instead of the worker thread (Netty's `taskExecutor`), so a
+    /// slow callback no longer delays the ticks. See [`Executor`] for what a job guarantees, and
     /// [`TokioExecutor`](crate::TokioExecutor) for a tokio runtime. Default:
-    /// callbacks run on the worker (or, on a manual clock, on the thread
-    /// calling [`advance`](HashedWheelTimer::advance)).
+    /// callbacks run on the worker (or, on a manual clock, on the thread calling
+    /// [`advance`](HashedWheelTimer::advance)).
     ///
     /// Future wakers are woken on the worker either way.
     pub fn executor(mut self, executor: impl Executor) -> Builder {
@@ -179,9 +166,9 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// A zero tick, zero or more than 2^20 ticks per wheel, a wheel turn
-    /// longer than 2^64 ns, a zero `max_pending_timeouts`, or a thread name
-    /// with a NUL byte: each gets its own [`TimerError`] naming the value.
+    /// A zero tick, zero or more than 2^20 ticks per wheel, a wheel turn longer than 2^64 ns, a
+    /// zero `max_pending_timeouts`, or a thread name with a NUL byte: each gets its own
+    /// [`TimerError`] naming the value.
     pub fn build(self) -> Result<HashedWheelTimer, TimerError> {
         let tick = self.tick_duration;
         if tick.is_zero() {

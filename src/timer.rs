@@ -15,13 +15,12 @@ use crate::{Timeout, TimerError};
 
 /// A hashed timing wheel with one worker thread, Netty's `HashedWheelTimer`.
 ///
-/// A cheap [`Clone`] handle, `Send + Sync`: share one timer across the whole
-/// application. When the last handle is dropped the timer stops and its
-/// worker thread is joined.
+/// A cheap [`Clone`] handle, `Send + Sync`: share one timer across the whole application. When the
+/// last handle is dropped the timer stops and its worker thread is joined.
 ///
-/// A task that owns a clone of its own timer keeps the timer alive until
-/// the task runs or is cancelled (a reference cycle, like an `Arc` cycle).
-/// Inside a task, reach the timer through [`Timeout::timer`] instead.
+/// A task that owns a clone of its own timer keeps the timer alive until the task runs or is
+/// cancelled (a reference cycle, like an `Arc` cycle). Inside a task, reach the timer through
+/// [`Timeout::timer`] instead.
 ///
 /// # Examples
 ///
@@ -41,8 +40,8 @@ pub struct HashedWheelTimer {
     owner: Arc<Owner>,
 }
 
-/// Dropped with the last `HashedWheelTimer` handle; `Timeout`s and the
-/// worker hold `Shared` but not this, so they do not keep the timer alive.
+/// Dropped with the last `HashedWheelTimer` handle; `Timeout`s and the worker hold `Shared` but not
+/// this, so they do not keep the timer alive.
 pub(crate) struct Owner {
     shared: Arc<Shared>,
     /// A tokio clock's timer for its futures once this one stopped.
@@ -66,8 +65,8 @@ impl Default for HashedWheelTimer {
 }
 
 impl HashedWheelTimer {
-    /// A timer with the defaults: 1 ms ticks, 512 buckets, no pending limit.
-    /// Its thread starts with the first timeout.
+    /// A timer with the defaults: 1 ms ticks, 512 buckets, no pending limit. Its thread starts with
+    /// the first timeout.
     pub fn new() -> HashedWheelTimer {
         let config = Builder::default().build();
         config.unwrap_or_else(|_| unreachable!("the default settings are valid"))
@@ -142,8 +141,8 @@ impl HashedWheelTimer {
         Ok(Timeout::from_parts(key, self.shared()))
     }
 
-    /// [`schedule_entry`](Self::schedule_entry), for a caller that keeps the entry's key and
-    /// gives back its reference: a `Sleep`, a delay queue's slot.
+    /// [`schedule_entry`](Self::schedule_entry), for a caller that keeps the entry's key and gives
+    /// back its reference: a `Sleep`, a delay queue's slot.
     #[inline(always)]
     pub(crate) fn schedule_key(
         &self,
@@ -158,33 +157,29 @@ impl HashedWheelTimer {
         Ok(shared.schedule(now, deadline, task)?)
     }
 
-    /// Timeouts scheduled that have not yet expired, been cancelled, or been
-    /// returned by `stop()`. Each timeout leaves this count exactly once. A
-    /// periodic task counts as one for its whole life, runs included, until
-    /// it is cancelled, ended by a panic, or stopped.
+    /// Timeouts scheduled that have not yet expired, been cancelled, or been returned by `stop()`.
+    /// Each timeout leaves this count exactly once. A periodic task counts as one for its whole
+    /// life, runs included, until it is cancelled, ended by a panic, or stopped.
     pub fn pending_timeouts(&self) -> usize {
         self.shared().totals().pending
     }
 
-    /// Stops the timer: ends and joins the worker, and returns every timeout
-    /// that neither expired nor was cancelled, by deadline. Those never fire;
-    /// they report [`Timeout::is_stopped`]. Afterwards `pending_timeouts()`
-    /// is 0, new timeouts are refused with [`TimerError::Shutdown`], and a
-    /// second call returns an empty `Vec`.
+    /// Stops the timer: ends and joins the worker, and returns every timeout that neither expired
+    /// nor was cancelled, by deadline. Those never fire; they report [`Timeout::is_stopped`].
+    /// Afterwards `pending_timeouts()` is 0, new timeouts are refused with
+    /// [`TimerError::Shutdown`], and a second call returns an empty `Vec`.
     ///
-    /// A task already running finishes, and no other starts: the worker (or
-    /// a manual [`advance`](Self::advance) on another thread) looks for the
-    /// shutdown between two tasks, and `stop` waits for it. Timeouts due in
-    /// the same tick that had not started are returned, and so are tasks
-    /// handed to an [`Executor`](crate::Executor) whose job has not started
-    /// (that job will not run them). When `stop` returns, each timeout has
-    /// fired, been cancelled, or been returned by exactly one `stop` call;
-    /// of two calls at once, the second returns what the first left.
+    /// A task already running finishes, and no other starts: the worker (or a manual
+    /// [`advance`](Self::advance) on another thread) looks for the shutdown between two tasks, and
+    /// `stop` waits for it. Timeouts due in the same tick that had not started are returned, and so
+    /// are tasks handed to an [`Executor`](crate::Executor) whose job has not started (that job
+    /// will not run them). When `stop` returns, each timeout has fired, been cancelled, or been
+    /// returned by exactly one `stop` call; of two calls at once, the second returns what the first
+    /// left.
     ///
-    /// A periodic task between runs is returned like any other. One whose
-    /// run is in progress is not: that run finishes, and the task ends
-    /// [`is_stopped`](Timeout::is_stopped), no longer pending; `stop` waits
-    /// for the run on the worker thread, not on an
+    /// A periodic task between runs is returned like any other. One whose run is in progress is
+    /// not: that run finishes, and the task ends [`is_stopped`](Timeout::is_stopped), no longer
+    /// pending; `stop` waits for the run on the worker thread, not on an
     /// [`Executor`](crate::Executor).
     ///
     /// Pending futures are woken, not returned, and neither hang nor spin:
@@ -192,10 +187,9 @@ impl HashedWheelTimer {
     ///
     /// # Errors
     ///
-    /// [`TimerError::StopFromTimerTask`] if called from a task running on
-    /// this timer, or from its driver (a task's drop), which it would wait on.
-    /// [`TimerError::StopDefaultTimer`] on the process-wide
-    /// [`default_timer`](crate::default_timer), which keeps running.
+    /// [`TimerError::StopFromTimerTask`] if called from a task running on this timer, or from its
+    /// driver (a task's drop), which it would wait on. [`TimerError::StopDefaultTimer`] on the
+    /// process-wide [`default_timer`](crate::default_timer), which keeps running.
     ///
     /// # Examples
     ///
@@ -222,8 +216,8 @@ impl HashedWheelTimer {
         Ok(shared.shut_down(true).into_iter().map(timeout).collect())
     }
 
-    /// Where this timer's futures wait out their time once it stopped (see
-    /// `Sleep`'s "When the timer stops"); a tokio clock's is made at first need.
+    /// Where this timer's futures wait out their time once it stopped (see `Sleep`'s "When the
+    /// timer stops"); a tokio clock's is made at first need.
     pub(crate) fn after_stop(&self) -> &HashedWheelTimer {
         let Some(runtime) = self.shared().clock.tokio_runtime() else {
             return crate::default_timer();
@@ -240,29 +234,26 @@ impl HashedWheelTimer {
         self.shared().is_shutdown()
     }
 
-    /// Manual clock only: moves time forward by `by` and, before returning,
-    /// fires on this thread every timeout due by then, tick by tick.
-    /// During each callback [`now`](Self::now) reads that tick's time.
+    /// Manual clock only: moves time forward by `by` and, before returning, fires on this thread
+    /// every timeout due by then, tick by tick. During each callback [`now`](Self::now) reads that
+    /// tick's time.
     ///
-    /// Called from a task that this `advance` is running, it stands for a
-    /// task that takes `by` to run: the clock moves on by `by` at once, and
-    /// the running `advance` goes on to the later time, firing what fell due
-    /// meanwhile late. (A periodic task that does this on every run never
-    /// lets the running `advance` end.) From a job on an
-    /// [`Executor`](crate::Executor) thread, it is an ordinary `advance`.
+    /// Called from a task that this `advance` is running, it stands for a task that takes `by` to
+    /// run: the clock moves on by `by` at once, and the running `advance` goes on to the later
+    /// time, firing what fell due meanwhile late. (A periodic task that does this on every run
+    /// never lets the running `advance` end.) From a job on an [`Executor`](crate::Executor)
+    /// thread, it is an ordinary `advance`.
     ///
-    /// On a timer with a real clock it does nothing but log a warning.
-    /// (Example: [`Sleep`](crate::Sleep).)
+    /// On a timer with a real clock it does nothing but log a warning. (Example:
+    /// [`Sleep`](crate::Sleep).)
     pub fn advance(&self, by: Duration) {
         self.shared().advance(by);
     }
 
-    /// Manual clock only: advances to the end of the next tick in which a
-    /// pending timeout is due, fires what is due there, and returns how far
-    /// time moved: a test need not guess durations. `None`, with time
-    /// unmoved, when nothing pending can fire (nothing pending, or only
-    /// deadlines too far to represent), after [`stop`](Self::stop), and on
-    /// a real or tokio clock.
+    /// Manual clock only: advances to the end of the next tick in which a pending timeout is due,
+    /// fires what is due there, and returns how far time moved: a test need not guess durations.
+    /// `None`, with time unmoved, when nothing pending can fire (nothing pending, or only deadlines
+    /// too far to represent), after [`stop`](Self::stop), and on a real or tokio clock.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;

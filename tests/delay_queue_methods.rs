@@ -106,6 +106,34 @@ fn capacity_reserve_and_shrink_to_fit() {
     assert!(before >= 64);
 }
 
+/// A capacity past what the timer can hold is clamped to it, not a "capacity overflow" panic.
+#[test]
+fn a_huge_capacity_or_reserve_is_clamped_to_what_the_timer_holds() {
+    let timer = hashed_wheel_timer::HashedWheelTimer::builder()
+        .manual_clock()
+        .max_pending_timeouts(1_000)
+        .build()
+        .unwrap();
+    let queue = timer.delay_queue_with_capacity::<u32>(usize::MAX);
+    assert!((1_000..1 << 20).contains(&queue.capacity()));
+    queue.reserve(usize::MAX);
+    queue.insert(1, MS).unwrap();
+    queue.reserve(usize::MAX);
+    assert!((1_000..1 << 20).contains(&queue.capacity()));
+}
+
+/// On a timer with no `max_pending_timeouts`, room for 2^28 large items is more memory than
+/// there is: the hint is not taken, where an allocation failure would abort the process.
+#[test]
+fn a_reserve_of_more_memory_than_there_is_aborts_nothing() {
+    let timer = manual(MS);
+    let queue = timer.delay_queue_with_capacity::<[u8; 1 << 16]>(usize::MAX);
+    queue.reserve(usize::MAX);
+    queue.insert([1; 1 << 16], MS).unwrap();
+    queue.reserve(1 << 27);
+    assert_eq!(queue.len(), 1);
+}
+
 #[test]
 fn compact_keeps_keys_valid_and_gives_back_every_removed_slot() {
     let timer = manual(MS);

@@ -302,3 +302,17 @@ async fn a_periodic_task_behind_runs_once_a_tick_on_tokios_clock_too() {
         "two runs at one instant: {runs:?}"
     );
 }
+
+/// A jump of tokio's paused clock past 26 days (when a lane's 32-bit stamps of the push time wrap
+/// to a negative age) still fires what fell due: a 30-day timeout fires on a 30-day advance.
+#[tokio::test(start_paused = true)]
+async fn a_thirty_day_jump_of_the_paused_clock_fires_a_thirty_day_timeout() {
+    let timer = timer();
+    let month = Duration::from_secs(30 * 24 * 3600);
+    let timeout = timer.new_timeout(|_: &Timeout| {}, month).unwrap();
+    tokio::time::advance(month + MS * 2).await;
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(timeout.is_expired(), "due, and not fired");
+}

@@ -117,7 +117,7 @@ impl HashedWheelTimer {
         DelayQueue {
             inner: Arc::new(Inner {
                 timer: self.clone(),
-                store: Store::new(capacity),
+                store: Store::new(capacity, self.shared().counts.limit()),
                 listener: listener(&signal),
                 signal,
             }),
@@ -271,9 +271,10 @@ impl<T> DelayQueue<T> {
     }
 
     /// Makes room for `additional` more items inserted from this thread (into its shard) without
-    /// allocating.
+    /// allocating, as many as the timer can hold at most, and if the memory is there.
     pub fn reserve(&self, additional: usize) {
-        self.inner.store.lock_mine().slots.reserve(additional);
+        let limit = self.inner.timer.shared().counts.limit();
+        self.inner.store.lock_mine().reserve(additional, limit);
     }
 
     /// Gives back the memory of removed items past the last item in each shard; keys stay valid.

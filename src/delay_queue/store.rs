@@ -46,8 +46,8 @@ pub(crate) struct Store<T> {
 }
 
 impl<T> Store<T> {
-    /// A store with room for `capacity` items in this thread's shard.
-    pub(crate) fn new(capacity: usize) -> Store<T> {
+    /// A store with room for `capacity` items in this thread's shard (see `Shard::reserve`).
+    pub(crate) fn new(capacity: usize, limit: usize) -> Store<T> {
         // Queues start generations apart: a key of one names nothing in another but by chance.
         static NEXT_QUEUE: AtomicU32 = AtomicU32::new(1);
         let start = NEXT_QUEUE
@@ -62,7 +62,7 @@ impl<T> Store<T> {
                 moved_from: HashMap::new(),
             }),
         };
-        store.lock_mine().slots.reserve(capacity);
+        store.lock_mine().reserve(capacity, limit);
         store
     }
 
@@ -87,6 +87,17 @@ impl<T> Shard<T> {
     pub(crate) fn next_key(&mut self) -> DelayKey {
         self.next_generation = self.next_generation.wrapping_add(1) & GENERATION_MASK;
         DelayKey::new(self.index, self.slots.vacant_key(), self.next_generation)
+    }
+
+    /// Room for `additional` more items, `limit` in all, if memory allows: a hint, never an abort.
+    pub(crate) fn reserve(&mut self, additional: usize, limit: usize) {
+        let additional = additional.min(limit.saturating_sub(self.slots.len()));
+        let mut probe = Vec::<(usize, Slot<T>)>::new(); // entries no smaller than slab's
+        let wanted = self.slots.len() + additional;
+        if self.slots.capacity() < wanted && probe.try_reserve_exact(wanted).is_ok() {
+            drop(probe); // before slab allocates
+            self.slots.reserve(additional);
+        }
     }
 
     /// Stores the item `key` names, `key` being the last from `next_key`.

@@ -64,6 +64,11 @@ impl Counts {
         }
     }
 
+    /// The most timeouts pending at once: `max_pending_timeouts` or the arena's size.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit.min(MAX_ENTRIES)
+    }
+
     pub(crate) fn pending(&self) -> usize {
         self.pending.load(Ordering::Acquire)
     }

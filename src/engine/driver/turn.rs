@@ -12,7 +12,7 @@ use crate::engine::driver::counts::Ended;
 use crate::engine::driver::{Core, Shared, IDLE};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::Fire;
-use crate::engine::intake::lane::{Drained, Lane, BATCH_WAIT_NANOS, KEEP_HALF};
+use crate::engine::intake::lane::{Drained, Lane, BATCH_WAIT_NANOS, KEEP_HALF, STAMPS_TELL_AGE};
 use crate::engine::sync::{fence, Ordering};
 
 /// The most new timeouts the driver files per turn, as in Netty, so a flood
@@ -62,6 +62,9 @@ impl Shared {
     pub(crate) fn prepare(&self, core: &mut Core, now: Nanos, all: bool) -> Drained {
         let now_tick = self.clock.ticks_at(now);
         let ready_by = Some(self.clock.time_of(now_tick));
+        // After a jump of the clock past what stamps tell (tokio's `advance`), hold no key.
+        let last = self.clock.time_of(core.wheel.current_tick());
+        let all = all || now.saturating_sub(last) > STAMPS_TELL_AGE;
         self.answer_housekeeping(core, now_tick);
         self.read_mailbox(core, ready_by);
         self.intake.drain(DRAIN_CAP_PER_TICK, now, all, |key| {

@@ -55,9 +55,13 @@ pub(crate) fn stamp_of(now: Nanos) -> u32 {
     (now >> STAMP_SHIFT) as u32
 }
 
+/// How long after the driver's last turn a stamp still tells a key's age (half the 26 days):
+/// past it, a turn files every key.
+pub(crate) const STAMPS_TELL_AGE: u64 = 1 << (30 + STAMP_SHIFT);
+
 /// Nanoseconds from `now` until a key stamped `stamp` is `HOLD` old, or 0.
 /// Signed (a producer may read the clock after the driver): right within 26
-/// days of the push, as `look_by` ensures unless a fired task calls `advance`.
+/// days of the push, as `look_by` and `STAMPS_TELL_AGE` ensure.
 fn wait(stamp: u32, now: Nanos) -> u64 {
     let units = stamp_of(now).wrapping_sub(stamp) as i32 as i64;
     let age = (units << STAMP_SHIFT) + (now & ((1 << STAMP_SHIFT) - 1)) as i64;
