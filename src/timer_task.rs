@@ -8,9 +8,8 @@ use crate::Timeout;
 
 /// A task to run once when its [`Timeout`] expires, Netty's `TimerTask`.
 ///
-/// Every `FnOnce(&Timeout) + Send + 'static` closure is a `TimerTask`, so
-/// most code never names this trait. Implement it on your own type when you
-/// also want to hear about cancellation.
+/// Every `FnOnce(&Timeout) + Send + 'static` closure is a `TimerTask`, so most code never names
+/// this trait. Implement it on your own type when you also want to hear about cancellation.
 ///
 /// # Examples
 ///
@@ -39,19 +38,16 @@ use crate::Timeout;
 /// # Ok::<(), hashed_wheel_timer::TimerError>(())
 /// ```
 pub trait TimerTask: Send + 'static {
-    /// Runs the task. Called at most once, after the deadline has passed,
-    /// on the timer's worker thread (or the thread calling
-    /// [`advance`](crate::HashedWheelTimer::advance) on a manual clock), or
-    /// on the [`Executor`](crate::Executor) the timer was built with.
+    /// Runs the task. Called at most once, after the deadline has passed, on the timer's worker
+    /// thread (or the thread calling [`advance`](crate::HashedWheelTimer::advance) on a manual
+    /// clock), or on the [`Executor`](crate::Executor) the timer was built with.
     ///
-    /// A panic is caught and logged; the timeout then reports
-    /// [`Timeout::is_panicked`].
+    /// A panic is caught and logged; the timeout then reports [`Timeout::is_panicked`].
     fn run(self: Box<Self>, timeout: &Timeout);
 
-    /// Called instead of [`run`](TimerTask::run), on the cancelling thread,
-    /// when [`Timeout::cancel`] wins (also for a timeout that
-    /// [`stop`](crate::HashedWheelTimer::stop) returned and that is
-    /// cancelled afterwards). Does nothing by default.
+    /// Called instead of [`run`](TimerTask::run), on the cancelling thread, when
+    /// [`Timeout::cancel`] wins (also for a timeout that [`stop`](crate::HashedWheelTimer::stop)
+    /// returned and that is cancelled afterwards). Does nothing by default.
     fn cancelled(self: Box<Self>, timeout: &Timeout) {
         let _ = timeout;
     }
@@ -66,8 +62,8 @@ where
     }
 }
 
-/// The engine hands a callback its own `Timeout` as `&dyn Any` (see
-/// ARCHITECTURE.md, "Where the types loop"), and nothing else.
+/// The engine hands a callback its own `Timeout` as `&dyn Any` (see ARCHITECTURE.md, "Where the
+/// types loop"), and nothing else.
 pub(crate) fn timeout_of(handle: &dyn Any) -> &Timeout {
     handle
         .downcast_ref()

@@ -190,12 +190,13 @@ impl Shared {
             Some(task)
         });
         self.counts.uncount(counted, Ended::Cancelled);
-        each_then_first_panic(won, drop); // the tasks' drops may run user code: after the count
+        each_then_first_panic(won.into_iter().flatten(), drop); // may run user code: after the count
     }
 
     pub(crate) fn cancel_batched(&self) {
         self.intake
             .lanes()
+            .filter(|lane| lane.has_batch()) // most are empty: dead threads' lanes, idle ones
             .for_each(|lane| self.cancel_all(lane.take_batch()));
     }
 
