@@ -316,3 +316,24 @@ async fn a_thirty_day_jump_of_the_paused_clock_fires_a_thirty_day_timeout() {
     }
     assert!(timeout.is_expired(), "due, and not fired");
 }
+
+/// A dropped `Sleep` leaves nothing for tokio's auto-advance to jump to, as a dropped
+/// `tokio::time::Sleep` does not: the paused clock stays put while the test waits on a thread
+/// outside the runtime. (The driver lingered a wheel round, 512 ms, after producers cancelled
+/// young, and the paused clock jumped there.)
+#[tokio::test(start_paused = true)]
+async fn a_dropped_sleep_leaves_the_paused_clock_where_it_is() {
+    let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+    let mut sleep = Box::pin(timer.sleep(Duration::from_secs(10)));
+    assert!(futures::poll!(&mut sleep).is_pending());
+    drop(sleep);
+    let start = Instant::now();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        tx.send(())
+    });
+    rx.await.unwrap();
+    assert_eq!(start.elapsed(), Duration::ZERO, "the paused clock jumped");
+    assert_eq!(timer.pending_timeouts(), 0);
+}

@@ -96,13 +96,14 @@ impl Shared {
         Some(self.clock.time_of(tick))
     }
 
-    /// When to turn next; a round at most while producers cancel young.
+    /// When to turn next; a round at most while producers cancel young (not on a clock that can
+    /// be paused, whose auto-advance would jump a round for it: tokio's own timers would not).
     fn next_turn(&self, core: &Core, now_tick: u64, drained: Drained) -> Option<Nanos> {
         let at = |tick: u64| self.clock.time_of(tick);
         if drained.more {
             return Some(at(now_tick));
         }
-        let cancelling_young = self.intake.take_saw_withdrawn() && !self.clock.is_manual();
+        let cancelling_young = self.intake.take_saw_withdrawn() && self.clock.reads_real_time();
         let round = core.wheel.ticks_per_round();
         let mut next = self
             .wheel_wake(core)
