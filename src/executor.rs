@@ -3,12 +3,12 @@
 
 use tokio::runtime::Handle;
 
-/// A callback of the timer, ready to run: what an [`Executor`] is given
-/// (see there for what it guarantees).
+/// A callback of the timer, ready to run: what an [`Executor`] is given (see there for what it
+/// guarantees).
 pub type Job = Box<dyn FnOnce() + Send + 'static>;
 
-/// Runs the timer's callbacks somewhere other than its worker thread, set
-/// with [`Builder::executor`](crate::Builder::executor).
+/// Runs the timer's callbacks somewhere other than its worker thread, set with
+/// [`Builder::executor`](crate::Builder::executor).
 ///
 /// What a job guarantees wherever it runs:
 /// - A panicking task is caught and logged with `tracing` by the job (the
@@ -25,11 +25,10 @@ pub type Job = Box<dyn FnOnce() + Send + 'static>;
 ///   [stopped](crate::HashedWheelTimer::stop) (or its last handle dropped)
 ///   never runs its task: `stop` returned its timeout, task in place.
 ///
-/// Every `Fn(Job) + Send + Sync` closure is an executor; [`TokioExecutor`]
-/// runs jobs on a tokio runtime. `execute` is called on the worker thread,
-/// so it should hand the job off and return (one that runs jobs inline
-/// works, but gives back the stalls an executor is for); a panic in
-/// `execute` is caught and logged.
+/// Every `Fn(Job) + Send + Sync` closure is an executor; [`TokioExecutor`] runs jobs on a tokio
+/// runtime. `execute` is called on the worker thread, so it should hand the job off and return (one
+/// that runs jobs inline works, but gives back the stalls an executor is for); a panic in `execute`
+/// is caught and logged.
 ///
 /// # Examples
 ///
@@ -74,8 +73,8 @@ where
     }
 }
 
-/// Runs the timer's callbacks on a tokio runtime, through
-/// [`Handle::spawn`] or [`Handle::spawn_blocking`].
+/// Runs the timer's callbacks on a tokio runtime, through [`Handle::spawn`] or
+/// [`Handle::spawn_blocking`].
 #[derive(Debug, Clone)]
 pub struct TokioExecutor {
     handle: Handle,
@@ -83,9 +82,8 @@ pub struct TokioExecutor {
 }
 
 impl TokioExecutor {
-    /// Runs each callback as a tokio task, with [`Handle::spawn`]. For short
-    /// callbacks, that should not cost a blocking-pool thread: one that
-    /// blocks stalls a runtime worker thread.
+    /// Runs each callback as a tokio task, with [`Handle::spawn`]. For short callbacks, that should
+    /// not cost a blocking-pool thread: one that blocks stalls a runtime worker thread.
     pub fn spawn(handle: Handle) -> TokioExecutor {
         TokioExecutor {
             handle,
@@ -93,9 +91,8 @@ impl TokioExecutor {
         }
     }
 
-    /// Runs each callback on tokio's blocking pool, with
-    /// [`Handle::spawn_blocking`]. For callbacks that block or take long,
-    /// the usual reason to want an executor.
+    /// Runs each callback on tokio's blocking pool, with [`Handle::spawn_blocking`]. For callbacks
+    /// that block or take long, the usual reason to want an executor.
     pub fn spawn_blocking(handle: Handle) -> TokioExecutor {
         TokioExecutor {
             handle,
