@@ -337,3 +337,42 @@ async fn a_dropped_sleep_leaves_the_paused_clock_where_it_is() {
     assert_eq!(start.elapsed(), Duration::ZERO, "the paused clock jumped");
     assert_eq!(timer.pending_timeouts(), 0);
 }
+
+/// Batches of dropped `Sleep`s, and cancels of filed timeouts, ask the driver for housekeeping:
+/// on a paused clock it answers at once, not at the next tick, to which the clock would jump.
+/// (Each batch moved the paused clock 1 ms.)
+#[tokio::test(start_paused = true)]
+async fn cancels_that_ask_for_housekeeping_leave_the_paused_clock_where_it_is() {
+    let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+    let start = Instant::now();
+    let wait_outside_the_runtime = || {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            tx.send(())
+        });
+        rx
+    };
+    for _ in 0..3 {
+        for _ in 0..100 {
+            let mut sleep = Box::pin(timer.sleep(Duration::from_secs(10)));
+            assert!(futures::poll!(&mut sleep).is_pending());
+        }
+        wait_outside_the_runtime().await.unwrap();
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "dropped sleeps moved the paused clock"
+        );
+        let filed = timer.new_timeout(|_| {}, Duration::from_millis(5)).unwrap();
+        tokio::task::yield_now().await;
+        assert!(filed.cancel());
+        wait_outside_the_runtime().await.unwrap();
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "a cancel moved the paused clock"
+        );
+    }
+    assert_eq!(timer.pending_timeouts(), 0);
+}

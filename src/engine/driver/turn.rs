@@ -115,11 +115,12 @@ impl Shared {
         next
     }
 
-    /// Clears `housekeeping_requested`, at most once a tick (each turn on a
-    /// manual clock), then fences, before `read_mailbox`: a producer mailing
-    /// after that sees the flag clear and asks again, or its key is read.
+    /// Clears `housekeeping_requested`, at most once a tick (each turn on a clock that can stop:
+    /// a paused one would move to the next tick for it), then fences, before `read_mailbox`: a
+    /// producer mailing after that sees the flag clear and asks again, or its key is read.
     fn answer_housekeeping(&self, core: &mut Core, now_tick: u64) {
-        if !self.clock.is_manual() && core.last_housekeeping.is_some_and(|last| last >= now_tick) {
+        let once_a_tick = self.clock.reads_real_time();
+        if once_a_tick && core.last_housekeeping.is_some_and(|last| last >= now_tick) {
             return;
         }
         core.last_housekeeping = Some(now_tick);

@@ -7,7 +7,8 @@
 //! wake-up is lost, and a later deadline costs none. `housekeeping_requested` does the same for
 //! what has no deadline (a cancel that must reach the driver's mailbox, the shared queue's
 //! backlog): the first ask after the driver cleared the flag unparks it, and the driver clears it
-//! at most once a tick. A cancel asks only if the plan is to sleep past the tick's end.
+//! at most once a tick (each turn on a clock that can be paused). A cancel asks only if the plan
+//! is to sleep past the tick's end.
 //!
 //! **Reset** swaps the deadline in the entry's state word; the wheel keeps the entry where it was
 //! filed (tokio's "registered vs true deadline"). Later (a reset on every message): the driver
