@@ -161,33 +161,37 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
             Entry::Occupied(old) => self.file(old.key(), Some(old.get().0), at),
             Entry::Vacant(new) => self.file(new.key(), None, at),
         };
-        match (filed, entry) {
-            (Ok(deadline), Entry::Occupied(mut old)) => Ok(Some(old.insert((deadline, value)).1)),
-            (Ok(deadline), Entry::Vacant(new)) => {
+        let (old, due) = match (filed, entry) {
+            (Ok((deadline, due)), Entry::Occupied(mut old)) => {
+                (Some(old.insert((deadline, value)).1), due)
+            }
+            (Ok((deadline, due)), Entry::Vacant(new)) => {
                 new.insert((deadline, value));
-                Ok(None)
+                (None, due)
             }
             (Err(error), entry) => {
                 drop_item(entry); // what a refusal leaves, where no panic escapes;
                 drop_item((shard, value)); // the value unlocked, as `V`'s code runs
-                Err(error)
+                return Err(error);
             }
-        }
+        };
+        drop(shard);
+        Ok(self.queue.wake_if(due, old)) // unlocked: a consumer's waker may use the map
     }
 
     /// Files the deadline of `key` (whose shard the caller holds) at `at`, the clock's reading and
     /// the deadline: moves its deadline `old` in place; or, if it has none, or `old` has already
     /// fired and is on its way to a consumer, who will now skip it, files a fresh one. Returns the
-    /// name of the deadline in force.
+    /// name of the deadline in force, and whether the caller is to wake the consumers once unlocked.
     fn file(
         &self,
         key: &K,
         old: Option<DelayKey>,
         at: (Nanos, Nanos),
-    ) -> Result<DelayKey, TimerError> {
-        match old {
-            Some(old) if self.queue.moved(&old, false, at.1) => Ok(old),
-            _ => self.queue.put(key.clone(), at),
+    ) -> Result<(DelayKey, bool), TimerError> {
+        match old.and_then(|old| Some((old, self.queue.moved(&old, false, at.1)?))) {
+            Some(moved) => Ok(moved),
+            None => self.queue.put(key.clone(), at),
         }
     }
 
@@ -221,10 +225,12 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         let Some((owned, &(deadline, _))) = shard.get_key_value(key) else {
             return false;
         };
-        match self.file(owned, Some(deadline), at) {
-            Ok(fresh) => shard.get_mut(key).map(|slot| slot.0 = fresh).is_some(),
-            Err(_) => false,
-        }
+        let Ok((fresh, due)) = self.file(owned, Some(deadline), at) else {
+            return false;
+        };
+        let moved = shard.get_mut(key).map(|slot| slot.0 = fresh).is_some();
+        drop(shard);
+        self.queue.wake_if(due, moved)
     }
 }
 

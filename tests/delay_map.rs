@@ -462,6 +462,43 @@ fn a_refused_insert_drops_the_value_outside_the_maps_lock() {
     assert!(finished, "the value's Drop deadlocked on the map's lock");
 }
 
+/// A consumer's waker that counts the keys in the map it wakes for, which locks every shard.
+struct CountsOnWake(DelayMap<u32, u32>, std::sync::atomic::AtomicUsize);
+
+impl futures::task::ArcWake for CountsOnWake {
+    fn wake_by_ref(this: &Arc<Self>) {
+        let _ = this.0.len();
+        this.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A consumer's waker is user code: an insert or a reset that makes a key due wakes it with no
+/// shard of the map locked, so a waker that uses the map does not deadlock. (Both woke it under
+/// the key's shard lock.)
+#[test]
+fn a_consumers_waker_is_woken_with_no_lock_of_the_map_held() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let map: DelayMap<u32, u32> = timer.delay_map();
+    let waker = Arc::new(CountsOnWake(map.clone(), Default::default()));
+    let finished = finishes(move || {
+        let wakes = || waker.1.load(std::sync::atomic::Ordering::SeqCst);
+        let cx_waker = futures::task::waker(waker.clone());
+        let mut cx = Context::from_waker(&cx_waker);
+        assert!(map.poll_expired(&mut cx).is_pending());
+        let before = wakes();
+        map.insert(1, 10, Duration::ZERO).unwrap(); // due at once
+        assert!(wakes() > before, "not woken by the insert");
+        assert_eq!(map.poll_expired(&mut cx), Poll::Ready(Some((1, 10))));
+        map.insert(2, 20, Duration::from_secs(1)).unwrap();
+        assert!(map.poll_expired(&mut cx).is_pending());
+        let before = wakes();
+        assert!(map.reset(&2, Duration::ZERO)); // due at once
+        assert!(wakes() > before, "not woken by the reset");
+        assert_eq!(map.poll_expired(&mut cx), Poll::Ready(Some((2, 20))));
+    });
+    assert!(finished, "a waker that uses the map deadlocked on its lock");
+}
+
 /// A key that panics when dropped (unless already unwinding).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 struct KeyPanicsOnDrop(u32);

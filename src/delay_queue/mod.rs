@@ -151,19 +151,22 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// [`TimerError::WorkerSpawn`]. The item is dropped.
     pub fn insert(&self, item: T, delay: Duration) -> Result<DelayKey, TimerError> {
         self.put(item, self.inner.timer.now_and_after(delay))
+            .map(|(key, due)| self.wake_if(due, key))
     }
 
     /// [`insert`](Self::insert) with an absolute deadline on the timer's clock, a
     /// `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)). A deadline
     /// already past is due at once.
     pub fn insert_at(&self, item: T, deadline: impl Into<Instant>) -> Result<DelayKey, TimerError> {
-        self.put(item, self.inner.timer.now_and_at(deadline.into()))
+        let at = self.inner.timer.now_and_at(deadline.into());
+        self.put(item, at).map(|(key, due)| self.wake_if(due, key))
     }
 
     /// Stores `item` in this thread's shard and schedules its timeout at `at`, the clock's reading
     /// and the deadline, under the shard's lock (scheduling runs no user code), so that the slot is
-    /// filled before the stream can look for it.
-    pub(crate) fn put(&self, item: T, at: (Nanos, Nanos)) -> Result<DelayKey, TimerError> {
+    /// filled before the stream can look for it. With the key, whether it is due: the caller wakes
+    /// the consumers (`wake_if`) once it holds no lock, as their wakers are user code.
+    pub(crate) fn put(&self, item: T, at: (Nanos, Nanos)) -> Result<(DelayKey, bool), TimerError> {
         let (now, deadline) = at;
         let inner = &*self.inner;
         let mut shard = inner.store.lock_mine();
@@ -179,11 +182,7 @@ impl<T: Send + 'static> DelayQueue<T> {
         match inner.timer.schedule_key(now, deadline, notice) {
             Ok(entry) => {
                 shard.put(key, entry, deadline, item);
-                drop(shard);
-                if deadline <= now {
-                    inner.signal.waiters.wake_all();
-                }
-                Ok(key)
+                Ok((key, deadline <= now))
             }
             Err(error) => {
                 drop_item((shard, item)); // the lock first, as for a closed queue
@@ -200,6 +199,8 @@ impl<T> DelayQueue<T> {
     pub fn reset(&self, key: &DelayKey, delay: Duration) -> bool {
         let to = self.inner.timer.shared().clock.deadline_after(delay);
         self.moved(key, true, to)
+            .map(|due| self.wake_if(due, ()))
+            .is_some()
     }
 
     /// [`reset`](Self::reset) to an absolute deadline on the timer's clock, a `std::time::Instant`
@@ -207,12 +208,15 @@ impl<T> DelayQueue<T> {
     pub fn reset_at(&self, key: &DelayKey, deadline: impl Into<Instant>) -> bool {
         let to = self.inner.timer.shared().clock.to_nanos(deadline.into());
         self.moved(key, true, to)
+            .map(|due| self.wake_if(due, ()))
+            .is_some()
     }
 
-    /// Moves the item `key` names to `to`, on the timer's clock. A deadline moved earlier wakes the
-    /// consumers if `wake_if_earlier` (as tokio-util's, for one planning by [`peek`](Self::peek); a
-    /// `DelayMap` has none), or if due.
-    pub(crate) fn moved(&self, key: &DelayKey, wake_if_earlier: bool, to: Nanos) -> bool {
+    /// Moves the item `key` names to `to`, on the timer's clock; `None` if it could not. `Some(true)`
+    /// if the caller is to wake the consumers (`wake_if`): for a deadline moved earlier if
+    /// `wake_if_earlier` (as tokio-util's, for one planning by [`peek`](Self::peek); a `DelayMap`
+    /// has none), or if due.
+    pub(crate) fn moved(&self, key: &DelayKey, wake_if_earlier: bool, to: Nanos) -> Option<bool> {
         let shared = self.inner.timer.shared();
         let moved = self.with_slot(key, |slot| {
             let earlier = to < slot.deadline;
@@ -221,11 +225,16 @@ impl<T> DelayQueue<T> {
                 earlier && (wake_if_earlier || to <= shared.clock.now())
             })
         });
-        let moved = moved.flatten();
-        if moved == Some(true) {
+        moved.flatten()
+    }
+
+    /// Wakes the consumers if `due`, and returns `then`. Never under a lock: their wakers are user
+    /// code, which may call into the queue or a `DelayMap` on it.
+    pub(crate) fn wake_if<R>(&self, due: bool, then: R) -> R {
+        if due {
             self.inner.signal.waiters.wake_all();
         }
-        moved.is_some()
+        then
     }
 
     /// Takes the item `key` names out of the queue, and cancels its timeout: it will not come out
