@@ -4,9 +4,8 @@ use std::time::Duration;
 
 /// Everything that can go wrong when building or using a timer.
 ///
-/// Each variant's `Display` text names the setting or condition that
-/// caused it, enough to fix the call. Branch on the two runtime conditions
-/// with [`is_shutdown`](Self::is_shutdown) and
+/// Each variant's `Display` text names the setting or condition that caused it, enough to fix the
+/// call. Branch on the two runtime conditions with [`is_shutdown`](Self::is_shutdown) and
 /// [`is_at_capacity`](Self::is_at_capacity).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -17,12 +16,11 @@ pub enum TimerError {
     /// `ticks_per_wheel` was zero.
     #[error("ticks_per_wheel must be at least 1 (got 0)")]
     ZeroTicksPerWheel,
-    /// `ticks_per_wheel` was above
-    /// [`MAX_TICKS_PER_WHEEL`](crate::MAX_TICKS_PER_WHEEL), 2^20.
+    /// `ticks_per_wheel` was above [`MAX_TICKS_PER_WHEEL`](crate::MAX_TICKS_PER_WHEEL), 2^20.
     #[error("ticks_per_wheel must be at most 2^20 = 1048576 (got {0})")]
     TooManyTicksPerWheel(usize),
-    /// One wheel turn, `tick_duration × ticks_per_wheel`, does not fit in
-    /// `u64` nanoseconds (about 584 years).
+    /// One wheel turn, `tick_duration × ticks_per_wheel`, does not fit in `u64` nanoseconds (about
+    /// 584 years).
     #[error(
         "tick_duration ({tick:?}) × ticks_per_wheel ({ticks_per_wheel}) overflows 2^64 nanoseconds"
     )]
@@ -57,19 +55,19 @@ pub enum TimerError {
         /// The configured limit.
         max: usize,
     },
-    /// `stop()` was called from a task running on the same timer, where
-    /// waiting for the worker would deadlock.
+    /// `stop()` was called from a task running on the same timer, where waiting for the worker
+    /// would deadlock.
     #[error("stop() was called from a task of the same timer; it would wait on itself")]
     StopFromTimerTask,
     /// The OS refused to start the worker thread.
     #[error("could not start the timer's worker thread: {0}")]
     WorkerSpawn(String),
-    /// [`Builder::tokio_clock`](crate::Builder::tokio_clock) was built
-    /// outside a tokio runtime, whose clock and tasks it needs.
+    /// [`Builder::tokio_clock`](crate::Builder::tokio_clock) was built outside a tokio runtime,
+    /// whose clock and tasks it needs.
     #[error("tokio_clock() must be built inside a tokio runtime (none is running on this thread)")]
     NoTokioRuntime,
-    /// [`Builder::tokio_clock`](crate::Builder::tokio_clock) was built in
-    /// a runtime without its time driver.
+    /// [`Builder::tokio_clock`](crate::Builder::tokio_clock) was built in a runtime without its
+    /// time driver.
     #[error("tokio_clock() needs the runtime's time driver: build the runtime with enable_time() or enable_all()")]
     TokioTimeDisabled,
     /// Both [`Builder::manual_clock`](crate::Builder::manual_clock) and
@@ -77,8 +75,8 @@ pub enum TimerError {
     /// a timer reads one clock.
     #[error("manual_clock() and tokio_clock() were both set: a timer reads one clock; pick one")]
     ClockConflict,
-    /// `stop()` was called on the process-wide
-    /// [`default_timer`](crate::default_timer), which cannot be stopped.
+    /// `stop()` was called on the process-wide [`default_timer`](crate::default_timer), which
+    /// cannot be stopped.
     #[error("the process-wide default timer cannot be stopped; build a timer of your own to stop")]
     StopDefaultTimer,
     /// An insert into a [`DelayQueue`](crate::DelayQueue) after its
@@ -99,9 +97,8 @@ impl TimerError {
     }
 }
 
-/// The error of a [`timeout`](crate::HashedWheelTimer::timeout) whose
-/// deadline came before its future finished, or whose timer was stopped
-/// first ([`is_shutdown`](Elapsed::is_shutdown)).
+/// The error of a [`timeout`](crate::HashedWheelTimer::timeout) whose deadline came before its
+/// future finished, or whose timer was stopped first ([`is_shutdown`](Elapsed::is_shutdown)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{}", if self.shutdown { "the timer was stopped before the deadline" } else { "deadline has elapsed" })]
 pub struct Elapsed {
@@ -113,16 +110,14 @@ impl Elapsed {
         Elapsed { shutdown }
     }
 
-    /// True if the timer was stopped before the deadline came, rather than
-    /// the deadline passing.
+    /// True if the timer was stopped before the deadline came, rather than the deadline passing.
     pub fn is_shutdown(&self) -> bool {
         self.shutdown
     }
 }
 
-/// So that `timeout(d, io).await??` works in a function returning
-/// `io::Result`, as with tokio's `Elapsed`: an error of kind
-/// [`TimedOut`](std::io::ErrorKind::TimedOut) holding this one.
+/// So that `timeout(d, io).await??` works in a function returning `io::Result`, as with tokio's
+/// `Elapsed`: an error of kind [`TimedOut`](std::io::ErrorKind::TimedOut) holding this one.
 impl From<Elapsed> for std::io::Error {
     fn from(elapsed: Elapsed) -> std::io::Error {
         std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed)

@@ -236,7 +236,8 @@ impl HashedWheelTimer {
 
     /// Manual clock only: moves time forward by `by` and, before returning, fires on this thread
     /// every timeout due by then, tick by tick. During each callback [`now`](Self::now) reads that
-    /// tick's time.
+    /// tick's time. A periodic task runs once for each of its runs due by then: with one pending, a
+    /// huge `by` (`Duration::MAX`: the clock's end, 73 years on) in effect never returns.
     ///
     /// Called from a task that this `advance` is running, it stands for a task that takes `by` to
     /// run: the clock moves on by `by` at once, and the running `advance` goes on to the later
