@@ -5,21 +5,18 @@ use std::time::Duration;
 
 use crate::engine::driver::lateness::{bucket_of, BUCKETS};
 
-/// How late each fire came after its deadline: a histogram of fixed size
-/// (1.8 KiB), in [`TimerStats::lateness`](crate::TimerStats::lateness).
+/// How late each fire came after its deadline: a histogram of fixed size (1.8 KiB), in
+/// [`TimerStats::lateness`](crate::TimerStats::lateness).
 ///
-/// A fire's lateness is the timer's clock when it fired less the deadline
-/// in force, as the timer's driver saw it (a periodic task's every run
-/// counts). A fire that has to wait for its tick's end counts as late by
-/// that much, so with nothing blocking the driver the lateness stays
-/// within one tick plus the operating system's wake-up noise; what lies
-/// above that is the driver being held up (slow callbacks on the driver,
-/// a busy machine, a stalled runtime for a `tokio_clock()` timer).
+/// A fire's lateness is the timer's clock when it fired less the deadline in force, as the timer's
+/// driver saw it (a periodic task's every run counts). A fire that has to wait for its tick's end
+/// counts as late by that much, so with nothing blocking the driver the lateness stays within one
+/// tick plus the operating system's wake-up noise; what lies above that is the driver being held up
+/// (slow callbacks on the driver, a busy machine, a stalled runtime for a `tokio_clock()` timer).
 ///
-/// The buckets are log-scale: one per 1.024 µs below 8.2 µs, then 8 per
-/// doubling (what that makes of a [`quantile`](Self::quantile) is told
-/// there). An exact zero, as on a manual or paused clock, has a bucket of
-/// its own. Lateness past 18 minutes shares the last bucket.
+/// The buckets are log-scale: one per 1.024 µs below 8.2 µs, then 8 per doubling (what that makes
+/// of a [`quantile`](Self::quantile) is told there). An exact zero, as on a manual or paused clock,
+/// has a bucket of its own. Lateness past 18 minutes shares the last bucket.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct LatenessHistogram {
     buckets: [u64; BUCKETS],
@@ -41,11 +38,10 @@ impl LatenessHistogram {
         Duration::from_nanos(self.max_nanos)
     }
 
-    /// The lateness that a share `q` of fires did not exceed: `quantile(0.99)`
-    /// is the 99th percentile. `q` is taken within `0.0..=1.0` (`NaN` as 0);
-    /// the answer is its bucket's upper end, at most [`max`](Self::max), so at
-    /// most an eighth (or 1.024 µs) above the true figure, never below it.
-    /// Zero while nothing has fired.
+    /// The lateness that a share `q` of fires did not exceed: `quantile(0.99)` is the 99th
+    /// percentile. `q` is taken within `0.0..=1.0` (`NaN` as 0); the answer is its bucket's upper
+    /// end, at most [`max`](Self::max), so at most an eighth (or 1.024 µs) above the true figure,
+    /// never below it. Zero while nothing has fired.
     pub fn quantile(&self, q: f64) -> Duration {
         let count = self.count();
         if count == 0 {
@@ -63,8 +59,8 @@ impl LatenessHistogram {
     }
 }
 
-/// The most lateness bucket `i` holds, in nanoseconds (the last: any), by a
-/// binary search of the engine's `bucket_of`, which rises with lateness.
+/// The most lateness bucket `i` holds, in nanoseconds (the last: any), by a binary search of the
+/// engine's `bucket_of`, which rises with lateness.
 fn bucket_end(i: usize) -> u64 {
     // `lo` is always in a bucket at or below `i`, and everything past `hi` above it.
     let (mut lo, mut hi) = (0u64, u64::MAX);

@@ -4,19 +4,18 @@
 use std::time::Instant;
 
 /// The name of an item in a [`DelayQueue`](crate::DelayQueue), returned by
-/// [`insert`](crate::DelayQueue::insert) and given back with the item by
-/// the stream. tokio-util's `delay_queue::Key`.
+/// [`insert`](crate::DelayQueue::insert) and given back with the item by the stream. tokio-util's
+/// `delay_queue::Key`.
 ///
-/// It is `Copy` and holds nothing, however long it is kept. It is one `u64`
-/// (the item's shard, its slot, and a 30-bit generation), and converts to
-/// and from `u64`, and `usize` on 64-bit targets, for slab-style code: a
-/// key comes to name another item only after 2^30 inserts into its shard
+/// It is `Copy` and holds nothing, however long it is kept. It is one `u64` (the item's shard, its
+/// slot, and a 30-bit generation), and converts to and from `u64`, and `usize` on 64-bit targets,
+/// for slab-style code: a key comes to name another item only after 2^30 inserts into its shard
 /// reused its slot, or, made up from a number, by chance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DelayKey(u64);
 
-/// Bits of a key: the slab index (the arena holds at most 2^28 entries,
-/// so no shard holds more items), and the generation below it.
+/// Bits of a key: the slab index (the arena holds at most 2^28 entries, so no shard holds more
+/// items), and the generation below it.
 const INDEX_BITS: u32 = 28;
 const GENERATION_BITS: u32 = 30;
 pub(crate) const GENERATION_MASK: u32 = (1 << GENERATION_BITS) - 1;
@@ -69,9 +68,8 @@ impl From<usize> for DelayKey {
     }
 }
 
-/// An item whose deadline has passed, as the stream of a
-/// [`DelayQueue`](crate::DelayQueue) yields it, or an item
-/// [`try_remove`](crate::DelayQueue::try_remove) took out. tokio-util's
+/// An item whose deadline has passed, as the stream of a [`DelayQueue`](crate::DelayQueue) yields
+/// it, or an item [`try_remove`](crate::DelayQueue::try_remove) took out. tokio-util's
 /// `delay_queue::Expired`.
 #[derive(Debug)]
 pub struct Expired<T> {
@@ -96,14 +94,13 @@ impl<T> Expired<T> {
         self.item
     }
 
-    /// The deadline it expired at (the last one it was reset to), on the
-    /// timer's clock. The stream never yields an item before it.
+    /// The deadline it expired at (the last one it was reset to), on the timer's clock. The stream
+    /// never yields an item before it.
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
 
-    /// The key it was inserted with. It names nothing in the queue any
-    /// more.
+    /// The key it was inserted with. It names nothing in the queue any more.
     pub fn key(&self) -> DelayKey {
         self.key
     }

@@ -121,6 +121,9 @@ pub(crate) fn prefetch<T>(at: &T) {
     }
 }
 
+/// The most references an entry takes: half the count's range, leaving room for what is in flight.
+const MAX_REFS: u32 = u32::MAX / 2;
+
 /// 48 bytes: entries share cache lines (see `arena.rs`).
 pub(crate) struct Entry {
     state: AtomicU64,
@@ -497,8 +500,11 @@ impl Entry {
         self.with_task_alone(Option::take)
     }
 
+    /// One more reference; past `MAX_REFS` (leaked handles) it aborts, as `Arc` does, not wrap.
     pub(crate) fn retain(&self) {
-        self.refs.fetch_add(1, Ordering::Relaxed);
+        if self.refs.fetch_add(1, Ordering::Relaxed) >= MAX_REFS {
+            std::process::abort();
+        }
     }
 
     /// Drops `n` references at once; true if they were the last. Nothing is

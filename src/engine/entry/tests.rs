@@ -184,3 +184,28 @@ fn the_task_slot_holds_each_kind_frees_it_and_survives_a_panic() {
         "not leaked"
     );
 }
+
+/// At its limit a reference count aborts, as `Arc`'s does, rather than wrap: in a child process.
+#[test]
+#[cfg(unix)]
+#[cfg_attr(miri, ignore = "Miri runs no child process")]
+fn retain_past_the_limit_aborts_rather_than_wraps() {
+    if std::env::var_os("HWT_RETAIN_PAST_THE_LIMIT").is_some() {
+        let e = entry();
+        e.refs.store(MAX_REFS, Ordering::Relaxed);
+        e.retain();
+        unreachable!("retained past the limit");
+    }
+    let name = "engine::entry::tests::retain_past_the_limit_aborts_rather_than_wraps";
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    let status = child
+        .args(["--exact", name])
+        .env("HWT_RETAIN_PAST_THE_LIMIT", "1")
+        .output();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        status.unwrap().status.signal(),
+        Some(6),
+        "the child did not die of SIGABRT"
+    );
+}
