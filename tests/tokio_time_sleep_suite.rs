@@ -402,7 +402,10 @@ async fn very_large_timeout() {
 #[tokio::test(start_paused = true)]
 async fn deadline_now_elapses() {
     let _timer = tokio_clock();
-    let mut fut = task::spawn(time::timeout_at(Instant::now(), futures::future::pending::<()>()));
+    let mut fut = task::spawn(time::timeout_at(
+        Instant::now(),
+        futures::future::pending::<()>(),
+    ));
     tokio::time::advance(ms(1)).await;
     assert_ready_err!(fut.poll());
 }
