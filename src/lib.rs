@@ -1,9 +1,8 @@
 //! A Netty-style hashed timing wheel for tokio code and plain threads.
 //!
-//! One worker thread per timer turns a wheel of 512 buckets. Any thread
-//! hands it work with [`HashedWheelTimer::new_timeout`]: the call pushes
-//! onto a lock-free queue and returns a [`Timeout`] you can cancel. The
-//! worker files new timeouts into buckets and fires what is due.
+//! One worker thread per timer turns a wheel of 512 buckets. Any thread hands it work with
+//! [`HashedWheelTimer::new_timeout`]: the call pushes onto a lock-free queue and returns a
+//! [`Timeout`] you can cancel. The worker files new timeouts into buckets and fires what is due.
 //!
 //! ```
 //! use hashed_wheel_timer::HashedWheelTimer;
@@ -19,13 +18,11 @@
 //! # Async: sleep, timeout, interval
 //!
 //! The futures feel like `tokio::time`'s, and run on the wheel:
-//! [`HashedWheelTimer::sleep`] and [`sleep_until`](HashedWheelTimer::sleep_until)
-//! give a [`Sleep`], [`timeout`](HashedWheelTimer::timeout) a
-//! [`TimeoutFuture`] that fails with [`Elapsed`], and
-//! [`interval`](HashedWheelTimer::interval) an [`Interval`] with tokio's
-//! [`MissedTickBehavior`]. The free functions [`sleep`], [`timeout`],
-//! [`interval`], [`new_timeout`] and friends use a process-wide
-//! [`default_timer`].
+//! [`HashedWheelTimer::sleep`] and [`sleep_until`](HashedWheelTimer::sleep_until) give a [`Sleep`],
+//! [`timeout`](HashedWheelTimer::timeout) a [`TimeoutFuture`] that fails with [`Elapsed`], and
+//! [`interval`](HashedWheelTimer::interval) an [`Interval`] with tokio's [`MissedTickBehavior`].
+//! The free functions [`sleep`], [`timeout`], [`interval`], [`new_timeout`] and friends use a
+//! process-wide [`default_timer`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -44,30 +41,26 @@
 //! # }
 //! ```
 //!
-//! They work on any runtime or none; see [`Sleep`] for what they cost, and
-//! for what a [`stop`](HashedWheelTimer::stop) does to them.
+//! They work on any runtime or none; see [`Sleep`] for what they cost, and for what a
+//! [`stop`](HashedWheelTimer::stop) does to them.
 //!
 //! # The wheel
 //!
-//! Time is cut into ticks (default 1 ms). A timeout fires at the end of the
-//! tick its deadline falls in (on a tokio clock, when tokio wakes the driver
-//! after it): never early, and at most one tick (plus wake-up noise) late.
-//! Scheduling and cancelling are O(1) and lock-free for the caller; a
-//! cancelled timeout leaves its bucket within a tick. Unlike Netty's, the
-//! buckets hold only the current round (later rounds wait in order and move
-//! in once), so a tick costs what fires, not what waits, and an idle timer
-//! makes no wake-ups; nor does an empty tick ([`Builder::tick_duration`]).
+//! Time is cut into ticks (default 1 ms). A timeout fires at the end of the tick its deadline falls
+//! in (on a tokio clock, when tokio wakes the driver after it): never early, and at most one tick
+//! (plus wake-up noise) late. Scheduling and cancelling are O(1) and lock-free for the caller; a
+//! cancelled timeout leaves its bucket within a tick. Unlike Netty's, the buckets hold only the
+//! current round (later rounds wait in order and move in once), so a tick costs what fires, not
+//! what waits, and an idle timer makes no wake-ups; nor does an empty tick
+//! ([`Builder::tick_duration`]).
 //!
-//! The README's "When to choose it" weighs it against `tokio::time`, with
-//! the measurements.
+//! The README's "When to choose it" weighs it against `tokio::time`, with the measurements.
 //!
 //! # Metrics
 //!
-//! [`HashedWheelTimer::stats`] returns a [`TimerStats`] of totals that add
-//! up, and of the driver's health. With the cargo feature `metrics`, each
-//! timer's driver publishes these figures through the
-//! [`metrics`](https://docs.rs/metrics) facade, to whatever exporter is
-//! the global recorder:
+//! [`HashedWheelTimer::stats`] returns a [`TimerStats`] of totals that add up, and of the driver's
+//! health. With the cargo feature `metrics`, each timer's driver publishes these figures through
+//! the [`metrics`](https://docs.rs/metrics) facade, to whatever exporter is the global recorder:
 //!
 //! | name | kind | what |
 //! |---|---|---|
@@ -80,47 +73,39 @@
 //! | `hashed_wheel_timer_driver_busy_seconds` | gauge | [`TimerStats::driver_busy`], in seconds |
 //! | `hashed_wheel_timer_lateness_seconds` | histogram | each fire's lateness, in seconds ([`TimerStats::lateness`]) |
 //!
-//! Each is labelled `thread` with the timer's [`thread_name`](Builder::thread_name).
-//! The gauges are set at most once per 100 ms of the timer's clock, before
-//! the driver goes idle and at [`stop`](HashedWheelTimer::stop); each
-//! fire's lateness as it fires.
+//! Each is labelled `thread` with the timer's [`thread_name`](Builder::thread_name). The gauges are
+//! set at most once per 100 ms of the timer's clock, before the driver goes idle and at
+//! [`stop`](HashedWheelTimer::stop); each fire's lateness as it fires.
 //!
 //! # Delay queues, periodic tasks, tower
 //!
-//! [`HashedWheelTimer::delay_queue`] gives a [`DelayQueue`], tokio-util's
-//! on the wheel, shared by `Clone + Send + Sync` handles whose methods take
-//! `&self`; [`HashedWheelTimer::delay_map`] a [`DelayMap`] of deadlines by
-//! a key of your own. [`HashedWheelTimer::schedule_at_fixed_rate`] and
-//! [`schedule_with_fixed_delay`](HashedWheelTimer::schedule_with_fixed_delay)
-//! run a task again and again, as Java's `ScheduledThreadPoolExecutor`
-//! does, but a panicking run does not take the timer down. With the cargo
-//! feature `tower`, `TimeoutLayer` is tower's timeout layer on the wheel
-//! (see the `tower` module).
+//! [`HashedWheelTimer::delay_queue`] gives a [`DelayQueue`], tokio-util's on the wheel, shared by
+//! `Clone + Send + Sync` handles whose methods take `&self`; [`HashedWheelTimer::delay_map`] a
+//! [`DelayMap`] of deadlines by a key of your own. [`HashedWheelTimer::schedule_at_fixed_rate`] and
+//! [`schedule_with_fixed_delay`](HashedWheelTimer::schedule_with_fixed_delay) run a task again and
+//! again, as Java's `ScheduledThreadPoolExecutor` does, but a panicking run does not take the timer
+//! down. With the cargo feature `tower`, `TimeoutLayer` is tower's timeout layer on the wheel (see
+//! the `tower` module).
 //!
-//! Callbacks run on the worker thread by default, so a slow one delays
-//! every later tick, as in Netty; [`Builder::executor`] hands them to an
-//! [`Executor`] instead, such as [`TokioExecutor`].
+//! Callbacks run on the worker thread by default, so a slow one delays every later tick, as in
+//! Netty; [`Builder::executor`] hands them to an [`Executor`] instead, such as [`TokioExecutor`].
 //!
 //! # Testing
 //!
-//! [`Builder::manual_clock`] gives a timer with no thread whose time moves
-//! only by [`HashedWheelTimer::advance`] (or
-//! [`advance_to_next`](HashedWheelTimer::advance_to_next)): exact, never
-//! flaky. [`Builder::tokio_clock`] gives one on the tokio runtime's clock,
-//! which `start_paused`, `tokio::time::advance` and auto-advance move.
-//! [`set_default`] makes the free functions use such a timer on this thread
-//! ([`set_global_default`] on every thread, for `main`).
+//! [`Builder::manual_clock`] gives a timer with no thread whose time moves only by
+//! [`HashedWheelTimer::advance`] (or [`advance_to_next`](HashedWheelTimer::advance_to_next)):
+//! exact, never flaky. [`Builder::tokio_clock`] gives one on the tokio runtime's clock, which
+//! `start_paused`, `tokio::time::advance` and auto-advance move. [`set_default`] makes the free
+//! functions use such a timer on this thread ([`set_global_default`] on every thread, for `main`).
 //!
 //! # Deadlines
 //!
-//! [`HashedWheelTimer::new_timeout_at`] schedules at an absolute deadline,
-//! [`Timeout::remaining`] tells the time left, and [`Timeout::reset`] (or
-//! [`reset_at`](Timeout::reset_at)) moves a pending timeout in place.
-//! Every function that takes a deadline (`sleep_until`, `timeout_at`,
-//! `interval_at`, `new_timeout_at`, `insert_at`, `reset_at`, [`Sleep::reset`])
-//! takes a `std::time::Instant` or a `tokio::time::Instant`, so code written
-//! for tokio passes its instants as they are. Take the deadline from the
-//! clock the timer reads:
+//! [`HashedWheelTimer::new_timeout_at`] schedules at an absolute deadline, [`Timeout::remaining`]
+//! tells the time left, and [`Timeout::reset`] (or [`reset_at`](Timeout::reset_at)) moves a pending
+//! timeout in place. Every function that takes a deadline (`sleep_until`, `timeout_at`,
+//! `interval_at`, `new_timeout_at`, `insert_at`, `reset_at`, [`Sleep::reset`]) takes a
+//! `std::time::Instant` or a `tokio::time::Instant`, so code written for tokio passes its instants
+//! as they are. Take the deadline from the clock the timer reads:
 //!
 //! - real clock: `std::time::Instant::now() + d` or
 //!   `tokio::time::Instant::now() + d` (the same time, outside a paused
@@ -168,18 +153,16 @@ pub use default_timer::{
 pub use delay_map::DelayMap;
 pub use delay_queue::{DelayKey, DelayQueue, Expired};
 pub use engine::driver::turn::DRAIN_CAP_PER_TICK;
-/// A handle to a task scheduled on a [`HashedWheelTimer`],
-/// as returned by `new_timeout`. Netty's `Timeout`.
+/// A handle to a task scheduled on a [`HashedWheelTimer`], as returned by `new_timeout`. Netty's
+/// `Timeout`.
 ///
-/// It is cheap to clone (two reference counts) and two words in size; every
-/// clone refers to the same timeout. Dropping handles does not cancel: call
-/// [`cancel`].
+/// It is cheap to clone (two reference counts) and two words in size; every clone refers to the
+/// same timeout. Dropping handles does not cancel: call [`cancel`].
 ///
-/// A one-shot timeout ends in exactly one way: it *expires* (its task ran),
-/// is *cancelled*, or is *stopped* (returned by
-/// [`stop`](crate::HashedWheelTimer::stop) without running). A periodic
-/// one (from [`schedule_at_fixed_rate`] or [`schedule_with_fixed_delay`])
-/// stays pending across its runs:
+/// A one-shot timeout ends in exactly one way: it *expires* (its task ran), is *cancelled*, or is
+/// *stopped* (returned by [`stop`](crate::HashedWheelTimer::stop) without running). A periodic one
+/// (from [`schedule_at_fixed_rate`] or [`schedule_with_fixed_delay`]) stays pending across its
+/// runs:
 ///
 /// | | `is_pending` | `is_expired` | `is_cancelled` | `is_stopped` |
 /// |---|---|---|---|---|
@@ -190,8 +173,7 @@ pub use engine::driver::turn::DRAIN_CAP_PER_TICK;
 /// | [`cancel`] won | | | yes | |
 /// | returned by `stop`, or ended by it | | | | yes |
 ///
-/// [`is_panicked`](Timeout::is_panicked) is true on top of that when a run
-/// of the task panicked.
+/// [`is_panicked`](Timeout::is_panicked) is true on top of that when a run of the task panicked.
 ///
 /// # Examples
 ///
