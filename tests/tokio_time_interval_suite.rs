@@ -517,3 +517,34 @@ async fn advance_multi_with_timer() {
     assert!(sleep.is_woken());
     assert_ready!(sleep.poll());
 }
+
+// ---- Beyond tokio's files ----
+//
+// Found by running the tests above beside `tokio::time`'s own `Sleep` and `Interval` on one
+// paused runtime, with random advances and resets: where tokio completes a sleep, this timer must
+// too.
+
+/// A sleep due one tick before the tick the driver waits for (a pending sleep's) completes at its
+/// own deadline, as tokio's does, not a tick late with the other.
+#[tokio::test(start_paused = true)]
+async fn sleep_due_a_tick_before_the_drivers_wake_up() {
+    let timer = tokio_clock();
+    let start = Instant::now();
+    let mut later = task::spawn(timer.sleep_until(start + ms(200)));
+    assert_pending!(later.poll());
+    advance(150).await;
+    let mut sleep = task::spawn(timer.sleep_until(start + ms(199)));
+    assert_pending!(sleep.poll());
+    advance(49).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    assert_pending!(later.poll());
+    // Awaited, with auto-advance.
+    advance(1).await;
+    let mut later = task::spawn(timer.sleep(ms(200)));
+    assert_pending!(later.poll());
+    advance(150).await;
+    let before = Instant::now();
+    timer.sleep(ms(49)).await;
+    assert_eq!(before.elapsed(), ms(49));
+}

@@ -180,8 +180,8 @@ impl Shared {
     /// Publishes a sleep until `wake` (`None`: until woken) in `planned_wake`,
     /// then looks again (`file_late_arrivals`). `Err`: turn at once.
     pub(crate) fn plan_sleep(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
-        // A deadline a tick or more before the wake-up would fire late.
-        let planned = wake.map_or(IDLE, |wake| wake.saturating_sub(self.config.tick_nanos));
+        // A deadline a tick or more before the wake-up would fire late: it wakes the driver.
+        let planned = wake.map_or(IDLE, |wake| wake.saturating_sub(self.config.tick_nanos) + 1);
         self.planned_wake.store(planned, Ordering::SeqCst);
         // Pairs with the producer's push; fence; load of `planned_wake`.
         fence(Ordering::SeqCst);
