@@ -548,3 +548,24 @@ async fn sleep_due_a_tick_before_the_drivers_wake_up() {
     timer.sleep(ms(49)).await;
     assert_eq!(before.elapsed(), ms(49));
 }
+
+/// A timer built off tokio's millisecond grid (after a sub-millisecond advance, as tokio's tests
+/// make): a sleep due within the wheel tick under way, before tokio's next millisecond, completes
+/// at that millisecond, as tokio's own does, not at the millisecond after the tick's end.
+#[tokio::test(start_paused = true)]
+async fn sleep_due_in_the_tick_under_way_off_the_millisecond_grid() {
+    let us = Duration::from_micros;
+    let start = Instant::now();
+    time::advance(us(600)).await;
+    let timer = tokio_clock(); // its ticks end at 0.6 ms, 1.6 ms, ...
+    time::advance(us(9_200)).await; // 9.8 ms: in the tick (9.6 ms, 10.6 ms]
+    let mut ours = task::spawn(timer.sleep_until(start + us(9_900)));
+    let mut tokios = task::spawn(time::sleep_until(start + us(9_900)));
+    assert_pending!(ours.poll());
+    assert_pending!(tokios.poll());
+    tokio::task::yield_now().await; // the driver plans its wake-up inside the tick
+    time::advance(us(200)).await;
+    assert!(tokios.is_woken());
+    assert!(ours.is_woken());
+    assert_ready!(ours.poll());
+}
