@@ -569,3 +569,21 @@ async fn sleep_due_in_the_tick_under_way_off_the_millisecond_grid() {
     assert!(ours.is_woken());
     assert_ready!(ours.poll());
 }
+
+/// The same at the first tick of a wheel round (512 ticks), whose keys wait apart from the
+/// buckets: a sleep due there before tokio's millisecond completes at that millisecond.
+#[tokio::test(start_paused = true)]
+async fn sleep_due_in_a_rounds_first_tick_off_the_millisecond_grid() {
+    let us = Duration::from_micros;
+    let start = Instant::now();
+    time::advance(us(600)).await;
+    let timer = tokio_clock(); // its second round's first tick is (511.6 ms, 512.6 ms]
+    let mut ours = task::spawn(timer.sleep_until(start + us(511_900)));
+    let mut tokios = task::spawn(time::sleep_until(start + us(511_900)));
+    assert_pending!(ours.poll());
+    assert_pending!(tokios.poll());
+    time::advance(us(511_400)).await; // 512 ms
+    assert!(tokios.is_woken());
+    assert!(ours.is_woken());
+    assert_ready!(ours.poll());
+}
