@@ -12,18 +12,16 @@ use crate::{HashedWheelTimer, Interval, Sleep, Timeout, TimeoutFuture, TimerErro
 
 /// The process-wide timer: 1 ms ticks, 512 buckets, no pending limit.
 ///
-/// Built on first use, with no tokio runtime needed; its worker thread
-/// parks when nothing is pending and lives as long as the process. The
-/// free functions use it unless [`set_default`] set another timer on the
-/// calling thread; `default_timer()` always returns this one.
+/// Built on first use, with no tokio runtime needed; its worker thread parks when nothing is
+/// pending and lives as long as the process. The free functions use it unless [`set_default`] set
+/// another timer on the calling thread; `default_timer()` always returns this one.
 ///
 /// Shared by the whole process, it cannot be stopped:
-/// [`stop`](HashedWheelTimer::stop) on it returns
-/// [`TimerError::StopDefaultTimer`]. Build your own timer for other
-/// settings or a life of its own.
+/// [`stop`](HashedWheelTimer::stop) on it returns [`TimerError::StopDefaultTimer`]. Build your own
+/// timer for other settings or a life of its own.
 ///
-/// Its thread wakes futures from outside any runtime: for futures in tasks,
-/// [`set_global_default`] says what costs less.
+/// Its thread wakes futures from outside any runtime: for futures in tasks, [`set_global_default`]
+/// says what costs less.
 pub fn default_timer() -> &'static HashedWheelTimer {
     DEFAULT.get_or_init(HashedWheelTimer::new)
 }
@@ -40,13 +38,12 @@ thread_local! {
     static CURRENT: RefCell<Option<HashedWheelTimer>> = const { RefCell::new(None) };
 }
 
-/// Makes `timer` the one the free functions ([`sleep`], [`timeout`],
-/// [`interval`], [`new_timeout`], ...) use on this thread, until the
-/// returned guard is dropped; then the one before comes back. Guards nest,
-/// as `tracing::subscriber::set_default`'s do. So code written against the
-/// free functions can be tested as it is, on a paused tokio runtime's clock
-/// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or a manual one;
-/// test on a `current_thread` runtime, as `#[tokio::test]` does by default.
+/// Makes `timer` the one the free functions ([`sleep`], [`timeout`], [`interval`], [`new_timeout`],
+/// ...) use on this thread, until the returned guard is dropped; then the one before comes back.
+/// Guards nest, as `tracing::subscriber::set_default`'s do. So code written against the free
+/// functions can be tested as it is, on a paused tokio runtime's clock
+/// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or a manual one; test on a
+/// `current_thread` runtime, as `#[tokio::test]` does by default.
 pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
     DefaultGuard {
         previous: CURRENT.with(|current| current.replace(Some(timer))),
@@ -54,16 +51,14 @@ pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
     }
 }
 
-/// Makes `timer` the one the free functions, [`current_timer`] and the
-/// constructors built on it use on every thread without a [`set_default`]
-/// of its own, in place of the process-wide [`default_timer`], until another
-/// call replaces it. Returns the one it replaces. Once `timer` is shut down
-/// (stopped, or its tokio runtime gone), they use the process-wide one again.
+/// Makes `timer` the one the free functions, [`current_timer`] and the constructors built on it use
+/// on every thread without a [`set_default`] of its own, in place of the process-wide
+/// [`default_timer`], until another call replaces it. Returns the one it replaces. Once `timer` is
+/// shut down (stopped, or its tokio runtime gone), they use the process-wide one again.
 ///
-/// For `main`: a [`tokio_clock`](crate::Builder::tokio_clock) timer, made
-/// in the runtime, turns its wheel on the runtime's own wake-ups and wakes
-/// tasks where they run, so `timeout` and `sleep` in tasks cost less than
-/// on the process-wide timer's thread (the README's loopback app). Tests,
+/// For `main`: a [`tokio_clock`](crate::Builder::tokio_clock) timer, made in the runtime, turns its
+/// wheel on the runtime's own wake-ups and wakes tasks where they run, so `timeout` and `sleep` in
+/// tasks cost less than on the process-wide timer's thread (the README's loopback app). Tests,
 /// which share a process, use [`set_default`].
 ///
 /// ```
@@ -88,8 +83,8 @@ pub fn set_global_default(timer: HashedWheelTimer) -> Option<HashedWheelTimer> {
 /// The timer `set_global_default` set: read without a lock, written rarely.
 static GLOBAL: ArcSwapOption<HashedWheelTimer> = ArcSwapOption::const_empty();
 
-/// Restores the previous default timer when dropped; see [`set_default`].
-/// It belongs to the thread that made it.
+/// Restores the previous default timer when dropped; see [`set_default`]. It belongs to the thread
+/// that made it.
 #[must_use = "the default is restored as soon as the guard is dropped"]
 pub struct DefaultGuard {
     previous: Option<HashedWheelTimer>,
@@ -110,12 +105,11 @@ impl std::fmt::Debug for DefaultGuard {
     }
 }
 
-/// The timer the free functions use on this thread: the one
-/// [`set_default`] installed, else the one [`set_global_default`] set (while
-/// it runs), else the process-wide [`default_timer`].
+/// The timer the free functions use on this thread: the one [`set_default`] installed, else the one
+/// [`set_global_default`] set (while it runs), else the process-wide [`default_timer`].
 /// [`DelayQueue::new`](crate::DelayQueue::new) and
-/// [`TimeoutLayer::new`](crate::tower::TimeoutLayer::new) in the `tower`
-/// module build on it, as tokio-util's and tower's use the ambient runtime.
+/// [`TimeoutLayer::new`](crate::tower::TimeoutLayer::new) in the `tower` module build on it, as
+/// tokio-util's and tower's use the ambient runtime.
 ///
 /// ```
 /// use hashed_wheel_timer::{current_timer, default_timer, set_default, HashedWheelTimer};
@@ -141,26 +135,25 @@ fn with_default<R>(f: impl FnOnce(&HashedWheelTimer) -> R) -> R {
     }
 }
 
-/// Sleeps `duration` on the [default timer](default_timer); see
-/// [`HashedWheelTimer::sleep`].
+/// Sleeps `duration` on the [default timer](default_timer); see [`HashedWheelTimer::sleep`].
 pub fn sleep(duration: Duration) -> Sleep {
     with_default(|timer| timer.sleep(duration))
 }
 
-/// Sleeps until `deadline` ([which `Instant`](crate#deadlines)) on the
-/// [default timer](default_timer); see [`HashedWheelTimer::sleep_until`].
+/// Sleeps until `deadline` ([which `Instant`](crate#deadlines)) on the [default
+/// timer](default_timer); see [`HashedWheelTimer::sleep_until`].
 pub fn sleep_until(deadline: impl Into<Instant>) -> Sleep {
     with_default(|timer| timer.sleep_until(deadline))
 }
 
-/// Runs `future` with a deadline `duration` from now, on the
-/// [default timer](default_timer); see [`TimeoutFuture`].
+/// Runs `future` with a deadline `duration` from now, on the [default timer](default_timer); see
+/// [`TimeoutFuture`].
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> TimeoutFuture<F::IntoFuture> {
     with_default(|timer| timer.timeout(duration, future))
 }
 
-/// Runs `future` with a deadline at `deadline` ([which `Instant`](crate#deadlines)),
-/// on the [default timer](default_timer); see [`HashedWheelTimer::timeout_at`].
+/// Runs `future` with a deadline at `deadline` ([which `Instant`](crate#deadlines)), on the
+/// [default timer](default_timer); see [`HashedWheelTimer::timeout_at`].
 pub fn timeout_at<F: IntoFuture>(
     deadline: impl Into<Instant>,
     future: F,
@@ -168,14 +161,14 @@ pub fn timeout_at<F: IntoFuture>(
     with_default(|timer| timer.timeout_at(deadline, future))
 }
 
-/// An [`Interval`] on the [default timer](default_timer), first tick now;
-/// see [`HashedWheelTimer::interval`].
+/// An [`Interval`] on the [default timer](default_timer), first tick now; see
+/// [`HashedWheelTimer::interval`].
 pub fn interval(period: Duration) -> Interval {
     with_default(|timer| timer.interval(period))
 }
 
-/// An [`Interval`] on the [default timer](default_timer), first tick at
-/// `start` ([which `Instant`](crate#deadlines)); see [`HashedWheelTimer::interval_at`].
+/// An [`Interval`] on the [default timer](default_timer), first tick at `start` ([which
+/// `Instant`](crate#deadlines)); see [`HashedWheelTimer::interval_at`].
 pub fn interval_at(start: impl Into<Instant>, period: Duration) -> Interval {
     with_default(|timer| timer.interval_at(start, period))
 }
@@ -193,8 +186,8 @@ pub fn try_interval_at(
     with_default(|timer| timer.try_interval_at(start, period))
 }
 
-/// Runs `task` once, `delay` from now, on the [default timer](default_timer)'s
-/// thread; see [`HashedWheelTimer::new_timeout`], also for the errors.
+/// Runs `task` once, `delay` from now, on the [default timer](default_timer)'s thread; see
+/// [`HashedWheelTimer::new_timeout`], also for the errors.
 pub fn new_timeout<F, R>(task: F, delay: Duration) -> Result<Timeout, TimerError>
 where
     F: FnOnce(&Timeout) -> R + Send + 'static,
@@ -202,9 +195,8 @@ where
     with_default(|timer| timer.new_timeout(task, delay))
 }
 
-/// Runs `task` once at `deadline` ([which `Instant`](crate#deadlines)), on
-/// the [default timer](default_timer)'s thread; errors and all as
-/// [`HashedWheelTimer::new_timeout_at`].
+/// Runs `task` once at `deadline` ([which `Instant`](crate#deadlines)), on the [default
+/// timer](default_timer)'s thread; errors and all as [`HashedWheelTimer::new_timeout_at`].
 pub fn new_timeout_at<F, R>(task: F, deadline: impl Into<Instant>) -> Result<Timeout, TimerError>
 where
     F: FnOnce(&Timeout) -> R + Send + 'static,

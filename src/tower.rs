@@ -18,17 +18,16 @@ use crate::{HashedWheelTimer, TimeoutFuture};
 /// The error type of a [`TimeoutService`], as `tower::BoxError`.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Applies a deadline to every request of the service it wraps, on this
-/// crate's wheel: tower's [`TimeoutLayer`](https://docs.rs/tower/latest/tower/timeout/struct.TimeoutLayer.html)
-/// with a [`HashedWheelTimer`] in place of `tokio::time`.
+/// Applies a deadline to every request of the service it wraps, on this crate's wheel: tower's
+/// [`TimeoutLayer`](https://docs.rs/tower/latest/tower/timeout/struct.TimeoutLayer.html) with a
+/// [`HashedWheelTimer`] in place of `tokio::time`.
 ///
-/// A call that outlasts the deadline fails with a [`BoxError`] holding
-/// tower's [`Elapsed`] (also when the timer was stopped meanwhile: the call
-/// still gets its time, but for a `tokio_clock()` timer whose runtime is
-/// gone, whose calls fail at once); the inner service's own errors pass through
-/// unchanged (boxed); readiness is the inner service's. The deadline costs
-/// nothing for a response that is ready when first polled: the inner
-/// future is polled first, and only a call still pending schedules it.
+/// A call that outlasts the deadline fails with a [`BoxError`] holding tower's [`Elapsed`] (also
+/// when the timer was stopped meanwhile: the call still gets its time, but for a `tokio_clock()`
+/// timer whose runtime is gone, whose calls fail at once); the inner service's own errors pass
+/// through unchanged (boxed); readiness is the inner service's. The deadline costs nothing for a
+/// response that is ready when first polled: the inner future is polled first, and only a call
+/// still pending schedules it.
 ///
 /// # Examples
 ///
@@ -83,10 +82,9 @@ impl fmt::Debug for TimeoutLayer {
     }
 }
 
-/// A service whose requests each have a deadline: what [`TimeoutLayer`]
-/// makes, tower's `timeout::Timeout` with an explicit timer (named apart
-/// from this crate's [`Timeout`](crate::Timeout) handle;
-/// [`timeout::Timeout`] takes tower's arguments).
+/// A service whose requests each have a deadline: what [`TimeoutLayer`] makes, tower's
+/// `timeout::Timeout` with an explicit timer (named apart from this crate's
+/// [`Timeout`](crate::Timeout) handle; [`timeout::Timeout`] takes tower's arguments).
 #[derive(Clone)]
 pub struct TimeoutService<S> {
     inner: S,
@@ -150,8 +148,8 @@ where
 }
 
 pin_project! {
-    /// The response of a [`TimeoutService`]: the inner service's, or
-    /// tower's [`Elapsed`] error at the deadline.
+    /// The response of a [`TimeoutService`]: the inner service's, or tower's [`Elapsed`] error at
+    /// the deadline.
     pub struct ResponseFuture<F> {
         #[pin]
         inner: TimeoutFuture<F>,

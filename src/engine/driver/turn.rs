@@ -43,7 +43,9 @@ impl Shared {
             };
             while core.wheel.expire_next(&self.slots, upto, due).is_some() {}
             if upto == now_tick && self.clock.tokio_runtime().is_some() {
-                core.wheel.expire_filed_by(&self.slots, now, due);
+                // A round's whole list too where a paused test compares instants with tokio's.
+                let paused = !self.clock.reads_real_time();
+                core.wheel.expire_filed_by(&self.slots, now, paused, due);
             }
             // After the wheel's keys: a tie fires in filing order, and the
             // wheel's were filed first (`fire` sorts stably).
@@ -180,8 +182,8 @@ impl Shared {
     /// Publishes a sleep until `wake` (`None`: until woken) in `planned_wake`,
     /// then looks again (`file_late_arrivals`). `Err`: turn at once.
     pub(crate) fn plan_sleep(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
-        // A deadline a tick or more before the wake-up would fire late.
-        let planned = wake.map_or(IDLE, |wake| wake.saturating_sub(self.config.tick_nanos));
+        // A deadline a tick or more before the wake-up would fire late: it wakes the driver.
+        let planned = wake.map_or(IDLE, |wake| wake.saturating_sub(self.config.tick_nanos) + 1);
         self.planned_wake.store(planned, Ordering::SeqCst);
         // Pairs with the producer's push; fence; load of `planned_wake`.
         fence(Ordering::SeqCst);

@@ -135,15 +135,17 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
 
 /// When to ask tokio to wake the driver for a turn planned at `wake_at`, a tick's end. tokio wakes
 /// a sleep at its own next millisecond, not at the wheel's: asked for the tick's end, a timeout
-/// would wait for both. So it is asked for the tick's start, once that is ahead, and the turn there
-/// fires what is due by then (`Wheel::expire_filed_by`); the rest at the tick's end, or with the
-/// next tick's.
+/// would wait for both. So it is asked for the tick's start, once that is ahead, else (on a clock
+/// that can be paused) for tokio's next millisecond, and the turn there fires what is due by then
+/// (`Wheel::expire_filed_by`); the rest at the tick's end, or with the next tick's.
 fn tokio_wake(shared: &Shared, wake_at: Nanos) -> Nanos {
     let start = wake_at.saturating_sub(shared.config.tick_nanos) + 1;
-    if start > shared.clock.now() {
+    let (now, paused) = (shared.clock.now(), !shared.clock.reads_real_time());
+    let soon = wake_at.min(if paused { now + 1 } else { wake_at });
+    if start > now {
         start
     } else {
-        wake_at
+        soon
     }
 }
 

@@ -154,15 +154,23 @@ impl Wheel {
         Some(tick)
     }
 
-    /// Takes out of the next tick's bucket, in bucket order, the one-shot keys
-    /// filed by `now`, before the tick ends: a tokio clock's driver turns where
-    /// tokio wakes it, on tokio's millisecond, not the wheel's (`worker.rs`).
-    /// A periodic key waits for its tick, to run at most once a tick.
-    pub(crate) fn expire_filed_by(&mut self, slots: &Slots, now: Nanos, due: &mut Vec<Key>) {
-        let Place::Bucket(bucket) = self.place_of(self.current.saturating_add(1)) else {
-            return; // a round's first tick: its keys still wait in `overflow`
+    /// Takes out of the next tick's bucket (a round's first: its round in `overflow`, if
+    /// `rounds_too`, as that walks the round), in order, the one-shot keys filed by `now`, before
+    /// the tick ends: a tokio clock's driver turns where tokio wakes it, on tokio's millisecond,
+    /// not the wheel's (`worker.rs`). A periodic key waits for its tick, to run at most once a tick.
+    pub(crate) fn expire_filed_by(
+        &mut self,
+        slots: &Slots,
+        now: Nanos,
+        rounds_too: bool,
+        due: &mut Vec<Key>,
+    ) {
+        let place = self.place_of(self.current.saturating_add(1));
+        let mut list = match place {
+            Place::Bucket(bucket) => List::unpack(self.buckets[bucket]),
+            Place::Round(_) if !rounds_too => return,
+            Place::Round(round) => self.overflow.get(&round).copied().unwrap_or_default(),
         };
-        let mut list = List::unpack(self.buckets[bucket]);
         let mut next = list.head;
         while let Some(key) = next {
             let entry = slots.get(key);
@@ -174,7 +182,7 @@ impl Wheel {
                 due.push(key);
             }
         }
-        self.with_list(Place::Bucket(bucket), |kept| *kept = list);
+        self.with_list(place, |kept| *kept = list);
     }
 
     /// Moves round `round` from `overflow` into the (empty) buckets.
