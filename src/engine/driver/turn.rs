@@ -43,8 +43,7 @@ impl Shared {
             };
             while core.wheel.expire_next(&self.slots, upto, due).is_some() {}
             if upto == now_tick && self.clock.tokio_runtime().is_some() {
-                // A round's whole list too where a paused test compares instants with tokio's.
-                let paused = !self.clock.reads_real_time();
+                let paused = !self.clock.reads_real_time(); // then a round's list too
                 core.wheel.expire_filed_by(&self.slots, now, paused, due);
             }
             // After the wheel's keys: a tie fires in filing order, and the

@@ -4,11 +4,10 @@
 //! and a key in the driver's mailbox. A key is never used after its holder released it, so a reused
 //! slot is never mistaken for its previous entry.
 //!
-//! Entries sit in chunks of `CHUNK` under a two-level directory, each chunk allocated
-//! with its first key and kept until the timer drops. Entries are packed, 48 bytes each:
-//! a cache line apiece measured no faster in the RPC pattern (ARCHITECTURE.md). A freed
-//! slot goes to its thread's lane if it has room (`intake/lane.rs`), else to the shared
-//! free list.
+//! Entries sit in chunks of `CHUNK` under a two-level directory, each chunk allocated with its
+//! first key and kept until the timer drops. Entries are packed, 48 bytes each:
+//! a cache line apiece measured no faster in the RPC pattern (ARCHITECTURE.md). A freed slot goes
+//! to its thread's lane if it has room (`intake/lane.rs`), else to the shared free list.
 
 use std::sync::OnceLock;
 
