@@ -140,12 +140,13 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
 /// (`Wheel::expire_filed_by`); the rest at the tick's end, or with the next tick's.
 fn tokio_wake(shared: &Shared, wake_at: Nanos) -> Nanos {
     let start = wake_at.saturating_sub(shared.config.tick_nanos) + 1;
-    let (now, paused) = (shared.clock.now(), !shared.clock.reads_real_time());
-    let soon = wake_at.min(if paused { now + 1 } else { wake_at });
+    let now = shared.clock.now();
     if start > now {
         start
+    } else if shared.clock.reads_real_time() {
+        wake_at
     } else {
-        soon
+        wake_at.min(now + 1)
     }
 }
 
