@@ -75,9 +75,9 @@ fn nanos_to_duration(nanos: u128) -> Duration {
 ///
 /// It neither hangs nor spins: `tick()` goes on ticking each period, waited out elsewhere (see
 /// [`Sleep`](crate::Sleep)). To end the loop on a stop, check [`HashedWheelTimer::is_shutdown`], or
-/// use [`try_tick`](Interval::try_tick), which errs at once, or the stream, which ends. Where its
-/// wait ends at once, a [`tokio_clock`](crate::Builder::tokio_clock) timer's runtime gone, each tick
-/// waits out a period on the process-wide [`default_timer`](crate::default_timer) instead.
+/// use [`try_tick`](Interval::try_tick), which errs at once, or the stream, which ends. Once the
+/// wait ends at once (a `tokio_clock()` timer's current-thread runtime gone), each tick waits out a
+/// period on the process-wide [`default_timer`](crate::default_timer).
 ///
 /// # Examples
 ///

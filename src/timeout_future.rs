@@ -29,8 +29,8 @@ pin_project! {
     /// It neither hangs nor ends early: the inner future keeps its time, waited out elsewhere (see
     /// [`Sleep`]), and if it is not ready by then the call ends with an `Elapsed` whose
     /// [`is_shutdown`](Elapsed::is_shutdown) is true. So a retry loop around it does not spin,
-    /// unless its timer was a `tokio_clock()` one whose runtime is gone: then it ends at once, as
-    /// its [`Sleep`] does, and such a loop checks `is_shutdown`.
+    /// unless its timer was a `tokio_clock()` one whose current-thread runtime is gone: then it
+    /// ends at once, as its [`Sleep`] does, and such a loop checks `is_shutdown`.
     ///
     /// # Examples
     ///

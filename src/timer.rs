@@ -216,10 +216,11 @@ impl HashedWheelTimer {
         Ok(shared.shut_down(true).into_iter().map(timeout).collect())
     }
 
-    /// Where this timer's futures wait out their time once it stopped (see `Sleep`'s "When the
-    /// timer stops"); a tokio clock's is made at first need.
+    /// Where this timer's futures wait out their time once it stopped (`Sleep`'s "When the timer
+    /// stops"): the default timer, or for a clock that can be paused one made on its runtime.
     pub(crate) fn after_stop(&self) -> &HashedWheelTimer {
-        let Some(runtime) = self.shared().clock.tokio_runtime() else {
+        let clock = &self.shared().clock;
+        let Some(runtime) = clock.tokio_runtime().filter(|_| !clock.reads_real_time()) else {
             return crate::default_timer();
         };
         self.owner.after_stop.get_or_init(|| {

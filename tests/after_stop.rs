@@ -162,6 +162,32 @@ fn a_sleep_whose_tokio_clock_runtime_is_gone_ends_at_once() {
     });
 }
 
+/// A multi-thread runtime's clock is the real one, which goes on without it: a sleep waits out
+/// its time (on the default timer), and a retry loop of timeouts is paced, not a spin.
+#[test]
+fn a_sleep_whose_multi_thread_runtime_is_gone_waits_out_its_time() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let timer = runtime.block_on(async { HashedWheelTimer::builder().tokio_clock().build() });
+    let timer = timer.unwrap();
+    let start = Instant::now();
+    let made_before = timer.sleep(MS * 50);
+    drop(runtime);
+    futures::executor::block_on(made_before);
+    futures::executor::block_on(timer.sleep(MS * 50));
+    assert!(
+        start.elapsed() >= MS * 100,
+        "ended early: {:?}",
+        start.elapsed()
+    );
+    let mut calls = 0;
+    while start.elapsed() < MS * 300 {
+        let call = timer.timeout(MS * 10, std::future::pending::<()>());
+        assert!(futures::executor::block_on(call).is_err());
+        calls += 1;
+    }
+    assert!(calls <= 40, "{calls} timeouts of 10 ms in 200 ms");
+}
+
 #[test]
 fn an_interval_of_a_stopped_tokio_clock_timer_keeps_its_pace_in_paused_time() {
     on_a_paused_runtime(|| async {
