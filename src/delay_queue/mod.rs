@@ -308,11 +308,16 @@ impl<T> DelayQueue<T> {
         self.wake_if_ending();
     }
 
-    /// The key of the item that comes out next: the one with the earliest deadline (among equal
-    /// ones, any of them, not always the one that comes out first), or `None` if empty:
-    /// tokio-util's `peek`. It looks at every item, locking each shard in turn: a snapshot, for
-    /// tests and occasional looks, not for a loop over a large queue.
+    /// The key of the item that comes out next: the first of those whose deadline has fired, in
+    /// the order they fired (one reset into the past comes out after those that fired before it),
+    /// else the one with the earliest deadline (among equal ones, any of them, not always the one
+    /// that comes out first), or `None` if empty: tokio-util's `peek`. It looks at every item,
+    /// locking each shard in turn: a snapshot, for tests and occasional looks, not for a loop over
+    /// a large queue.
     pub fn peek(&self) -> Option<DelayKey> {
+        if let Some(key) = self.peek_fired() {
+            return Some(key);
+        }
         let firsts = self.inner.store.each().filter_map(|shard| {
             let (index, slot) = shard.slots.iter().min_by_key(|(_, slot)| slot.deadline)?;
             Some((slot.deadline, shard.key_at(index, slot)))

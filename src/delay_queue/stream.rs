@@ -3,8 +3,8 @@
 //! `Signal`, and the stream, which takes the item out of its slot.
 
 use std::pin::Pin;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use crossbeam_queue::SegQueue;
@@ -21,6 +21,10 @@ use crate::engine::entry::task::Listener;
 #[derive(Default)]
 pub(crate) struct Signal {
     fired: SegQueue<u64>,
+    /// A fired key `peek` took off `fired` to name the next out, which the stream takes first, and
+    /// whether there is one (so that the stream locks only then).
+    peeked: Mutex<Option<u64>>,
+    any_peeked: AtomicBool,
     pub(crate) waiters: Waiters,
     pub(super) closed: AtomicBool,
 }
@@ -78,7 +82,7 @@ impl<T> DelayQueue<T> {
     /// Takes out the next item whose key the driver passed on, skipping
     /// keys whose items were removed meanwhile.
     fn next_fired(&self) -> Option<Expired<T>> {
-        while let Some(key) = self.inner.signal.fired.pop().map(DelayKey::from) {
+        while let Some(key) = self.inner.signal.pop().map(DelayKey::from) {
             let shard = self.inner.store.lock_of(&key);
             if let Some(slot) = shard.and_then(|mut shard| shard.take(&key)) {
                 self.inner.timer.shared().release(slot.entry, 1); // it fired
@@ -87,6 +91,42 @@ impl<T> DelayQueue<T> {
             }
         }
         None
+    }
+
+    /// The key of the item the stream yields next of those whose deadline fired, which come out
+    /// before any other: for `peek`. Keys of items removed meanwhile are dropped, as `next_fired`
+    /// skips them.
+    pub(super) fn peek_fired(&self) -> Option<DelayKey> {
+        let signal = &self.inner.signal;
+        let mut peeked = signal.peeked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut moved = false;
+        while let Some(key) = peeked.or_else(|| signal.fired.pop()) {
+            moved |= peeked.replace(key).is_none();
+            signal.any_peeked.store(true, Ordering::SeqCst);
+            if self.with_slot(&key.into(), |_| ()).is_some() {
+                break;
+            }
+            *peeked = None;
+        }
+        let found = peeked.map(DelayKey::from);
+        drop(peeked);
+        // A consumer that looked while the key was between `fired` and `peeked` looks again.
+        self.wake_if(moved, found)
+    }
+}
+
+impl Signal {
+    /// The next fired key: the one `peek` looked at, or the next in `fired`.
+    fn pop(&self) -> Option<u64> {
+        if self.any_peeked.load(Ordering::SeqCst) {
+            let mut peeked = self.peeked.lock().unwrap_or_else(|e| e.into_inner());
+            self.any_peeked.store(false, Ordering::SeqCst); // under the lock `peek` sets it in
+            let key = peeked.take();
+            if key.is_some() {
+                return key;
+            }
+        }
+        self.fired.pop()
     }
 }
 
