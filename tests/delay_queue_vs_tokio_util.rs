@@ -398,3 +398,22 @@ async fn peek_names_a_fired_item_before_one_inserted_into_the_past() {
     assert_eq!(queue.peek(), Some(past));
     assert!(matches!(poll_once(&queue), Poll::Ready(Some(e)) if e.key() == past));
 }
+
+/// On a paused tokio clock what is due at an instant is ready at that instant (ARCHITECTURE.md's
+/// invariants), a reset earlier within its tick, to a deadline already past, included.
+#[tokio::test(start_paused = true)]
+async fn an_item_reset_earlier_within_its_tick_into_the_past_is_ready_at_once() {
+    let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+    let queue = timer.delay_queue();
+    let start = Instant::now();
+    tokio::time::advance(ms(1)).await;
+    let key = queue.insert("moved", Duration::from_nanos(999_999)).unwrap();
+    tokio::time::advance(Duration::from_micros(171)).await;
+    Run::settle().await;
+    assert!(queue.reset_at(&key, start + Duration::from_micros(1_170)));
+    Run::settle().await;
+    let Poll::Ready(Some(out)) = poll_once(&queue) else {
+        panic!("an item due 1 µs ago is not ready");
+    };
+    assert_eq!(out.key(), key);
+}
