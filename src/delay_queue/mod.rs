@@ -375,10 +375,17 @@ impl<T> DelayQueue<T> {
         self.is_closed() || self.inner.timer.is_shutdown()
     }
 
-    /// Once ending, a consumer waits for the queue to empty: it looks again after a removal.
+    /// Once ending, a consumer waits for the queue to empty: it looks again after a removal. The
+    /// caller holds the item it took out, so a waker's panic is logged, not raised to lose it.
     fn wake_if_ending(&self) {
         if self.is_ending() {
-            self.inner.signal.waiters.wake_all();
+            let wake = AssertUnwindSafe(|| self.inner.signal.waiters.wake_all());
+            if let Err(panic) = catch_unwind(wake) {
+                crate::engine::notice::warn(format_args!(
+                    "a DelayQueue consumer's waker panicked: {}",
+                    panic_message(&*panic)
+                ));
+            }
         }
     }
 }
