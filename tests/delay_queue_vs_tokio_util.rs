@@ -48,8 +48,13 @@ enum Op {
     Reset(usize, Duration),
     ResetPast(usize, Duration),
     Advance(Duration),
-    Drain,
+    /// Drain, ours through the queue or (true) through a clone of it, another consumer.
+    Drain(bool),
     Peek,
+    /// `try_remove` of the live item at this index, and `deadline` of another.
+    TryRemove(usize),
+    Deadline(usize),
+    Compact,
 }
 
 fn delay() -> impl Strategy<Value = Duration> {
@@ -79,8 +84,11 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
         3 => (any::<usize>(), delay()).prop_map(|(i, d)| Op::Reset(i, d)),
         1 => (any::<usize>(), (0..5_000u64)).prop_map(|(i, us)| Op::ResetPast(i, Duration::from_micros(us))),
         5 => advance().prop_map(Op::Advance),
-        3 => Just(Op::Drain),
+        3 => any::<bool>().prop_map(Op::Drain),
         1 => Just(Op::Peek),
+        1 => any::<usize>().prop_map(Op::TryRemove),
+        1 => any::<usize>().prop_map(Op::Deadline),
+        1 => Just(Op::Compact),
     ];
     prop::collection::vec(op, 1..60)
 }
@@ -99,6 +107,8 @@ struct Item {
 struct Run {
     start: Instant,
     ours: DelayQueue<u32>,
+    /// Another handle to ours: a second consumer.
+    clone: DelayQueue<u32>,
     theirs: TheirQueue<u32>,
     items: BTreeMap<u32, Item>,
     next: u32,
@@ -161,6 +171,20 @@ impl Run {
         item.removed = true;
     }
 
+    fn try_remove(&mut self, index: usize) {
+        let live = self.live_in_both();
+        let Some(&id) = live.get(index % live.len().max(1)) else {
+            return;
+        };
+        let item = self.items.get_mut(&id).unwrap();
+        let ours = self.ours.try_remove(&item.ours).expect("try_remove found nothing");
+        let theirs = self.theirs.try_remove(&item.theirs).expect("tokio-util's found nothing");
+        assert_eq!((*ours.get_ref(), ours.key()), (id, item.ours));
+        assert_eq!(ours.deadline(), item.deadline.into_std(), "try_remove's deadline");
+        assert_eq!(theirs.into_inner(), id);
+        item.removed = true;
+    }
+
     fn reset(&mut self, index: usize, to: Instant, delay: Option<Duration>) {
         let now = Instant::now();
         let live = self.live_in_both();
@@ -192,13 +216,14 @@ impl Run {
     }
 
     /// Takes what is ready from both, then checks both.
-    async fn drain(&mut self) {
+    async fn drain(&mut self, other: bool) {
         Run::settle().await;
         let now = Instant::now();
         let mut cx = noop_cx();
+        let consumer = if other { &self.clone } else { &self.ours };
         loop {
             let peeked = self.ours.peek();
-            let Poll::Ready(Some(expired)) = self.ours.poll_expired(&mut cx) else {
+            let Poll::Ready(Some(expired)) = consumer.poll_expired(&mut cx) else {
                 break;
             };
             let id = *expired.get_ref();
@@ -247,7 +272,7 @@ impl Run {
             }
             if item.ours_out.is_none() {
                 assert!(
-                    item.deadline + TICK > now,
+                    item.deadline > now,
                     "item {id} due at {:?} is not out of ours at {:?}",
                     item.deadline - self.start,
                     now - self.start
@@ -289,9 +314,11 @@ fn paused_runtime() -> tokio::runtime::Runtime {
 
 async fn differential(ops: Vec<Op>) {
     let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+    let queue = timer.delay_queue();
     let mut run = Run {
         start: Instant::now(),
-        ours: timer.delay_queue(),
+        ours: queue.clone(),
+        clone: queue,
         theirs: TheirQueue::new(),
         items: BTreeMap::new(),
         next: 0,
@@ -311,7 +338,20 @@ async fn differential(ops: Vec<Op>) {
                 run.reset(index, at, None)
             }
             Op::Advance(by) => tokio::time::advance(by).await,
-            Op::Drain => run.drain().await,
+            Op::Drain(other) => run.drain(other).await,
+            Op::TryRemove(index) => run.try_remove(index),
+            Op::Deadline(index) => {
+                for id in run.live_in_both().into_iter().skip(index % 8).take(1) {
+                    let item = &run.items[&id];
+                    let deadline = run.ours.deadline(&item.ours);
+                    assert_eq!(deadline, Some(item.deadline.into_std()), "item {id}'s deadline");
+                }
+            }
+            Op::Compact => {
+                run.ours.compact();
+                run.theirs.compact();
+                assert_eq!(run.ours.capacity(), run.ours.len(), "compact");
+            }
             Op::Peek => {
                 let in_ours = run.items.values().any(|i| !i.removed && i.ours_out.is_none());
                 let in_theirs = run.items.values().any(|i| !i.removed && i.theirs_out.is_none());
@@ -323,7 +363,7 @@ async fn differential(ops: Vec<Op>) {
     // The end: close ours, advance past every deadline, drain both to the end.
     run.ours.close();
     tokio::time::advance(Duration::from_millis(310)).await;
-    run.drain().await;
+    run.drain(false).await;
     assert!(run.live().is_empty(), "left in one queue only");
     let mut cx = noop_cx();
     assert!(matches!(run.ours.poll_expired(&mut cx), Poll::Ready(None)));
