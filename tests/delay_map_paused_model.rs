@@ -175,3 +175,71 @@ proptest! {
             .block_on(check(ops));
     }
 }
+
+/// Counts its drops, and panics in each.
+struct Bomb(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        panic!("an item panicked in Drop");
+    }
+}
+
+/// Items and values that panic in `Drop`: where the crate drops them (`clear`, a refused insert,
+/// the last handle's drop, a replaced deadline's fire), the panic is caught, each is dropped
+/// once, and nothing else is lost; the ones handed back are the caller's to drop.
+#[tokio::test(start_paused = true)]
+async fn items_and_values_that_panic_in_drop_are_each_dropped_once_and_nothing_is_lost() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let drops = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let bomb = || Bomb(drops.clone());
+    let dropped = || drops.load(std::sync::atomic::Ordering::SeqCst);
+    let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+    let mut cx = Context::from_waker(noop_waker_ref());
+
+    let queue = timer.delay_queue();
+    for i in 0..4u64 {
+        queue.insert(bomb(), Duration::from_micros(300 * i)).unwrap();
+    }
+    queue.clear();
+    assert_eq!((dropped(), queue.len()), (4, 0), "clear");
+    let _ = queue.insert(bomb(), Duration::from_millis(1)).unwrap();
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let Poll::Ready(Some(out)) = queue.poll_expired(&mut cx) else {
+        panic!("the item is due");
+    };
+    assert!(catch_unwind(AssertUnwindSafe(|| drop(out))).is_err(), "the caller's drop");
+    queue.close();
+    assert!(queue.insert(bomb(), Duration::ZERO).is_err());
+    assert_eq!(dropped(), 6, "a refused insert drops its item");
+    let queue = timer.delay_queue();
+    queue.insert(bomb(), Duration::from_millis(5)).unwrap();
+    drop(queue);
+    assert_eq!(dropped(), 7, "the last handle's drop");
+
+    let map: DelayMap<u8, Bomb> = timer.delay_map();
+    map.insert(1, bomb(), Duration::from_micros(10)).unwrap();
+    tokio::time::advance(Duration::from_micros(10)).await;
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+    }
+    // Its deadline fired; replacing it files a fresh one, and the fired one is skipped.
+    let old = map.insert(1, bomb(), Duration::from_micros(500)).unwrap();
+    assert!(catch_unwind(AssertUnwindSafe(|| drop(old))).is_err());
+    assert!(map.poll_expired(&mut cx).is_pending(), "the replaced deadline is skipped");
+    assert_eq!((dropped(), map.len()), (8, 1));
+    tokio::time::advance(Duration::from_micros(500)).await;
+    let Poll::Ready(Some((1, value))) = map.poll_expired(&mut cx) else {
+        panic!("the new value is due");
+    };
+    assert!(catch_unwind(AssertUnwindSafe(|| drop(value))).is_err());
+    map.insert(2, bomb(), Duration::from_millis(3)).unwrap();
+    map.insert(3, bomb(), Duration::from_millis(3)).unwrap();
+    map.clear();
+    assert_eq!((dropped(), map.len()), (11, 0), "the map's clear");
+    map.insert(4, bomb(), Duration::from_millis(3)).unwrap();
+    drop(map);
+    assert_eq!(dropped(), 12, "the map's last handle");
+    assert_eq!(timer.pending_timeouts(), 0);
+}
