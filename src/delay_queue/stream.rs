@@ -3,8 +3,8 @@
 //! `Signal`, and the stream, which takes the item out of its slot.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crossbeam_queue::SegQueue;
@@ -15,6 +15,7 @@ use crate::delay_queue::waiters::Waiters;
 use crate::delay_queue::DelayQueue;
 use crate::engine::driver::ShutdownHook;
 use crate::engine::entry::task::Listener;
+use crate::engine::sync::{self, lock, Mutex, Ordering};
 
 /// What the driver and the consumers of one queue share: the keys of items whose deadline fired,
 /// in the order they fired, who waits for them, and whether the queue was closed.
@@ -24,7 +25,7 @@ pub(crate) struct Signal {
     /// A fired key `peek` took off `fired` to name the next out, which the stream takes first, and
     /// whether there is one (so that the stream locks only then).
     peeked: Mutex<Option<u64>>,
-    any_peeked: AtomicBool,
+    any_peeked: sync::AtomicBool,
     pub(crate) waiters: Waiters,
     pub(super) closed: AtomicBool,
 }
@@ -98,7 +99,7 @@ impl<T> DelayQueue<T> {
     /// skips them.
     pub(super) fn peek_fired(&self) -> Option<DelayKey> {
         let signal = &self.inner.signal;
-        let mut peeked = signal.peeked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut peeked = lock(&signal.peeked);
         let mut moved = false;
         while let Some(key) = peeked.or_else(|| signal.fired.pop()) {
             moved |= peeked.replace(key).is_none();
@@ -119,7 +120,7 @@ impl Signal {
     /// The next fired key: the one `peek` looked at, or the next in `fired`.
     fn pop(&self) -> Option<u64> {
         if self.any_peeked.load(Ordering::SeqCst) {
-            let mut peeked = self.peeked.lock().unwrap_or_else(|e| e.into_inner());
+            let mut peeked = lock(&self.peeked);
             self.any_peeked.store(false, Ordering::SeqCst); // under the lock `peek` sets it in
             let key = peeked.take();
             if key.is_some() {
