@@ -511,3 +511,22 @@ fn a_panicking_waker_of_another_consumer_does_not_lose_a_delay_map_value() {
         removed.is_ok()
     );
 }
+
+/// As above, for the value a `DelayMap::insert` replaces with a deadline already due, which wakes
+/// the consumers: the old value is returned, not dropped on the way.
+#[test]
+fn a_panicking_waker_of_another_consumer_does_not_lose_a_replaced_delay_map_value() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let map = timer.delay_map::<u32, &str>();
+    map.insert(1, "old", ms(100)).unwrap();
+    let other = map.clone();
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    assert!(other.poll_expired(&mut Context::from_waker(&waker)).is_pending());
+    let replaced = catch_unwind(AssertUnwindSafe(|| map.insert(1, "new", Duration::ZERO)));
+    assert!(
+        matches!(replaced, Ok(Ok(Some("old")))),
+        "the old value was not returned (insert panicked: {})",
+        replaced.is_err()
+    );
+    assert_eq!(map.get(&1), Some("new"));
+}

@@ -229,10 +229,15 @@ impl<T> DelayQueue<T> {
     }
 
     /// Wakes the consumers if `due`, and returns `then`. Never under a lock: their wakers are user
-    /// code, which may call into the queue or a `DelayMap` on it.
+    /// code, which may call into the queue or a `DelayMap` on it. The caller holds what it returns
+    /// (a key, an item taken out, a replaced value), so a waker's panic is logged, not raised.
     pub(crate) fn wake_if<R>(&self, due: bool, then: R) -> R {
-        if due {
-            self.inner.signal.waiters.wake_all();
+        let wake = AssertUnwindSafe(|| self.inner.signal.waiters.wake_all());
+        if let Err(panic) = due.then(|| catch_unwind(wake)).transpose() {
+            crate::engine::notice::warn(format_args!(
+                "a DelayQueue consumer's waker panicked: {}",
+                panic_message(&*panic)
+            ));
         }
         then
     }
@@ -375,18 +380,9 @@ impl<T> DelayQueue<T> {
         self.is_closed() || self.inner.timer.is_shutdown()
     }
 
-    /// Once ending, a consumer waits for the queue to empty: it looks again after a removal. The
-    /// caller holds the item it took out, so a waker's panic is logged, not raised to lose it.
+    /// Once ending, a consumer waits for the queue to empty: it looks again after a removal.
     fn wake_if_ending(&self) {
-        if self.is_ending() {
-            let wake = AssertUnwindSafe(|| self.inner.signal.waiters.wake_all());
-            if let Err(panic) = catch_unwind(wake) {
-                crate::engine::notice::warn(format_args!(
-                    "a DelayQueue consumer's waker panicked: {}",
-                    panic_message(&*panic)
-                ));
-            }
-        }
+        self.wake_if(self.is_ending(), ());
     }
 }
 
