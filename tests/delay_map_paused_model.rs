@@ -126,10 +126,19 @@ async fn check(ops: Vec<Op>) {
                     .map(|(&k, e)| (k, e.1))
                     .collect();
                 due.sort_unstable();
-                assert_eq!(got, due, "step {step}: yielded, and due by {:?}", now - start);
+                assert_eq!(
+                    got,
+                    due,
+                    "step {step}: yielded, and due by {:?}",
+                    now - start
+                );
                 model.retain(|_, e| e.0 > now);
                 assert_eq!(end, closed && model.is_empty(), "step {step}: the end");
-                assert_eq!(timer.pending_timeouts(), model.len(), "step {step}: pending");
+                assert_eq!(
+                    timer.pending_timeouts(),
+                    model.len(),
+                    "step {step}: pending"
+                );
             }
         }
         for k in 0..6 {
@@ -163,7 +172,7 @@ fn reset(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(std::env::var("CASES").map_or(64, |c| c.parse().unwrap())))]
+    #![proptest_config(ProptestConfig::with_cases(std::env::var("CASES").map_or(256, |c| c.parse().unwrap())))]
 
     #[test]
     fn delay_map_on_a_paused_clock_against_a_hashmap(ops in ops()) {
@@ -200,7 +209,9 @@ async fn items_and_values_that_panic_in_drop_are_each_dropped_once_and_nothing_i
 
     let queue = timer.delay_queue();
     for i in 0..4u64 {
-        queue.insert(bomb(), Duration::from_micros(300 * i)).unwrap();
+        queue
+            .insert(bomb(), Duration::from_micros(300 * i))
+            .unwrap();
     }
     queue.clear();
     assert_eq!((dropped(), queue.len()), (4, 0), "clear");
@@ -209,7 +220,10 @@ async fn items_and_values_that_panic_in_drop_are_each_dropped_once_and_nothing_i
     let Poll::Ready(Some(out)) = queue.poll_expired(&mut cx) else {
         panic!("the item is due");
     };
-    assert!(catch_unwind(AssertUnwindSafe(|| drop(out))).is_err(), "the caller's drop");
+    assert!(
+        catch_unwind(AssertUnwindSafe(|| drop(out))).is_err(),
+        "the caller's drop"
+    );
     queue.close();
     assert!(queue.insert(bomb(), Duration::ZERO).is_err());
     assert_eq!(dropped(), 6, "a refused insert drops its item");
@@ -227,7 +241,10 @@ async fn items_and_values_that_panic_in_drop_are_each_dropped_once_and_nothing_i
     // Its deadline fired; replacing it files a fresh one, and the fired one is skipped.
     let old = map.insert(1, bomb(), Duration::from_micros(500)).unwrap();
     assert!(catch_unwind(AssertUnwindSafe(|| drop(old))).is_err());
-    assert!(map.poll_expired(&mut cx).is_pending(), "the replaced deadline is skipped");
+    assert!(
+        map.poll_expired(&mut cx).is_pending(),
+        "the replaced deadline is skipped"
+    );
     assert_eq!((dropped(), map.len()), (8, 1));
     tokio::time::advance(Duration::from_micros(500)).await;
     let Poll::Ready(Some((1, value))) = map.poll_expired(&mut cx) else {

@@ -87,7 +87,9 @@ async fn check(ops: Vec<(Duration, Op)>) {
         tokio::time::sleep(gap).await;
         let now = Instant::now();
         let out = |id: usize| ours_out.lock().unwrap().contains_key(&(id as u32));
-        let live: Vec<usize> = (0..items.len()).filter(|&i| items[i].3 && !out(i)).collect();
+        let live: Vec<usize> = (0..items.len())
+            .filter(|&i| items[i].3 && !out(i))
+            .collect();
         let mut theirs = theirs.lock().unwrap();
         match op {
             Op::Insert(delay) => {
@@ -133,7 +135,10 @@ async fn check(ops: Vec<(Duration, Op)>) {
         let id = id as u32;
         let (ours, theirs) = (ours_out.get(&id), theirs_out.get(&id));
         if !live {
-            assert!(ours.is_none() && theirs.is_none(), "removed item {id} came out");
+            assert!(
+                ours.is_none() && theirs.is_none(),
+                "removed item {id} came out"
+            );
             continue;
         }
         let (Some(&ours), Some(&theirs)) = (ours, theirs) else {
@@ -148,7 +153,7 @@ async fn check(ops: Vec<(Duration, Op)>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(std::env::var("CASES").map_or(48, |c| c.parse().unwrap())))]
+    #![proptest_config(ProptestConfig::with_cases(std::env::var("CASES").map_or(128, |c| c.parse().unwrap())))]
 
     #[test]
     fn delay_queue_auto_advanced_against_tokio_util(ops in ops()) {

@@ -159,7 +159,11 @@ fn consumers_against_a_thread_peeking_see_each_item_once_and_end_after_close() {
     let guard = std::time::Instant::now();
     while !queue.is_empty() {
         // A hang guard, not a timing assertion.
-        assert!(guard.elapsed() < Duration::from_secs(60), "{} left", queue.len());
+        assert!(
+            guard.elapsed() < Duration::from_secs(60),
+            "{} left",
+            queue.len()
+        );
         timer.advance(MS);
         std::thread::yield_now();
     }

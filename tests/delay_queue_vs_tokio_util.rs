@@ -19,17 +19,14 @@
 //! - Among items due at one instant the two orders differ (tokio-util's is a stack per slot), so
 //!   each drain is compared as a set.
 
-use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use futures::task::noop_waker_ref;
-use hashed_wheel_timer::{DelayKey, DelayMap, DelayQueue, HashedWheelTimer};
+use hashed_wheel_timer::{DelayKey, DelayQueue, HashedWheelTimer};
 use proptest::prelude::*;
 use tokio::time::Instant;
 use tokio_util::time::delay_queue::Key as TheirKey;
@@ -180,10 +177,20 @@ impl Run {
             return;
         };
         let item = self.items.get_mut(&id).unwrap();
-        let ours = self.ours.try_remove(&item.ours).expect("try_remove found nothing");
-        let theirs = self.theirs.try_remove(&item.theirs).expect("tokio-util's found nothing");
+        let ours = self
+            .ours
+            .try_remove(&item.ours)
+            .expect("try_remove found nothing");
+        let theirs = self
+            .theirs
+            .try_remove(&item.theirs)
+            .expect("tokio-util's found nothing");
         assert_eq!((*ours.get_ref(), ours.key()), (id, item.ours));
-        assert_eq!(ours.deadline(), item.deadline.into_std(), "try_remove's deadline");
+        assert_eq!(
+            ours.deadline(),
+            item.deadline.into_std(),
+            "try_remove's deadline"
+        );
         assert_eq!(theirs.into_inner(), id);
         item.removed = true;
     }
@@ -233,7 +240,11 @@ impl Run {
             let item = self.items.get_mut(&id).expect("an item never inserted");
             assert!(!item.removed, "ours yielded removed item {id}");
             assert!(item.ours_out.is_none(), "ours yielded item {id} twice");
-            assert_eq!(expired.key(), item.ours, "item {id} yielded with another key");
+            assert_eq!(
+                expired.key(),
+                item.ours,
+                "item {id} yielded with another key"
+            );
             assert!(item.deadline <= now, "item {id} yielded early");
             assert_eq!(
                 expired.deadline(),
@@ -352,7 +363,11 @@ async fn differential(offset: Duration, wheel: (Duration, usize), ops: Vec<Op>) 
                 for id in run.live_in_both().into_iter().skip(index % 8).take(1) {
                     let item = &run.items[&id];
                     let deadline = run.ours.deadline(&item.ours);
-                    assert_eq!(deadline, Some(item.deadline.into_std()), "item {id}'s deadline");
+                    assert_eq!(
+                        deadline,
+                        Some(item.deadline.into_std()),
+                        "item {id}'s deadline"
+                    );
                 }
             }
             Op::Compact => {
@@ -361,8 +376,14 @@ async fn differential(offset: Duration, wheel: (Duration, usize), ops: Vec<Op>) 
                 assert_eq!(run.ours.capacity(), run.ours.len(), "compact");
             }
             Op::Peek => {
-                let in_ours = run.items.values().any(|i| !i.removed && i.ours_out.is_none());
-                let in_theirs = run.items.values().any(|i| !i.removed && i.theirs_out.is_none());
+                let in_ours = run
+                    .items
+                    .values()
+                    .any(|i| !i.removed && i.ours_out.is_none());
+                let in_theirs = run
+                    .items
+                    .values()
+                    .any(|i| !i.removed && i.theirs_out.is_none());
                 assert_eq!(run.ours.peek().is_some(), in_ours, "ours' peek");
                 assert_eq!(run.theirs.peek().is_some(), in_theirs, "tokio-util's peek");
             }
@@ -375,11 +396,14 @@ async fn differential(offset: Duration, wheel: (Duration, usize), ops: Vec<Op>) 
     assert!(run.live().is_empty(), "left in one queue only");
     let mut cx = noop_cx();
     assert!(matches!(run.ours.poll_expired(&mut cx), Poll::Ready(None)));
-    assert!(matches!(run.theirs.poll_expired(&mut cx), Poll::Ready(None)));
+    assert!(matches!(
+        run.theirs.poll_expired(&mut cx),
+        Poll::Ready(None)
+    ));
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(std::env::var("CASES").map_or(96, |c| c.parse().unwrap())))]
+    #![proptest_config(ProptestConfig::with_cases(std::env::var("CASES").map_or(256, |c| c.parse().unwrap())))]
 
     #[test]
     fn delay_queue_against_tokio_util(
@@ -428,7 +452,10 @@ async fn peek_names_a_fired_item_before_one_reset_into_the_past() {
     let Poll::Ready(Some(out)) = poll_once(&queue) else {
         panic!("the moved item is ready");
     };
-    assert_eq!((out.key(), out.deadline()), (moved, (start + ms(1)).into_std()));
+    assert_eq!(
+        (out.key(), out.deadline()),
+        (moved, (start + ms(1)).into_std())
+    );
     assert_eq!(queue.peek(), None);
 }
 
@@ -460,7 +487,9 @@ async fn an_item_reset_earlier_within_its_tick_into_the_past_is_ready_at_once() 
     let queue = timer.delay_queue();
     let start = Instant::now();
     tokio::time::advance(ms(1)).await;
-    let key = queue.insert("moved", Duration::from_nanos(999_999)).unwrap();
+    let key = queue
+        .insert("moved", Duration::from_nanos(999_999))
+        .unwrap();
     tokio::time::advance(Duration::from_micros(171)).await;
     Run::settle().await;
     assert!(queue.reset_at(&key, start + Duration::from_micros(1_170)));
@@ -484,7 +513,9 @@ impl Wake for PanickingWaker {
 fn consumer_with_panicking_waker<T>(queue: &DelayQueue<T>) -> DelayQueue<T> {
     let other = queue.clone();
     let waker = Waker::from(Arc::new(PanickingWaker));
-    assert!(other.poll_expired(&mut Context::from_waker(&waker)).is_pending());
+    assert!(other
+        .poll_expired(&mut Context::from_waker(&waker))
+        .is_pending());
     other
 }
 
@@ -518,7 +549,9 @@ fn a_panicking_waker_of_another_consumer_does_not_lose_a_delay_map_value() {
     map.close();
     let other = map.clone();
     let waker = Waker::from(Arc::new(PanickingWaker));
-    assert!(other.poll_expired(&mut Context::from_waker(&waker)).is_pending());
+    assert!(other
+        .poll_expired(&mut Context::from_waker(&waker))
+        .is_pending());
     let removed = catch_unwind(AssertUnwindSafe(|| map.remove(&1)));
     let left = map.len();
     assert!(
@@ -537,7 +570,9 @@ fn a_panicking_waker_of_another_consumer_does_not_lose_a_replaced_delay_map_valu
     map.insert(1, "old", ms(100)).unwrap();
     let other = map.clone();
     let waker = Waker::from(Arc::new(PanickingWaker));
-    assert!(other.poll_expired(&mut Context::from_waker(&waker)).is_pending());
+    assert!(other
+        .poll_expired(&mut Context::from_waker(&waker))
+        .is_pending());
     let replaced = catch_unwind(AssertUnwindSafe(|| map.insert(1, "new", Duration::ZERO)));
     assert!(
         matches!(replaced, Ok(Ok(Some("old")))),

@@ -119,15 +119,12 @@ impl<T> DelayQueue<T> {
 impl Signal {
     /// The next fired key: the one `peek` looked at, or the next in `fired`.
     fn pop(&self) -> Option<u64> {
-        if self.any_peeked.load(Ordering::SeqCst) {
+        let peeked = self.any_peeked.load(Ordering::SeqCst).then(|| {
             let mut peeked = lock(&self.peeked);
             self.any_peeked.store(false, Ordering::SeqCst); // under the lock `peek` sets it in
-            let key = peeked.take();
-            if key.is_some() {
-                return key;
-            }
-        }
-        self.fired.pop()
+            peeked.take()
+        });
+        peeked.flatten().or_else(|| self.fired.pop())
     }
 }
 

@@ -243,7 +243,10 @@ fn a_peek_holding_a_fired_key_against_a_consumers_poll() {
             std::task::Poll::Ready(Some(1)) => assert!(peeked.is_none() || peeked == Some(key)),
             std::task::Poll::Pending => {
                 assert_eq!(peeked, Some(key));
-                assert!(woken.0.load(SeqCst), "the consumer missed the item, unwoken");
+                assert!(
+                    woken.0.load(SeqCst),
+                    "the consumer missed the item, unwoken"
+                );
                 let waker = futures::task::noop_waker();
                 let mine = queue.poll_expired(&mut std::task::Context::from_waker(&waker));
                 assert!(matches!(mine, std::task::Poll::Ready(Some(e)) if *e.get_ref() == 1));

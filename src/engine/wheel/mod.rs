@@ -156,9 +156,9 @@ impl Wheel {
 
     /// Takes out of the next tick's bucket (a round's first: its round in `overflow`, if
     /// `rounds_too`, as that walks the round), in order, the one-shot keys filed, or reset earlier
-    /// within their tick, by `now`, before
-    /// the tick ends: a tokio clock's driver turns where tokio wakes it, on tokio's millisecond,
-    /// not the wheel's (`worker.rs`). A periodic key waits for its tick, to run at most once a tick.
+    /// within their tick, by `now`, before the tick ends: a tokio clock's driver turns where tokio
+    /// wakes it, on tokio's millisecond, not the wheel's (`worker.rs`). A periodic key waits for
+    /// its tick, to run at most once a tick.
     pub(crate) fn expire_filed_by(
         &mut self,
         slots: &Slots,
