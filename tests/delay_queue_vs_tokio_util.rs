@@ -400,6 +400,15 @@ async fn differential(offset: Duration, wheel: (Duration, usize), ops: Vec<Op>) 
         run.theirs.poll_expired(&mut cx),
         Poll::Ready(None)
     ));
+    // Each item's timeout ended once: fired (yielded) or cancelled (removed; a removal after the
+    // fire counts as fired).
+    Run::settle().await;
+    let stats = timer.stats();
+    let removed = run.items.values().filter(|i| i.removed).count() as u64;
+    assert_eq!(stats.pending, 0, "{stats:?}");
+    assert_eq!(stats.scheduled, run.items.len() as u64);
+    assert_eq!(stats.fired + stats.cancelled, stats.scheduled, "{stats:?}");
+    assert!(stats.cancelled <= removed, "{stats:?}");
 }
 
 proptest! {
