@@ -1,15 +1,20 @@
 //! Differential test: the crate's `DelayQueue` on a `tokio_clock()` timer against tokio-util's
 //! `DelayQueue`, both on one paused tokio clock, driven by the same random operations: insert and
 //! `insert_at` (delays of 0 to 300 ms, whole milliseconds, sub-millisecond ones and deadlines
-//! already past), remove and reset (earlier, later, into the past) of live items, `advance` by
-//! nothing, by less than a millisecond, by one and by tens of milliseconds, draining what is ready,
-//! `len`, `peek`, and, at the end, `close` and a full drain.
+//! already past), remove, `try_remove` and reset (earlier, later, into the past) of live items,
+//! `advance` by nothing, by less than a millisecond, by one and by tens of milliseconds, draining
+//! what is ready through one of two consumer handles, `len`, `peek`, `deadline`, `compact`, and, at
+//! the end, `close` and a full drain. The queues start on or off tokio's millisecond grid, and the
+//! timer's wheel has the default shape or ticks of a quarter, one or ten milliseconds on a small
+//! wheel (so that deadlines wait rounds).
 //!
 //! Checked: every item comes out of each queue once, or is removed (the same item from both);
-//! never before its deadline; ours within a millisecond (the crate's tick) of tokio-util's; its
-//! `Expired::deadline` is the deadline it was given (tokio-util's is rounded to its millisecond);
-//! `len` agrees with the model; `peek` names the item that comes out next; once closed and
-//! drained, the stream ends.
+//! never before its deadline; what is due by now is out of ours after a drain (on a paused clock,
+//! what is due is ready at that instant); ours no later than tokio-util's, and tokio-util's at
+//! most a millisecond later (two off the grid); `Expired::deadline` (of the stream and of
+//! `try_remove`) and `deadline` are the deadline the item was given (tokio-util's are rounded to
+//! its millisecond); `len` agrees with the model; `peek` names the item that comes out next; once
+//! closed and drained, the stream ends; each item's timeout ended once.
 //!
 //! Differences by design (README, "Porting"), not asserted:
 //! - `reset` of an item whose deadline fired but that is not yet yielded returns false and changes
@@ -17,7 +22,10 @@
 //!   yield it at its old deadline.
 //! - tokio-util's stream ends whenever its queue is empty; this one once closed and empty.
 //! - Among items due at one instant the two orders differ (tokio-util's is a stack per slot), so
-//!   each drain is compared as a set.
+//!   each drain is compared as a set; `peek` is checked against what comes out next of ours.
+//!
+//! Below it: the defects it found, each as a test of its own (`peek` against a fired item, a reset
+//! into the past within its tick), and a consumer's panicking waker that must not lose an item.
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
