@@ -6,7 +6,8 @@
 //! by now came out (on a paused clock what is due is ready at that instant), each once, with its
 //! latest value; nothing comes out early, replaced or removed.
 //!
-//! `tests/delay_map_model.rs` checks deadline order on the manual clock; here the order is not
+//! The map starts on or off tokio's millisecond grid, on the default wheel or on a small one of
+//! quarter-, one- or ten-millisecond ticks. `tests/delay_map_model.rs` checks deadline order on the manual clock; here the order is not
 //! asserted, as a key reset into the past after another fired comes out after that one.
 
 use std::collections::HashMap;
@@ -59,8 +60,13 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op, 1..60)
 }
 
-async fn check(ops: Vec<Op>) {
-    let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+/// `offset`: how far off tokio's millisecond grid the map starts; `wheel`: its timer's tick and
+/// buckets.
+async fn check(offset: Duration, wheel: (Duration, usize), ops: Vec<Op>) {
+    tokio::time::advance(offset).await;
+    let timer = HashedWheelTimer::builder().tokio_clock();
+    let timer = timer.tick_duration(wheel.0).ticks_per_wheel(wheel.1);
+    let timer = timer.build().unwrap();
     let start = Instant::now();
     let first: DelayMap<u8, usize> = timer.delay_map();
     let second = first.clone();
@@ -175,13 +181,23 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(std::env::var("CASES").map_or(256, |c| c.parse().unwrap())))]
 
     #[test]
-    fn delay_map_on_a_paused_clock_against_a_hashmap(ops in ops()) {
+    fn delay_map_on_a_paused_clock_against_a_hashmap(
+        offset in prop_oneof![Just(0u64), 0..1_000_000u64],
+        wheel in prop_oneof![
+            3 => Just((Duration::from_millis(1), 512)),
+            1 => (
+                prop_oneof![Just(250u64), Just(1_000), Just(10_000)].prop_map(Duration::from_micros),
+                prop_oneof![Just(4usize), Just(16)],
+            ),
+        ],
+        ops in ops(),
+    ) {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
             .build()
             .unwrap()
-            .block_on(check(ops));
+            .block_on(check(Duration::from_nanos(offset), wheel, ops));
     }
 }
 
