@@ -7,8 +7,9 @@
 //! latest value; nothing comes out early, replaced or removed.
 //!
 //! The map starts on or off tokio's millisecond grid, on the default wheel or on a small one of
-//! quarter-, one- or ten-millisecond ticks. `tests/delay_map_model.rs` checks deadline order on the manual clock; here the order is not
-//! asserted, as a key reset into the past after another fired comes out after that one.
+//! quarter-, one- or ten-millisecond ticks. `tests/delay_map_model.rs` checks deadline order on
+//! the manual clock; here the order is not asserted, as a key reset into the past after another
+//! fired comes out after that one.
 
 use std::collections::HashMap;
 use std::task::{Context, Poll};
