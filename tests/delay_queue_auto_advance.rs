@@ -32,6 +32,7 @@ fn delay() -> impl Strategy<Value = Duration> {
         Just(Duration::ZERO),
         (0..40u64).prop_map(Duration::from_millis),
         (0..40_000u64).prop_map(Duration::from_micros),
+        (0..600_000_000u64).prop_map(Duration::from_micros), // up to ten minutes: later rounds
     ]
 }
 
@@ -40,6 +41,7 @@ fn ops() -> impl Strategy<Value = Vec<(Duration, Op)>> {
         Just(Duration::ZERO),
         (1..3_000u64).prop_map(Duration::from_micros),
         (1..20u64).prop_map(Duration::from_millis),
+        (1..200u64).prop_map(Duration::from_secs),
     ];
     let op = prop_oneof![
         4 => delay().prop_map(Op::Insert),
@@ -129,6 +131,7 @@ async fn check(ops: Vec<(Duration, Op)>) {
     ours.close();
     tokio::time::sleep(Duration::from_millis(100)).await;
     ours_consumer.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2)).await; // tokio-util's last, up to its millisecond
     theirs_consumer.abort();
     let (ours_out, theirs_out) = (ours_out.lock().unwrap(), theirs_out.lock().unwrap());
     for (id, &(_, _, deadline, live)) in items.iter().enumerate() {
