@@ -114,3 +114,69 @@ async fn on_a_paused_tokio_clock_items_come_out_as_time_is_advanced() {
     }
     assert_eq!(out, vec![4, 3, 2, 1, 0]);
 }
+
+/// Three consumers drain the queue while a thread peeks in a loop (`peek` holds the first fired
+/// key for the stream) and a producer inserts and resets items into the past: each item comes out
+/// once, none is lost in `peek`'s hands, and every stream ends after `close`.
+#[test]
+fn consumers_against_a_thread_peeking_see_each_item_once_and_end_after_close() {
+    let timer = manual(MS);
+    let queue = timer.delay_queue::<usize>();
+    const ITEMS: usize = 4_000;
+    let stop_peeking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let peeker = {
+        let (queue, stop) = (queue.clone(), stop_peeking.clone());
+        std::thread::spawn(move || {
+            let mut named = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                named += usize::from(queue.peek().is_some());
+            }
+            named
+        })
+    };
+    let (done, finished) = std::sync::mpsc::channel();
+    for _ in 0..3 {
+        let (mut queue, done) = (queue.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            while let Some(e) = futures::executor::block_on(queue.next()) {
+                got.push(e.into_inner());
+            }
+            let _ = done.send(got);
+        });
+    }
+    let start = timer.now();
+    for i in 0..ITEMS {
+        let key = queue.insert(i, MS * (i % 7) as u32).unwrap();
+        if i % 3 == 0 {
+            queue.reset_at(&key, start); // into the past: due, behind what fired
+        }
+        if i % 50 == 0 {
+            timer.advance(MS);
+        }
+    }
+    queue.close();
+    let guard = std::time::Instant::now();
+    while !queue.is_empty() {
+        // A hang guard, not a timing assertion.
+        assert!(
+            guard.elapsed() < Duration::from_secs(60),
+            "{} left",
+            queue.len()
+        );
+        timer.advance(MS);
+        std::thread::yield_now();
+    }
+    stop_peeking.store(true, std::sync::atomic::Ordering::SeqCst);
+    peeker.join().unwrap();
+    let mut all: Vec<usize> = (0..3)
+        .flat_map(|_| {
+            finished
+                .recv_timeout(Duration::from_secs(60))
+                .expect("every consumer's stream ends after close")
+        })
+        .collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..ITEMS).collect::<Vec<_>>(), "each item once");
+    assert_eq!(timer.pending_timeouts(), 0);
+}

@@ -229,10 +229,15 @@ impl<T> DelayQueue<T> {
     }
 
     /// Wakes the consumers if `due`, and returns `then`. Never under a lock: their wakers are user
-    /// code, which may call into the queue or a `DelayMap` on it.
+    /// code, which may call into the queue or a `DelayMap` on it. The caller holds what it returns
+    /// (a key, an item taken out, a replaced value), so a waker's panic is logged, not raised.
     pub(crate) fn wake_if<R>(&self, due: bool, then: R) -> R {
-        if due {
-            self.inner.signal.waiters.wake_all();
+        let wake = AssertUnwindSafe(|| self.inner.signal.waiters.wake_all());
+        if let Err(panic) = due.then(|| catch_unwind(wake)).transpose() {
+            crate::engine::notice::warn(format_args!(
+                "a DelayQueue consumer's waker panicked: {}",
+                panic_message(&*panic)
+            ));
         }
         then
     }
@@ -308,11 +313,16 @@ impl<T> DelayQueue<T> {
         self.wake_if_ending();
     }
 
-    /// The key of the item that comes out next: the one with the earliest deadline (among equal
-    /// ones, any of them, not always the one that comes out first), or `None` if empty:
-    /// tokio-util's `peek`. It looks at every item, locking each shard in turn: a snapshot, for
-    /// tests and occasional looks, not for a loop over a large queue.
+    /// The key of the item that comes out next: the first of those whose deadline has fired, in
+    /// the order they fired (one reset into the past comes out after those that fired before it),
+    /// else the one with the earliest deadline (among equal ones, any of them, not always the one
+    /// that comes out first), or `None` if empty: tokio-util's `peek`. It looks at every item,
+    /// locking each shard in turn: a snapshot, for tests and occasional looks, not for a loop over
+    /// a large queue.
     pub fn peek(&self) -> Option<DelayKey> {
+        if let Some(key) = self.peek_fired() {
+            return Some(key);
+        }
         let firsts = self.inner.store.each().filter_map(|shard| {
             let (index, slot) = shard.slots.iter().min_by_key(|(_, slot)| slot.deadline)?;
             Some((slot.deadline, shard.key_at(index, slot)))
@@ -372,9 +382,7 @@ impl<T> DelayQueue<T> {
 
     /// Once ending, a consumer waits for the queue to empty: it looks again after a removal.
     fn wake_if_ending(&self) {
-        if self.is_ending() {
-            self.inner.signal.waiters.wake_all();
-        }
+        self.wake_if(self.is_ending(), ());
     }
 }
 

@@ -15,12 +15,17 @@ use crate::delay_queue::waiters::Waiters;
 use crate::delay_queue::DelayQueue;
 use crate::engine::driver::ShutdownHook;
 use crate::engine::entry::task::Listener;
+use crate::engine::sync::{self, lock, Mutex, Ordering};
 
 /// What the driver and the consumers of one queue share: the keys of items whose deadline fired,
 /// in the order they fired, who waits for them, and whether the queue was closed.
 #[derive(Default)]
 pub(crate) struct Signal {
     fired: SegQueue<u64>,
+    /// A fired key `peek` took off `fired` to name the next out, which the stream takes first, and
+    /// whether there is one (so that the stream locks only then).
+    peeked: Mutex<Option<u64>>,
+    any_peeked: sync::AtomicBool,
     pub(crate) waiters: Waiters,
     pub(super) closed: AtomicBool,
 }
@@ -78,7 +83,7 @@ impl<T> DelayQueue<T> {
     /// Takes out the next item whose key the driver passed on, skipping
     /// keys whose items were removed meanwhile.
     fn next_fired(&self) -> Option<Expired<T>> {
-        while let Some(key) = self.inner.signal.fired.pop().map(DelayKey::from) {
+        while let Some(key) = self.inner.signal.pop().map(DelayKey::from) {
             let shard = self.inner.store.lock_of(&key);
             if let Some(slot) = shard.and_then(|mut shard| shard.take(&key)) {
                 self.inner.timer.shared().release(slot.entry, 1); // it fired
@@ -87,6 +92,39 @@ impl<T> DelayQueue<T> {
             }
         }
         None
+    }
+
+    /// The key of the item the stream yields next of those whose deadline fired, which come out
+    /// before any other: for `peek`. Keys of items removed meanwhile are dropped, as `next_fired`
+    /// skips them.
+    pub(super) fn peek_fired(&self) -> Option<DelayKey> {
+        let signal = &self.inner.signal;
+        let mut peeked = lock(&signal.peeked);
+        let mut moved = false;
+        while let Some(key) = peeked.or_else(|| signal.fired.pop()) {
+            moved |= peeked.replace(key).is_none();
+            signal.any_peeked.store(true, Ordering::SeqCst);
+            if self.with_slot(&key.into(), |_| ()).is_some() {
+                break;
+            }
+            *peeked = None;
+        }
+        let found = peeked.map(DelayKey::from);
+        drop(peeked);
+        // A consumer that looked while the key was between `fired` and `peeked` looks again.
+        self.wake_if(moved, found)
+    }
+}
+
+impl Signal {
+    /// The next fired key: the one `peek` looked at, or the next in `fired`.
+    fn pop(&self) -> Option<u64> {
+        let peeked = self.any_peeked.load(Ordering::SeqCst).then(|| {
+            let mut peeked = lock(&self.peeked);
+            self.any_peeked.store(false, Ordering::SeqCst); // under the lock `peek` sets it in
+            peeked.take()
+        });
+        peeked.flatten().or_else(|| self.fired.pop())
     }
 }
 

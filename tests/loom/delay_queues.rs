@@ -210,3 +210,49 @@ fn an_insert_racing_close_is_refused_or_comes_out_before_the_end() {
         }
     });
 }
+
+/// `peek` takes a fired key off the queue to name it, into a slot the stream takes first, while a
+/// consumer polls on another thread: the item comes out once, and a consumer that found nothing
+/// because the key was between the two is woken to look again.
+#[test]
+fn a_peek_holding_a_fired_key_against_a_consumers_poll() {
+    use std::sync::atomic::AtomicBool;
+    struct Flag(AtomicBool);
+    impl futures::task::ArcWake for Flag {
+        fn wake_by_ref(flag: &Arc<Flag>) {
+            flag.0.store(true, SeqCst);
+        }
+    }
+    model_long(|| {
+        let timer = manual();
+        let queue = timer.delay_queue::<u8>();
+        let key = queue.insert(1, Duration::ZERO).unwrap();
+        timer.advance(Duration::ZERO); // fired: its key waits for a consumer
+        let consumer = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                let woken = Arc::new(Flag(AtomicBool::new(false)));
+                let waker = futures::task::waker(woken.clone());
+                let polled = queue.poll_expired(&mut std::task::Context::from_waker(&waker));
+                (polled.map(|e| e.map(|e| e.into_inner())), woken, queue) // a consumer waits
+            })
+        };
+        let peeked = queue.peek();
+        let (theirs, woken, _waiting) = consumer.join().unwrap();
+        match theirs {
+            std::task::Poll::Ready(Some(1)) => assert!(peeked.is_none() || peeked == Some(key)),
+            std::task::Poll::Pending => {
+                assert_eq!(peeked, Some(key));
+                assert!(
+                    woken.0.load(SeqCst),
+                    "the consumer missed the item, unwoken"
+                );
+                let waker = futures::task::noop_waker();
+                let mine = queue.poll_expired(&mut std::task::Context::from_waker(&waker));
+                assert!(matches!(mine, std::task::Poll::Ready(Some(e)) if *e.get_ref() == 1));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(queue.is_empty() && queue.peek().is_none());
+    });
+}

@@ -155,9 +155,10 @@ impl Wheel {
     }
 
     /// Takes out of the next tick's bucket (a round's first: its round in `overflow`, if
-    /// `rounds_too`, as that walks the round), in order, the one-shot keys filed by `now`, before
-    /// the tick ends: a tokio clock's driver turns where tokio wakes it, on tokio's millisecond,
-    /// not the wheel's (`worker.rs`). A periodic key waits for its tick, to run at most once a tick.
+    /// `rounds_too`, as that walks the round), in order, the one-shot keys filed, or reset earlier
+    /// within their tick, by `now`, before the tick ends: a tokio clock's driver turns where tokio
+    /// wakes it, on tokio's millisecond, not the wheel's (`worker.rs`). A periodic key waits for
+    /// its tick, to run at most once a tick.
     pub(crate) fn expire_filed_by(
         &mut self,
         slots: &Slots,
@@ -175,7 +176,7 @@ impl Wheel {
         while let Some(key) = next {
             let entry = slots.get(key);
             next = entry.next_link();
-            if entry.filed() <= now && !entry.is_periodic() {
+            if entry.filed().min(entry.deadline()) <= now && !entry.is_periodic() {
                 list.unlink(slots, key);
                 entry.set_in_wheel(false);
                 self.len -= 1;
