@@ -82,14 +82,21 @@ fn fixed_rate_catches_up_back_to_back_after_a_run_of_ten_periods() {
     timer.advance(ms(1_000)); // to 2,100
     let runs = runs.lock().unwrap().clone();
     let due: Vec<u64> = runs.iter().map(|r| r.0).collect();
-    assert_eq!(due, (1..=21).map(|i| i * 100).collect::<Vec<_>>(), "none skipped");
+    assert_eq!(
+        due,
+        (1..=21).map(|i| i * 100).collect::<Vec<_>>(),
+        "none skipped"
+    );
     for w in runs.windows(2) {
         assert!(w[1].1 > w[0].1, "never two at once: {runs:?}");
     }
     for &(due, started) in &runs {
         assert!(started >= due, "never early: {runs:?}");
     }
-    assert!(runs[1].1 <= 1_101, "the first missed run comes at once: {runs:?}");
+    assert!(
+        runs[1].1 <= 1_101,
+        "the first missed run comes at once: {runs:?}"
+    );
     let caught_up = runs.iter().find(|r| r.0 == 2_000).unwrap();
     assert!(caught_up.1 <= 2_001, "caught up by 2 s: {runs:?}");
     assert_eq!(timer.pending_timeouts(), 1);
@@ -157,7 +164,10 @@ fn cancel_from_inside_the_task_ends_it_once_on_both_kinds_and_executors() {
             let case = format!("executor {on_executor}, fixed rate {fixed_rate}");
             assert_eq!(runs.load(SeqCst), 3, "{case}");
             assert_eq!(won.load(SeqCst), 1, "{case}");
-            assert!(t.is_cancelled() && !t.is_pending() && !t.is_expired(), "{case}");
+            assert!(
+                t.is_cancelled() && !t.is_pending() && !t.is_expired(),
+                "{case}"
+            );
             assert!(!t.cancel(), "{case}");
             assert_eq!(timer.pending_timeouts(), 0, "{case}");
             assert_eq!(timer.stats().cancelled, 1, "{case}");
@@ -195,9 +205,12 @@ fn a_panicking_periodic_task_is_suppressed_and_the_timer_carries_on() {
         let other = Arc::new(AtomicUsize::new(0));
         let o = other.clone();
         timer
-            .new_timeout(move |_: &Timeout| {
-                o.fetch_add(1, SeqCst);
-            }, ms(100))
+            .new_timeout(
+                move |_: &Timeout| {
+                    o.fetch_add(1, SeqCst);
+                },
+                ms(100),
+            )
             .unwrap();
         timer.advance(ms(200));
         assert_eq!(runs.load(SeqCst), 2, "executor {on_executor}");
@@ -360,7 +373,11 @@ fn the_pending_limit_counts_a_periodic_task_once_during_its_runs_too() {
         vec![at_capacity.clone(), at_capacity, Ok(())]
     );
     assert!(p.is_cancelled());
-    assert_eq!(timer.pending_timeouts(), 0, "the one-shot made in the run fired");
+    assert_eq!(
+        timer.pending_timeouts(),
+        0,
+        "the one-shot made in the run fired"
+    );
     assert_stats_add_up(&timer);
 }
 

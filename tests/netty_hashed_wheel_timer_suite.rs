@@ -142,7 +142,11 @@ fn test_timer_should_throw_exception_after_shutdown_for_new_timeouts() {
     assert_eq!(fired.load(SeqCst), 3);
     timer.stop().unwrap();
     let err = timer.new_timeout(no_op, MS).unwrap_err();
-    assert_eq!(err, TimerError::Shutdown, "Expected exception didn't occur.");
+    assert_eq!(
+        err,
+        TimerError::Shutdown,
+        "Expected exception didn't occur."
+    );
     assert!(err.is_shutdown());
     let at = timer.now() + MS;
     assert!(timer.new_timeout_at(no_op, at).unwrap_err().is_shutdown());
@@ -287,7 +291,11 @@ fn test_rejected_execution_exception_when_too_many_timeouts_are_added_back_to_ba
     let err = timer.new_timeout(no_op, MS).unwrap_err();
     assert_eq!(err, TimerError::AtCapacity { pending: 2, max: 2 });
     assert!(err.is_at_capacity());
-    assert_eq!(timer.pending_timeouts(), 2, "the refusal left the count alone");
+    assert_eq!(
+        timer.pending_timeouts(),
+        2,
+        "the refusal left the count alone"
+    );
     assert_eq!(timer.stop().unwrap().len(), 2);
     assert_stats_add_up(&timer);
 }
@@ -304,7 +312,11 @@ fn test_new_timeout_should_stop_throwing_rejected_execution_exception_when_exist
     timer.new_timeout(no_op, Duration::from_secs(5)).unwrap();
     let timeout_to_cancel = timer.new_timeout(no_op, Duration::from_secs(5)).unwrap();
     assert!(timeout_to_cancel.cancel());
-    assert_eq!(timer.pending_timeouts(), 1, "the cancel frees its slot at once");
+    assert_eq!(
+        timer.pending_timeouts(),
+        1,
+        "the cancel frees its slot at once"
+    );
     let fired = Arc::new(AtomicUsize::new(0));
     let at_once = timer.new_timeout(counting(&fired), ms(90)).unwrap();
     assert!(at_once.cancel());
@@ -343,8 +355,12 @@ fn test_new_timeout_should_stop_throwing_rejected_execution_exception_when_exist
 fn report_pending_timeouts() {
     let timer = manual();
     let latch = Arc::new(AtomicUsize::new(0));
-    let t1 = timer.new_timeout(no_op, Duration::from_secs(100 * 60)).unwrap();
-    let t2 = timer.new_timeout(no_op, Duration::from_secs(100 * 60)).unwrap();
+    let t1 = timer
+        .new_timeout(no_op, Duration::from_secs(100 * 60))
+        .unwrap();
+    let t2 = timer
+        .new_timeout(no_op, Duration::from_secs(100 * 60))
+        .unwrap();
     timer.new_timeout(counting(&latch), ms(90)).unwrap();
     assert_eq!(timer.pending_timeouts(), 3);
     t1.cancel();
@@ -432,7 +448,10 @@ fn cancel_will_call_callback() {
     let t1 = timer.new_timeout_task(task, ms(90)).unwrap();
     assert_eq!(timer.pending_timeouts(), 1);
     assert!(t1.cancel());
-    assert_eq!(*cancelled_on.lock().unwrap(), Some(std::thread::current().id()));
+    assert_eq!(
+        *cancelled_on.lock().unwrap(),
+        Some(std::thread::current().id())
+    );
     timer.advance(ms(200));
     assert!(!t1.is_panicked(), "it never ran");
     assert_eq!(timer.pending_timeouts(), 0);

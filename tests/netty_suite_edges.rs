@@ -51,7 +51,9 @@ fn bomb_task(drops: &Arc<AtomicUsize>, ran: &Arc<AtomicUsize>) -> impl FnOnce(&T
 fn still_fires(timer: &HashedWheelTimer) -> bool {
     let fired = Arc::new(AtomicBool::new(false));
     let f = fired.clone();
-    timer.new_timeout(move |_| f.store(true, SeqCst), MS).unwrap();
+    timer
+        .new_timeout(move |_| f.store(true, SeqCst), MS)
+        .unwrap();
     timer.advance(MS);
     fired.load(SeqCst)
 }
@@ -72,7 +74,10 @@ fn a_task_whose_captured_state_panics_in_drop_at_fire_cancel_stop_and_timer_drop
     // cancel: dropped on the cancelling thread, and cancel still says true
     let cancelled = timer.new_timeout(bomb_task(&drops, &ran), MS).unwrap();
     let won = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cancelled.cancel()));
-    assert!(matches!(won, Ok(true)), "the panic does not escape cancel()");
+    assert!(
+        matches!(won, Ok(true)),
+        "the panic does not escape cancel()"
+    );
     assert_eq!(drops.load(SeqCst), 2);
     assert!(cancelled.is_cancelled());
     assert!(still_fires(&timer));
@@ -96,8 +101,15 @@ fn a_task_whose_captured_state_panics_in_drop_at_fire_cancel_stop_and_timer_drop
         drop(t);
         drop(u);
     }));
-    assert!(dropped.is_ok(), "the panic does not escape the timer's drop");
-    assert_eq!(drops.load(SeqCst), 5, "both dropped, the second after the first panicked");
+    assert!(
+        dropped.is_ok(),
+        "the panic does not escape the timer's drop"
+    );
+    assert_eq!(
+        drops.load(SeqCst),
+        5,
+        "both dropped, the second after the first panicked"
+    );
     assert_eq!(ran.load(SeqCst), 1);
 }
 
@@ -318,7 +330,10 @@ fn reset_after_fire_cancel_or_stop_returns_false_and_changes_nothing() {
     assert!(!stopped.reset(MS) && !stopped.reset_at(timer.now()));
     assert!(fired.is_expired() && cancelled.is_cancelled() && stopped.is_stopped());
     assert_eq!(stopped.remaining(), Duration::ZERO);
-    assert!(stopped.take_task().is_some(), "a refused reset kept the task");
+    assert!(
+        stopped.take_task().is_some(),
+        "a refused reset kept the task"
+    );
     let s = timer.stats();
     assert_eq!((s.fired, s.cancelled, s.stopped, s.pending), (1, 1, 1, 0));
 }
@@ -347,7 +362,11 @@ fn new_timeout_at_in_the_past_and_far_future() {
         assert!(t.is_pending(), "not before a turn");
     }
     timer.advance(Duration::ZERO);
-    assert_eq!(fired.load(SeqCst), past.len(), "all fire at the next advance");
+    assert_eq!(
+        fired.load(SeqCst),
+        past.len(),
+        "all fire at the next advance"
+    );
 
     let year = Duration::from_secs(365 * 86_400);
     let far: Vec<_> = [year, year * 100, year * 10_000]
@@ -357,7 +376,9 @@ fn new_timeout_at_in_the_past_and_far_future() {
         .collect();
     timer.advance(year);
     assert_eq!(fired.load(SeqCst), past.len() + 1, "the one a year on");
-    assert!(far[1..].iter().all(|t| t.is_pending() && t.remaining() > year));
+    assert!(far[1..]
+        .iter()
+        .all(|t| t.is_pending() && t.remaining() > year));
     assert_eq!(timer.stop().unwrap(), far[1..].to_vec());
     assert_stats_add_up(&timer);
 }
@@ -370,9 +391,12 @@ fn huge_advances_fire_what_is_due_and_return() {
     let fired = Arc::new(AtomicUsize::new(0));
     let f = fired.clone();
     let soon = timer
-        .new_timeout(move |_| {
-            f.fetch_add(1, SeqCst);
-        }, MS)
+        .new_timeout(
+            move |_| {
+                f.fetch_add(1, SeqCst);
+            },
+            MS,
+        )
         .unwrap();
     let far = timer.new_timeout(|_| {}, Duration::MAX).unwrap();
     for _ in 0..5 {
@@ -388,4 +412,46 @@ fn huge_advances_fire_what_is_due_and_return() {
     assert_eq!(timer.stop().unwrap(), vec![far]);
     timer.advance(Duration::MAX);
     assert_stats_add_up(&timer);
+}
+
+// `stop()`'s docs: "Afterwards pending_timeouts() is 0", and the README's
+// "When any stop() returns ... pending_timeouts() is 0"; a refused call
+// "counts nowhere", and `scheduled` is a total since the timer was built.
+// A `new_timeout` racing `stop()` reserves its count before it sees the
+// shutdown: once `stop()` has returned, that reservation must not show in
+// `pending_timeouts()` nor in `stats()` (where `scheduled` then shrank).
+// Threads only make the race likely; nothing reads the wall clock.
+#[test]
+fn after_stop_returns_a_refused_racing_new_timeout_counts_nowhere() {
+    for round in 0..300 {
+        let timer = manual();
+        let go = Arc::new(Barrier::new(3));
+        let producers: Vec<_> = (0..2)
+            .map(|_| {
+                let (timer, go) = (timer.clone(), go.clone());
+                std::thread::spawn(move || {
+                    go.wait();
+                    while timer
+                        .new_timeout(|_| {}, Duration::from_secs(3_600))
+                        .is_ok()
+                    {}
+                })
+            })
+            .collect();
+        go.wait();
+        while timer.pending_timeouts() < 50 {
+            std::thread::yield_now();
+        }
+        let stopped = timer.stop().unwrap().len() as u64;
+        let (pending, s) = (timer.pending_timeouts(), timer.stats());
+        producers.into_iter().for_each(|p| p.join().unwrap());
+        let later = timer.stats();
+        assert_eq!(pending, 0, "round {round}: pending after stop() returned");
+        assert_eq!(
+            (s.pending, s.scheduled),
+            (0, stopped),
+            "round {round}: {s:?}"
+        );
+        assert_eq!(later.scheduled, stopped, "round {round}: {later:?}");
+    }
 }
