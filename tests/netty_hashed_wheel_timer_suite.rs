@@ -513,3 +513,44 @@ fn real_clock_schedule_timeout_should_run_after_delay() {
     assert!(t.is_expired());
     assert!(timer.stop().unwrap().is_empty());
 }
+
+// Ports testTimerOverflowWheelLength on the real clock, as Netty runs it:
+// 100 ms ticks, 32 buckets, a task rescheduling itself every 100 ms. Java
+// gives it 5 s; here up to 60 s (200x) for three runs, and no bound on how
+// late they come.
+#[test]
+fn real_clock_test_timer_overflow_wheel_length() {
+    let timer = HashedWheelTimer::builder()
+        .tick_duration(ms(100))
+        .ticks_per_wheel(32)
+        .build()
+        .unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let task = Again {
+        delay: ms(100),
+        runs: runs.clone(),
+    };
+    timer.new_timeout_task(task, ms(100)).unwrap();
+    let waited = Instant::now();
+    while runs.load(SeqCst) < 3 {
+        assert!(waited.elapsed() < Duration::from_secs(60), "three runs");
+        std::thread::sleep(ms(10));
+    }
+    assert!(!timer.stop().unwrap().is_empty());
+    assert_stats_add_up(&timer);
+}
+
+// Ports testStopTimer's second half on the real clock: 5 s timeouts,
+// stopped long before they are due, are all returned.
+#[test]
+fn real_clock_test_stop_timer_unprocessed() {
+    let timer = HashedWheelTimer::new();
+    let made: Vec<_> = (0..5)
+        .map(|_| timer.new_timeout(no_op, Duration::from_secs(5)).unwrap())
+        .collect();
+    let unprocessed = timer.stop().unwrap();
+    assert_eq!(unprocessed, made);
+    assert!(unprocessed.iter().all(Timeout::is_stopped));
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert_stats_add_up(&timer);
+}
