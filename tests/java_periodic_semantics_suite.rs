@@ -430,3 +430,71 @@ fn runs_of_one_task_never_overlap_on_a_multi_threaded_executor() {
     assert_eq!(timer.pending_timeouts(), 0);
     assert_stats_add_up(&timer);
 }
+
+/// An executor that queues jobs, to run (or drop) when the test says.
+#[derive(Clone, Default)]
+struct Queue(Arc<Mutex<Vec<Job>>>);
+
+impl Queue {
+    fn timer(&self) -> HashedWheelTimer {
+        let queue = self.clone();
+        HashedWheelTimer::builder()
+            .manual_clock()
+            .executor(move |job: Job| queue.0.lock().unwrap().push(job))
+            .build()
+            .unwrap()
+    }
+
+    fn run_all(&self) {
+        let jobs = std::mem::take(&mut *self.0.lock().unwrap());
+        jobs.into_iter().for_each(|job| job());
+    }
+}
+
+// ScheduledThreadPoolExecutor.shutdownNow() returns the tasks that never
+// began. The crate: "A job that has not started when the timer stops never
+// runs its task: stop() returns its timeout", a periodic one too.
+#[test]
+fn a_periodic_run_waiting_on_the_executor_at_stop_is_returned_and_never_runs() {
+    let queue = Queue::default();
+    let timer = queue.timer();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let task = move |_: &Timeout| {
+        r.fetch_add(1, SeqCst);
+    };
+    let p = timer.schedule_at_fixed_rate(task, MS, ms(5)).unwrap();
+    timer.advance(MS);
+    assert_eq!(queue.0.lock().unwrap().len(), 1, "handed off, not started");
+    assert_eq!(timer.stop().unwrap(), vec![p.clone()]);
+    queue.run_all();
+    assert_eq!(runs.load(SeqCst), 0);
+    assert!(p.is_stopped() && !p.is_pending());
+    assert_eq!(timer.stats().stopped, 1);
+    assert_stats_add_up(&timer);
+}
+
+// Future.cancel(false) on a periodic task whose run is queued but not
+// begun: the cancel wins, and the queued job runs nothing.
+#[test]
+fn cancel_wins_over_a_periodic_run_waiting_on_the_executor() {
+    let queue = Queue::default();
+    let timer = queue.timer();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let task = move |_: &Timeout| {
+        r.fetch_add(1, SeqCst);
+    };
+    let p = timer.schedule_with_fixed_delay(task, MS, ms(5)).unwrap();
+    timer.advance(MS);
+    assert!(!p.reset(MS), "a periodic task is never reset");
+    assert!(p.cancel());
+    queue.run_all();
+    timer.advance(ms(50));
+    queue.run_all();
+    assert_eq!(runs.load(SeqCst), 0);
+    assert!(p.is_cancelled());
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert_eq!(timer.stats().cancelled, 1);
+    assert_stats_add_up(&timer);
+}

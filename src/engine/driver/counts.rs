@@ -94,6 +94,7 @@ impl Counts {
             .map_err(|pending| Refusal::AtCapacity { pending, max })
     }
 
+    /// Called by a shutdown once it has stopped and counted everything.
     pub(crate) fn end(&self) {
         self.ended.store(true, Ordering::Release);
     }
@@ -128,12 +129,10 @@ impl Counts {
 
     /// The totals, exact only when quiet, with the intake's `queued`.
     pub(crate) fn totals(&self, queued: usize) -> Totals {
-        let ended = self.ended.load(Ordering::Acquire);
-        let pending = if ended {
-            0
-        } else {
-            self.pending.load(Ordering::Acquire)
-        };
+        let mut pending = self.pending.load(Ordering::Acquire);
+        if self.ended.load(Ordering::Acquire) {
+            pending = 0; // schedules racing the shutdown, each to be refused
+        }
         let fired = self.fired.load(Ordering::Acquire);
         let cancelled = self.cancelled.load(Ordering::Acquire);
         let stopped = self.stopped.load(Ordering::Acquire);
