@@ -5,7 +5,7 @@
 use crate::engine::driver::lateness::Lateness;
 use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::task::Task;
-use crate::engine::sync::{AtomicU64, AtomicUsize, Ordering};
+use crate::engine::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Why the engine refused a new timeout; the face makes it a `TimerError`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +34,9 @@ pub(crate) struct Counts {
     /// `max_pending_timeouts`, or the arena's size.
     limit: usize,
     pending: AtomicUsize,
+    /// Set when a shutdown has stopped everything: what `pending` still holds is a schedule racing
+    /// it, which will be refused (`unreserve`), so the totals count it nowhere.
+    ended: AtomicBool,
     cancelled: AtomicU64,
     fired: AtomicU64,
     stopped: AtomicU64,
@@ -91,6 +94,11 @@ impl Counts {
             .map_err(|pending| Refusal::AtCapacity { pending, max })
     }
 
+    /// Called by a shutdown once it has stopped and counted everything.
+    pub(crate) fn end(&self) {
+        self.ended.store(true, Ordering::Release);
+    }
+
     /// Undoes `reserve`, for a schedule refused after it.
     #[cold]
     pub(crate) fn unreserve(&self) {
@@ -121,7 +129,10 @@ impl Counts {
 
     /// The totals, exact only when quiet, with the intake's `queued`.
     pub(crate) fn totals(&self, queued: usize) -> Totals {
-        let pending = self.pending.load(Ordering::Acquire);
+        let mut pending = self.pending.load(Ordering::Acquire);
+        if self.ended.load(Ordering::Acquire) {
+            pending = 0; // schedules racing the shutdown, each to be refused
+        }
         let fired = self.fired.load(Ordering::Acquire);
         let cancelled = self.cancelled.load(Ordering::Acquire);
         let stopped = self.stopped.load(Ordering::Acquire);

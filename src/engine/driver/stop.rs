@@ -72,6 +72,7 @@ impl Shared {
             all.append(&mut core.unfired);
             self.counts.uncount(uncounted, Ended::Stopped);
         }
+        self.counts.end();
         released.into_iter().for_each(|key| self.slots.release(key));
         #[cfg(feature = "metrics")]
         self.config.publish.turned(self, self.clock.now(), true);
