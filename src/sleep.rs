@@ -46,9 +46,10 @@ use crate::{HashedWheelTimer, TimerError};
 /// [`default_timer`](crate::default_timer), which cannot stop. A
 /// [`tokio_clock`](crate::Builder::tokio_clock) timer on a current-thread runtime, whose clock can
 /// be paused, hands them to a timer of its own on its runtime instead, so they keep to that clock;
-/// if that runtime is gone (its clock can never move again), they end at once. A loop that must end on a stop checks [`is_shutdown`](HashedWheelTimer::is_shutdown), or
-/// uses [`Interval::try_tick`](crate::Interval::try_tick). One warning says so the first time (see
-/// the README's "Warnings").
+/// if that runtime is gone (its clock can never move again), they end at once. A loop that must end
+/// on a stop checks [`is_shutdown`](HashedWheelTimer::is_shutdown), or uses
+/// [`Interval::try_tick`](crate::Interval::try_tick). One warning says so the first time (see the
+/// README's "Warnings").
 ///
 /// # Examples
 ///
