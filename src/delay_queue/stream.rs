@@ -2,12 +2,12 @@
 //! notify on the driver, which hands the item's key to the queue's
 //! `Signal`, and the stream, which takes the item out of its slot.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crossbeam_queue::SegQueue;
 use futures::Stream;
 
 use crate::delay_queue::key::{DelayKey, Expired};
@@ -15,17 +15,13 @@ use crate::delay_queue::waiters::Waiters;
 use crate::delay_queue::DelayQueue;
 use crate::engine::driver::ShutdownHook;
 use crate::engine::entry::task::Listener;
-use crate::engine::sync::{self, lock, Mutex, Ordering};
+use crate::engine::sync::{lock, Mutex};
 
 /// What the driver and the consumers of one queue share: the keys of items whose deadline fired,
 /// in the order they fired, who waits for them, and whether the queue was closed.
 #[derive(Default)]
 pub(crate) struct Signal {
-    fired: SegQueue<u64>,
-    /// A fired key `peek` took off `fired` to name the next out, which the stream takes first, and
-    /// whether there is one (so that the stream locks only then).
-    peeked: Mutex<Option<u64>>,
-    any_peeked: sync::AtomicBool,
+    fired: Mutex<VecDeque<u64>>,
     pub(crate) waiters: Waiters,
     pub(super) closed: AtomicBool,
 }
@@ -43,7 +39,7 @@ pub(crate) fn listener(signal: &Arc<Signal>) -> Arc<Listener> {
     let signal = Arc::downgrade(signal);
     Listener::new(move |key| {
         if let Some(signal) = signal.upgrade() {
-            signal.fired.push(key);
+            lock(&signal.fired).push_back(key);
             signal.waiters.wake_all();
         }
     })
@@ -83,7 +79,8 @@ impl<T> DelayQueue<T> {
     /// Takes out the next item whose key the driver passed on, skipping
     /// keys whose items were removed meanwhile.
     fn next_fired(&self) -> Option<Expired<T>> {
-        while let Some(key) = self.inner.signal.pop().map(DelayKey::from) {
+        let pop = || lock(&self.inner.signal.fired).pop_front();
+        while let Some(key) = pop().map(DelayKey::from) {
             let shard = self.inner.store.lock_of(&key);
             if let Some(slot) = shard.and_then(|mut shard| shard.take(&key)) {
                 self.inner.timer.shared().release(slot.entry, 1); // it fired
@@ -94,37 +91,20 @@ impl<T> DelayQueue<T> {
         None
     }
 
-    /// The key of the item the stream yields next of those whose deadline fired, which come out
-    /// before any other: for `peek`. Keys of items removed meanwhile are dropped, as `next_fired`
-    /// skips them.
+    /// The key of the first fired item still in the queue, which the stream yields before any
+    /// other: for `peek`. Keys of items removed meanwhile are dropped, as `next_fired` skips them.
     pub(super) fn peek_fired(&self) -> Option<DelayKey> {
-        let signal = &self.inner.signal;
-        let mut peeked = lock(&signal.peeked);
-        let mut moved = false;
-        while let Some(key) = peeked.or_else(|| signal.fired.pop()) {
-            moved |= peeked.replace(key).is_none();
-            signal.any_peeked.store(true, Ordering::SeqCst);
+        let fired = &self.inner.signal.fired;
+        loop {
+            let key = *lock(fired).front()?; // not held across the store's lock
             if self.with_slot(&key.into(), |_| ()).is_some() {
-                break;
+                return Some(key.into());
             }
-            *peeked = None;
+            let mut fired = lock(fired);
+            if fired.front() == Some(&key) {
+                fired.pop_front();
+            }
         }
-        let found = peeked.map(DelayKey::from);
-        drop(peeked);
-        // A consumer that looked while the key was between `fired` and `peeked` looks again.
-        self.wake_if(moved, found)
-    }
-}
-
-impl Signal {
-    /// The next fired key: the one `peek` looked at, or the next in `fired`.
-    fn pop(&self) -> Option<u64> {
-        let peeked = self.any_peeked.load(Ordering::SeqCst).then(|| {
-            let mut peeked = lock(&self.peeked);
-            self.any_peeked.store(false, Ordering::SeqCst); // under the lock `peek` sets it in
-            peeked.take()
-        });
-        peeked.flatten().or_else(|| self.fired.pop())
     }
 }
 

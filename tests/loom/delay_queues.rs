@@ -211,9 +211,8 @@ fn an_insert_racing_close_is_refused_or_comes_out_before_the_end() {
     });
 }
 
-/// `peek` takes a fired key off the queue to name it, into a slot the stream takes first, while a
-/// consumer polls on another thread: the item comes out once, and a consumer that found nothing
-/// because the key was between the two is woken to look again.
+/// `peek` names a fired key while a consumer polls on another thread: the item comes out once, and
+/// a consumer that found nothing (were `peek` to take the key off the list) is woken to look again.
 #[test]
 fn a_peek_holding_a_fired_key_against_a_consumers_poll() {
     use std::sync::atomic::AtomicBool;
