@@ -1,0 +1,297 @@
+//! The async faces (`Interval`, `TimeoutFuture`, the tower layer) against `tokio::time`'s and
+//! tower's on one paused current-thread runtime, with the crate's timer a `tokio_clock()` one made
+//! the free functions' default. The two sides run as separate tasks, so a lost wake-up on one side
+//! is not hidden by the other's.
+//!
+//! What is asserted: on tokio's millisecond grid (periods, work and resets whole milliseconds) the
+//! crate returns the same instants at the same times as tokio; off the grid, both sides follow
+//! one model of `Interval` (tokio's own code), and the crate completes never earlier than tokio's
+//! rounding and at most one tick later. Every long run is guarded by a timeout on the paused
+//! clock, which fails instead of hanging.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use hashed_wheel_timer::{self as hwt, HashedWheelTimer, MissedTickBehavior};
+use proptest::prelude::*;
+use tokio::time::{self as tt, Instant};
+
+const MS: Duration = Duration::from_millis(1);
+const US: Duration = Duration::from_micros(1);
+/// A virtual hour: a side that has not finished by then hangs.
+const GUARD: Duration = Duration::from_secs(3600);
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+fn tokio_clock() -> HashedWheelTimer {
+    HashedWheelTimer::builder().tokio_clock().build().unwrap()
+}
+
+/// `d` rounded up to tokio's millisecond grid (offsets from the runtime's start).
+fn ceil_ms(d: Duration) -> Duration {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    Duration::from_millis(ms as u64)
+}
+
+fn floor_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
+}
+
+// ---- Interval ----
+
+#[derive(Clone, Copy, Debug)]
+enum Reset {
+    Plain,
+    Immediately,
+    After(Duration),
+    At(Duration),
+}
+
+/// One step between ticks: work (a sleep on tokio's clock), then maybe a reset.
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    work: Duration,
+    reset: Option<Reset>,
+}
+
+/// One tick as seen by the loop: when `tick()` was called, what it returned, when it returned;
+/// offsets from the start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tick {
+    called: Duration,
+    due: Duration,
+    done: Duration,
+    /// When the work after it ended, and a reset (if any) was made.
+    resumed: Duration,
+}
+
+#[derive(Clone, Debug)]
+struct Script {
+    period: Duration,
+    behavior: MissedTickBehavior,
+    /// `None`: `interval(period)`; `Some(off)`: `interval_at(start + off, period)`.
+    first: Option<Duration>,
+    steps: Vec<Step>,
+    /// Work by `tokio::time::advance` in the loop (the two sides then take turns) rather than by
+    /// sleeping (the two sides run at once).
+    advance: bool,
+}
+
+/// The `Interval` API both sides share.
+trait Ticker: Send + 'static {
+    fn tick(&mut self) -> Pin<Box<dyn Future<Output = std::time::Instant> + Send + '_>>;
+    fn reset(&mut self, how: Reset, now: Instant);
+}
+
+impl Ticker for tt::Interval {
+    fn tick(&mut self) -> Pin<Box<dyn Future<Output = std::time::Instant> + Send + '_>> {
+        Box::pin(async move { tt::Interval::tick(self).await.into_std() })
+    }
+    fn reset(&mut self, how: Reset, now: Instant) {
+        match how {
+            Reset::Plain => tt::Interval::reset(self),
+            Reset::Immediately => self.reset_immediately(),
+            Reset::After(d) => self.reset_after(d),
+            Reset::At(d) => self.reset_at(now + d),
+        }
+    }
+}
+
+impl Ticker for hwt::Interval {
+    fn tick(&mut self) -> Pin<Box<dyn Future<Output = std::time::Instant> + Send + '_>> {
+        Box::pin(hwt::Interval::tick(self))
+    }
+    fn reset(&mut self, how: Reset, now: Instant) {
+        match how {
+            Reset::Plain => hwt::Interval::reset(self),
+            Reset::Immediately => self.reset_immediately(),
+            Reset::After(d) => self.reset_after(d),
+            Reset::At(d) => self.reset_at(now + d),
+        }
+    }
+}
+
+async fn run_script(mut iv: impl Ticker, start: Instant, script: Script) -> Vec<Tick> {
+    let mut ticks = Vec::new();
+    for step in script.steps.iter().chain([&Step { work: Duration::ZERO, reset: None }]) {
+        let called = Instant::now() - start;
+        let due = iv.tick().await - start.into_std();
+        let done = Instant::now() - start;
+        if script.advance {
+            tt::advance(step.work).await;
+        } else {
+            tt::sleep(step.work).await;
+        }
+        let resumed = Instant::now() - start;
+        ticks.push(Tick { called, due, done, resumed });
+        if let Some(how) = step.reset {
+            iv.reset(how, Instant::now());
+        }
+    }
+    ticks
+}
+
+/// tokio's `Interval::poll_tick`: the tick after one due at `due` and taken at `now`.
+fn model_next(b: MissedTickBehavior, due: Duration, now: Duration, period: Duration) -> Duration {
+    if now <= due + 5 * MS {
+        return due + period;
+    }
+    match b {
+        MissedTickBehavior::Burst => due + period,
+        MissedTickBehavior::Delay => now + period,
+        MissedTickBehavior::Skip => {
+            let late = (now - due).as_nanos() % period.as_nanos();
+            now + period - Duration::from_nanos(late as u64)
+        }
+    }
+}
+
+/// Checks one side's ticks against the model; `slack` is how much later than tokio's rounding
+/// a tick may complete. `precise`: a tick already due when `tick()` is called completes at once,
+/// where tokio's waits for its driver's next millisecond (the crate's README: after
+/// `tokio::time::advance`, what is due is ready at the next poll).
+fn check_model(side: &str, script: &Script, ticks: &[Tick], slack: Duration, precise: bool) {
+    let ctx = || format!("{side}: {script:?}\nticks: {ticks:#?}");
+    let mut due = script.first.unwrap_or(Duration::ZERO);
+    for (i, t) in ticks.iter().enumerate() {
+        assert_eq!(t.due, due, "tick {i} due\n{}", ctx());
+        let tokio_done = if (precise && due <= t.called) || ceil_ms(due) <= floor_ms(t.called) {
+            t.called
+        } else {
+            // Paused, tokio's clock jumps by whole milliseconds of its driver's.
+            t.called + (ceil_ms(due) - floor_ms(t.called))
+        };
+        assert!(t.done >= t.due, "tick {i} early\n{}", ctx());
+        // Off tokio's grid (sub-millisecond advances), a driver awake for another reason (a round's
+        // start: `zz` below) fires what its clock says is due, before tokio's next millisecond.
+        if !precise {
+            assert!(t.done >= tokio_done, "tick {i} before tokio's would\n{}", ctx());
+        }
+        assert!(t.done <= tokio_done + slack, "tick {i} late\n{}", ctx());
+        due = model_next(script.behavior, t.due, t.done, script.period);
+        let Some(step) = script.steps.get(i) else { break };
+        let now = t.resumed;
+        due = match step.reset {
+            None => due,
+            Some(Reset::Plain) => now + script.period,
+            Some(Reset::Immediately) => now,
+            Some(Reset::After(d) | Reset::At(d)) => now + d,
+        };
+    }
+}
+
+/// Runs `script` on tokio's interval and the crate's, as two tasks, from one start instant.
+fn compare_interval(script: Script) {
+    paused_runtime().block_on(async {
+        let timer = tokio_clock();
+        let _guard = hwt::set_default(timer.clone());
+        let start = Instant::now();
+        let (p, b) = (script.period, script.behavior);
+        let mut theirs = match script.first {
+            None => tt::interval(p),
+            Some(off) => tt::interval_at(start + off, p),
+        };
+        theirs.set_missed_tick_behavior(match b {
+            MissedTickBehavior::Burst => tt::MissedTickBehavior::Burst,
+            MissedTickBehavior::Delay => tt::MissedTickBehavior::Delay,
+            MissedTickBehavior::Skip => tt::MissedTickBehavior::Skip,
+        });
+        let mut ours = match script.first {
+            None => hwt::interval(p),
+            Some(off) => hwt::interval_at(start + off, p),
+        };
+        ours.set_missed_tick_behavior(b);
+        let (theirs, ours) = if script.advance {
+            let theirs = tt::timeout(GUARD, run_script(theirs, start, script.clone())).await;
+            // The same script from the next whole millisecond, tokio's grid.
+            tt::advance(ceil_ms(start.elapsed()) - start.elapsed() + MS).await;
+            let start2 = Instant::now();
+            let mut ours = match script.first {
+                None => hwt::interval(p),
+                Some(off) => hwt::interval_at(start2 + off, p),
+            };
+            ours.set_missed_tick_behavior(b);
+            let ours = tt::timeout(GUARD, run_script(ours, start2, script.clone())).await;
+            (theirs.expect("tokio's interval hung"), ours.expect("the crate's interval hung"))
+        } else {
+            let a = tokio::spawn(tt::timeout(GUARD, run_script(theirs, start, script.clone())));
+            let c = tokio::spawn(tt::timeout(GUARD, run_script(ours, start, script.clone())));
+            let theirs = a.await.unwrap().expect("tokio's interval hung");
+            let ours = c.await.unwrap().expect("the crate's interval hung");
+            (theirs, ours)
+        };
+        check_model("tokio", &script, &theirs, Duration::ZERO, false);
+        check_model("crate", &script, &ours, timer.tick_duration(), script.advance);
+        let on_grid = |d: Duration| d.subsec_nanos() % 1_000_000 == 0;
+        let grid = on_grid(script.period)
+            && script.first.map_or(true, on_grid)
+            && script.steps.iter().all(|s| {
+                on_grid(s.work)
+                    && !matches!(s.reset, Some(Reset::After(d) | Reset::At(d)) if !on_grid(d))
+            });
+        if grid {
+            assert_eq!(ours, theirs, "{script:?}");
+        }
+        drop(_guard);
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+fn duration_us(max_us: u64, grid: bool) -> BoxedStrategy<Duration> {
+    if grid {
+        (0..=max_us / 1000).prop_map(Duration::from_millis).boxed()
+    } else {
+        (0..=max_us).prop_map(Duration::from_micros).boxed()
+    }
+}
+
+fn script() -> impl Strategy<Value = Script> {
+    let behavior = prop_oneof![
+        Just(MissedTickBehavior::Burst),
+        Just(MissedTickBehavior::Delay),
+        Just(MissedTickBehavior::Skip)
+    ];
+    let knobs = (any::<bool>(), any::<bool>(), 1..=50u64, 100..50_000u64, behavior);
+    knobs.prop_flat_map(|(grid, advance, ms, us, behavior)| {
+        let period = if grid { Duration::from_millis(ms) } else { Duration::from_micros(us) };
+        let max = period.as_micros() as u64 * 4 + 12_000;
+        let reset = prop_oneof![
+            6 => Just(None),
+            1 => Just(Some(Reset::Plain)),
+            1 => Just(Some(Reset::Immediately)),
+            1 => duration_us(max, grid).prop_map(|d| Some(Reset::After(d))),
+            1 => duration_us(max, grid).prop_map(|d| Some(Reset::At(d))),
+        ];
+        let work = prop_oneof![2 => Just(Duration::ZERO), 5 => duration_us(max, grid)];
+        let step = (work, reset).prop_map(|(work, reset)| Step { work, reset });
+        let first = prop_oneof![Just(None), duration_us(max, grid).prop_map(Some)];
+        (first, prop::collection::vec(step, 1..16)).prop_map(move |(first, steps)| Script {
+            period,
+            behavior,
+            first,
+            steps,
+            advance,
+        })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A late loop, random periods (sub-millisecond and off tokio's grid too), every behaviour,
+    /// resets: the crate's `Interval` ticks as tokio's.
+    #[test]
+    fn interval_matches_tokio(script in script()) {
+        compare_interval(script);
+    }
+}
