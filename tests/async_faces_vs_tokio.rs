@@ -21,7 +21,6 @@ use proptest::prelude::*;
 use tokio::time::{self as tt, Instant};
 
 const MS: Duration = Duration::from_millis(1);
-const US: Duration = Duration::from_micros(1);
 /// A virtual hour: a side that has not finished by then hangs.
 const GUARD: Duration = Duration::from_secs(3600);
 
@@ -41,6 +40,10 @@ fn tokio_clock() -> HashedWheelTimer {
 fn ceil_ms(d: Duration) -> Duration {
     let ms = d.as_nanos().div_ceil(1_000_000);
     Duration::from_millis(ms as u64)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
 }
 
 fn floor_ms(d: Duration) -> Duration {
@@ -294,4 +297,221 @@ proptest! {
     fn interval_matches_tokio(script in script()) {
         compare_interval(script);
     }
+}
+
+// ---- TimeoutFuture ----
+
+/// `Ok` or `Err`, and when, as an offset from the start.
+type Outcome = (bool, Duration);
+
+#[derive(Clone, Copy, Debug)]
+struct Race {
+    /// Sub-millisecond offset of the start from tokio's grid.
+    skew: Duration,
+    /// When the inner future is ready.
+    ready: Duration,
+    /// The deadline, from the start; `timeout_at` up to `before` earlier than the start.
+    deadline: Duration,
+    at: bool,
+    before: Duration,
+}
+
+/// One side of a race: `timeout` (or `timeout_at`) around a sleep until `race.ready`.
+async fn race_side(which: u8, start: Instant, race: Race) -> Outcome {
+    let inner = async move {
+        match which {
+            2 => hwt::sleep_until(start + race.ready).await,
+            _ => tt::sleep_until(start + race.ready).await,
+        }
+    };
+    let at = (start + race.deadline).checked_sub(race.before).unwrap();
+    let ok = match (which, race.at) {
+        (0, false) => tt::timeout(race.deadline, inner).await.is_ok(),
+        (0, true) => tt::timeout_at(at, inner).await.is_ok(),
+        (_, false) => hwt::timeout(race.deadline, inner).await.is_ok(),
+        (_, true) => hwt::timeout_at(at, inner).await.is_ok(),
+    };
+    (ok, start.elapsed())
+}
+
+fn compare_timeout(race: Race) {
+    paused_runtime().block_on(async {
+        let timer = tokio_clock();
+        let _guard = hwt::set_default(timer.clone());
+        tt::advance(Duration::from_secs(1) + race.skew).await;
+        let start = Instant::now();
+        let sides: Vec<_> = (0..3)
+            .map(|which| tokio::spawn(tt::timeout(GUARD, race_side(which, start, race))))
+            .collect();
+        let mut outcomes = Vec::new();
+        for side in sides {
+            outcomes.push(side.await.unwrap().expect("a timeout hung"));
+        }
+        // When each side sees a time `x` from the start pass: tokio's timers at their driver's
+        // next millisecond (its clock jumps in whole milliseconds from the skewed start); the
+        // crate's at once if it has passed at the first poll (README: what is due is ready at the
+        // next poll), where tokio's, off its grid, waits for its next millisecond.
+        let skew = race.skew.as_nanos() as i128;
+        let tokio_fire = |x: i128| {
+            let ms = ((skew + x).max(0) as u128).div_ceil(1_000_000) as u64;
+            Duration::from_millis(ms)
+        };
+        let crate_fire = |x: i128| if x <= 0 { Duration::ZERO } else { tokio_fire(x) };
+        let ready = race.ready.as_nanos() as i128;
+        let deadline = race.deadline.as_nanos() as i128
+            - if race.at { race.before.as_nanos() as i128 } else { 0 };
+        let model = |r: Duration, t: Duration| (r <= t, r.min(t));
+        let expected = [
+            model(tokio_fire(ready), tokio_fire(deadline)),
+            model(tokio_fire(ready), crate_fire(deadline)),
+            model(crate_fire(ready), crate_fire(deadline)),
+        ];
+        // A tie tokio does not have: the crate's inner sleep, polled first when the deadline's
+        // wake-up comes, is ready if its own deadline has passed by then, even in a later tokio
+        // millisecond than the timeout's (off tokio's grid both can pass between two of the
+        // paused clock's stops). tokio's inner sleep waits for its millisecond.
+        let mut expected = expected;
+        if crate_fire(deadline) >= race.ready {
+            expected[2] = (true, crate_fire(deadline).min(crate_fire(ready)));
+        }
+        assert_eq!(outcomes, expected, "{race:?}");
+        drop(_guard);
+        assert_eq!(timer.pending_timeouts(), 0);
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// `timeout` and `timeout_at` around a future ready before, at or after the deadline (zero and
+    /// past deadlines too), on and off tokio's grid: the crate's outcome and time are tokio's.
+    #[test]
+    fn timeout_matches_tokio(
+        skew_us in prop_oneof![Just(0u64), 0..1000u64],
+        ready_us in 0..20_000u64,
+        deadline_us in prop_oneof![Just(0u64), 0..20_000u64],
+        grid in any::<bool>(),
+        at in any::<bool>(),
+        before_us in 0..5_000u64,
+    ) {
+        let round = |us: u64| Duration::from_micros(if grid { us / 1000 * 1000 } else { us });
+        compare_timeout(Race {
+            skew: round(skew_us),
+            ready: round(ready_us),
+            deadline: round(deadline_us),
+            at,
+            before: round(before_us),
+        });
+    }
+}
+
+// ---- Wakers: a future moved between tasks ----
+
+#[derive(Default)]
+struct Count(AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Polls `poll` once with each of `wakers` (task indices), pending each time; advances past the
+/// deadline; returns how often each task was woken, and whether the last poll is then ready.
+async fn wake_pattern(
+    mut poll: impl FnMut(&mut Context<'_>) -> Poll<()>,
+    tasks: &[usize],
+    advance: Duration,
+) -> (Vec<usize>, bool) {
+    let counts: Vec<Arc<Count>> = (0..3).map(|_| Arc::default()).collect();
+    let wakers: Vec<Waker> = counts.iter().map(|c| Waker::from(c.clone())).collect();
+    for (i, &t) in tasks.iter().enumerate() {
+        let pending = poll(&mut Context::from_waker(&wakers[t])).is_pending();
+        assert!(pending, "poll {i} of {tasks:?} ready before {advance:?}");
+    }
+    tt::advance(advance).await;
+    let woken = counts.iter().map(|c| c.0.load(Ordering::SeqCst)).collect();
+    let last = *tasks.last().unwrap();
+    (woken, poll(&mut Context::from_waker(&wakers[last])).is_ready())
+}
+
+const MOVES: [&[usize]; 6] = [&[0, 1], &[0, 1, 0], &[0, 0, 1], &[0, 1, 2], &[0, 1, 1, 2, 0], &[2]];
+
+/// A `TimeoutFuture` and an `Interval` polled by one task, then another: only the last poller is
+/// woken, once, as with tokio's.
+#[tokio::test(start_paused = true)]
+async fn only_the_last_poller_is_woken() {
+    let timer = tokio_clock();
+    let _guard = hwt::set_default(timer.clone());
+    for tasks in MOVES {
+        for advance in [ms(1), ms(7), ms(100)] {
+            let d = ms(7);
+            let mut theirs = Box::pin(tt::timeout(d, std::future::pending::<()>()));
+            let t = wake_pattern(|cx| theirs.as_mut().poll(cx).map(drop), tasks, advance).await;
+            let mut ours = Box::pin(hwt::timeout(d, std::future::pending::<()>()));
+            let o = wake_pattern(|cx| ours.as_mut().poll(cx).map(drop), tasks, advance).await;
+            assert_eq!(o, t, "timeout, polled by {tasks:?}, advanced {advance:?}");
+            let mut theirs = tt::interval(d);
+            theirs.tick().await;
+            let t = wake_pattern(|cx| theirs.poll_tick(cx).map(drop), tasks, advance).await;
+            let mut ours = hwt::interval(d);
+            ours.tick().await;
+            let o = wake_pattern(|cx| ours.poll_tick(cx).map(drop), tasks, advance).await;
+            assert_eq!(o, t, "interval, polled by {tasks:?}, advanced {advance:?}");
+        }
+    }
+    for reset in [ms(2), ms(30)] {
+        // Reset between the two tasks' polls, to earlier and to later.
+        let mut theirs = tt::interval(ms(10));
+        let mut ours = hwt::interval(ms(10));
+        theirs.tick().await;
+        ours.tick().await;
+        let wakers: Vec<(Arc<Count>, Waker)> = (0..2)
+            .map(|_| {
+                let c = Arc::new(Count::default());
+                (c.clone(), Waker::from(c))
+            })
+            .collect();
+        let cx = |i: usize| Context::from_waker(&wakers[i].1);
+        assert!(theirs.poll_tick(&mut cx(0)).is_pending());
+        assert!(ours.poll_tick(&mut cx(0)).is_pending());
+        theirs.reset_after(reset);
+        ours.reset_after(reset);
+        assert!(theirs.poll_tick(&mut cx(1)).is_pending());
+        assert!(ours.poll_tick(&mut cx(1)).is_pending());
+        tt::advance(reset).await;
+        assert_eq!(wakers[0].0 .0.load(Ordering::SeqCst), 0, "reset {reset:?}");
+        assert!(wakers[1].0 .0.load(Ordering::SeqCst) >= 1, "reset {reset:?}");
+        assert!(theirs.poll_tick(&mut cx(1)).is_ready());
+        assert!(ours.poll_tick(&mut cx(1)).is_ready());
+    }
+}
+
+/// A `TimeoutFuture` and an `Interval` first polled in one tokio task, then awaited in another:
+/// the second completes at tokio's time.
+#[tokio::test(start_paused = true)]
+async fn moved_between_tasks_completes() {
+    let timer = tokio_clock();
+    let _guard = hwt::set_default(timer.clone());
+    let start = Instant::now();
+    let mut fut = Box::pin(hwt::timeout(ms(20), std::future::pending::<()>()));
+    let mut iv = hwt::interval_at(start + ms(15), ms(10));
+    let a = tokio::spawn(async move {
+        std::future::poll_fn(|cx| {
+            assert!(fut.as_mut().poll(cx).is_pending());
+            assert!(iv.poll_tick(cx).is_pending());
+            Poll::Ready(())
+        })
+        .await;
+        (fut, iv)
+    });
+    let (fut, mut iv) = a.await.unwrap();
+    let b = tokio::spawn(async move {
+        assert_eq!(iv.tick().await, (start + ms(15)).into_std());
+        assert_eq!(start.elapsed(), ms(15));
+        assert!(fut.await.is_err());
+        start.elapsed()
+    });
+    let done = tt::timeout(GUARD, b).await.expect("the moved futures hung");
+    assert_eq!(done.unwrap(), ms(20));
 }
