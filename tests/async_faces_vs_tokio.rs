@@ -88,6 +88,9 @@ struct Script {
     /// Work by `tokio::time::advance` in the loop (the two sides then take turns) rather than by
     /// sleeping (the two sides run at once).
     advance: bool,
+    /// The crate's timer is stopped after this many ticks: its interval ticks on, on its
+    /// runtime's clock (`Sleep`'s "When the timer stops"), as tokio's.
+    stop: Option<usize>,
 }
 
 /// The `Interval` API both sides share.
@@ -124,9 +127,17 @@ impl Ticker for hwt::Interval {
     }
 }
 
-async fn run_script(mut iv: impl Ticker, start: Instant, script: Script) -> Vec<Tick> {
+async fn run_script(
+    mut iv: impl Ticker,
+    start: Instant,
+    script: Script,
+    timer: Option<HashedWheelTimer>,
+) -> Vec<Tick> {
     let mut ticks = Vec::new();
-    for step in script.steps.iter().chain([&Step { work: Duration::ZERO, reset: None }]) {
+    for (i, step) in script.steps.iter().chain([&Step { work: Duration::ZERO, reset: None }]).enumerate() {
+        if let Some(timer) = timer.as_ref().filter(|_| script.stop == Some(i)) {
+            timer.stop().unwrap();
+        }
         let called = Instant::now() - start;
         let due = iv.tick().await - start.into_std();
         let done = Instant::now() - start;
@@ -215,7 +226,7 @@ fn compare_interval(script: Script) {
         };
         ours.set_missed_tick_behavior(b);
         let (theirs, ours) = if script.advance {
-            let theirs = tt::timeout(GUARD, run_script(theirs, start, script.clone())).await;
+            let theirs = tt::timeout(GUARD, run_script(theirs, start, script.clone(), None)).await;
             // The same script from the next whole millisecond, tokio's grid.
             tt::advance(ceil_ms(start.elapsed()) - start.elapsed() + MS).await;
             let start2 = Instant::now();
@@ -224,11 +235,11 @@ fn compare_interval(script: Script) {
                 Some(off) => hwt::interval_at(start2 + off, p),
             };
             ours.set_missed_tick_behavior(b);
-            let ours = tt::timeout(GUARD, run_script(ours, start2, script.clone())).await;
+            let ours = tt::timeout(GUARD, run_script(ours, start2, script.clone(), Some(timer.clone()))).await;
             (theirs.expect("tokio's interval hung"), ours.expect("the crate's interval hung"))
         } else {
-            let a = tokio::spawn(tt::timeout(GUARD, run_script(theirs, start, script.clone())));
-            let c = tokio::spawn(tt::timeout(GUARD, run_script(ours, start, script.clone())));
+            let a = tokio::spawn(tt::timeout(GUARD, run_script(theirs, start, script.clone(), None)));
+            let c = tokio::spawn(tt::timeout(GUARD, run_script(ours, start, script.clone(), Some(timer.clone()))));
             let theirs = a.await.unwrap().expect("tokio's interval hung");
             let ours = c.await.unwrap().expect("the crate's interval hung");
             (theirs, ours)
@@ -278,12 +289,15 @@ fn script() -> impl Strategy<Value = Script> {
         let work = prop_oneof![2 => Just(Duration::ZERO), 5 => duration_us(max, grid)];
         let step = (work, reset).prop_map(|(work, reset)| Step { work, reset });
         let first = prop_oneof![Just(None), duration_us(max, grid).prop_map(Some)];
-        (first, prop::collection::vec(step, 1..16)).prop_map(move |(first, steps)| Script {
+        let stop = prop_oneof![3 => Just(None), 1 => (0..16usize).prop_map(Some)];
+        let parts = (first, prop::collection::vec(step, 1..16), stop);
+        parts.prop_map(move |(first, steps, stop)| Script {
             period,
             behavior,
             first,
             steps,
             advance,
+            stop,
         })
     })
 }
@@ -314,6 +328,9 @@ struct Race {
     deadline: Duration,
     at: bool,
     before: Duration,
+    /// When the crate's timer is stopped: its futures then wait out their time on its runtime's
+    /// clock, and a timeout ends as tokio's would (`Elapsed::is_shutdown`).
+    stop: Option<Duration>,
 }
 
 /// One side of a race: `timeout` (or `timeout_at`) around a sleep until `race.ready`.
@@ -340,6 +357,13 @@ fn compare_timeout(race: Race) {
         let _guard = hwt::set_default(timer.clone());
         tt::advance(Duration::from_secs(1) + race.skew).await;
         let start = Instant::now();
+        if let Some(stop) = race.stop {
+            let timer = timer.clone();
+            tokio::spawn(async move {
+                tt::sleep(stop).await;
+                timer.stop().unwrap();
+            });
+        }
         let sides: Vec<_> = (0..3)
             .map(|which| tokio::spawn(tt::timeout(GUARD, race_side(which, start, race))))
             .collect();
@@ -374,7 +398,25 @@ fn compare_timeout(race: Race) {
         if crate_fire(deadline) >= race.ready {
             expected[2] = (true, crate_fire(deadline).min(crate_fire(ready)));
         }
-        assert_eq!(outcomes, expected, "{race:?}");
+        let off_grid = race.stop.is_some() && race.skew.subsec_nanos() % 1_000_000 != 0;
+        if !off_grid {
+            assert_eq!(outcomes, expected, "{race:?}");
+        } else {
+            // After a stop, the wait goes on on a timer made then, on its runtime's clock, whose
+            // ticks start at the stop: off tokio's grid here. It fires at its first turn past
+            // the deadline, never before it, but up to a millisecond before tokio's rounded
+            // millisecond, so a tie, or an inner sleep of tokio's due in the deadline's
+            // millisecond, may come out `Err` where tokio's is `Ok`. Clearly apart, they agree.
+            assert_eq!(outcomes[0], expected[0], "{race:?}");
+            for (i, &(ok, done)) in outcomes.iter().enumerate().skip(1) {
+                let early = !ok && (done.as_nanos() as i128) < deadline;
+                assert!(!early, "{i} early: {race:?} {outcomes:?}");
+                assert!(done <= expected[i].1, "{i}: {race:?} {outcomes:?}");
+                if tokio_fire(ready).abs_diff(tokio_fire(deadline)) >= 2 * MS {
+                    assert_eq!(ok, expected[i].0, "{i}: {race:?} {outcomes:?}");
+                }
+            }
+        }
         drop(_guard);
         assert_eq!(timer.pending_timeouts(), 0);
     });
@@ -393,6 +435,7 @@ proptest! {
         grid in any::<bool>(),
         at in any::<bool>(),
         before_us in 0..5_000u64,
+        stop_us in prop::option::weighted(0.3, 0..20_000u64),
     ) {
         let round = |us: u64| Duration::from_micros(if grid { us / 1000 * 1000 } else { us });
         compare_timeout(Race {
@@ -401,6 +444,7 @@ proptest! {
             deadline: round(deadline_us),
             at,
             before: round(before_us),
+            stop: stop_us.map(round),
         });
     }
 }
