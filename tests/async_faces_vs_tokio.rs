@@ -176,7 +176,7 @@ fn model_next(b: MissedTickBehavior, due: Duration, now: Duration, period: Durat
 /// `tokio::time::advance`, what is due is ready at the next poll).
 fn check_model(side: &str, script: &Script, ticks: &[Tick], slack: Duration, precise: bool) {
     let ctx = || format!("{side}: {script:?}\nticks: {ticks:#?}");
-    let mut due = script.first.unwrap_or(Duration::ZERO);
+    let mut due = script.first.unwrap_or(LEAD);
     for (i, t) in ticks.iter().enumerate() {
         assert_eq!(t.due, due, "tick {i} due\n{}", ctx());
         let tokio_done = if (precise && due <= t.called) || ceil_ms(due) <= floor_ms(t.called) {
@@ -204,12 +204,17 @@ fn check_model(side: &str, script: &Script, ticks: &[Tick], slack: Duration, pre
     }
 }
 
+/// How long before the loop starts the script's times count from: `interval_at` may start up to
+/// this much in the past.
+const LEAD: Duration = Duration::from_millis(100);
+
 /// Runs `script` on tokio's interval and the crate's, as two tasks, from one start instant.
 fn compare_interval(script: Script) {
     paused_runtime().block_on(async {
         let timer = tokio_clock();
         let _guard = hwt::set_default(timer.clone());
-        let start = Instant::now();
+        tt::advance(LEAD).await;
+        let start = Instant::now() - LEAD;
         let (p, b) = (script.period, script.behavior);
         let mut theirs = match script.first {
             None => tt::interval(p),
@@ -229,7 +234,7 @@ fn compare_interval(script: Script) {
             let theirs = tt::timeout(GUARD, run_script(theirs, start, script.clone(), None)).await;
             // The same script from the next whole millisecond, tokio's grid.
             tt::advance(ceil_ms(start.elapsed()) - start.elapsed() + MS).await;
-            let start2 = Instant::now();
+            let start2 = Instant::now() - LEAD;
             let mut ours = match script.first {
                 None => hwt::interval(p),
                 Some(off) => hwt::interval_at(start2 + off, p),
@@ -288,7 +293,8 @@ fn script() -> impl Strategy<Value = Script> {
         ];
         let work = prop_oneof![2 => Just(Duration::ZERO), 5 => duration_us(max, grid)];
         let step = (work, reset).prop_map(|(work, reset)| Step { work, reset });
-        let first = prop_oneof![Just(None), duration_us(max, grid).prop_map(Some)];
+        let max_first = LEAD.as_micros() as u64 + max;
+        let first = prop_oneof![Just(None), duration_us(max_first, grid).prop_map(Some)];
         let stop = prop_oneof![3 => Just(None), 1 => (0..16usize).prop_map(Some)];
         let parts = (first, prop::collection::vec(step, 1..16), stop);
         parts.prop_map(move |(first, steps, stop)| Script {
