@@ -272,6 +272,19 @@ async fn dropped_mid_way_leaves_nothing() {
         if i % 5 == 0 {
             let _ = fut.as_mut().poll(&mut Context::from_waker(&waker));
         }
+        // And intervals, dropped with a tick pending, fired and not taken, or reset.
+        let mut iv = hwt::interval(Duration::from_micros(100 + i * 53 % 4000));
+        let mut cx = Context::from_waker(&waker);
+        while iv.poll_tick(&mut cx).is_ready() {}
+        match i % 4 {
+            0 => iv.reset_immediately(),
+            1 => iv.reset_after(ms(i % 9)),
+            _ => {}
+        }
+        tt::advance(Duration::from_micros(i * 71 % 6000)).await;
+        if i % 3 == 0 {
+            let _ = iv.poll_tick(&mut cx);
+        }
     }
     assert_counts_add_up(&timer, "many");
 }
