@@ -85,6 +85,9 @@ struct Script {
     /// The crate's timer is stopped after this many ticks: its interval ticks on, on its
     /// runtime's clock (`Sleep`'s "When the timer stops"), as tokio's.
     stop: Option<usize>,
+    /// The crate's timer is built this long (under a millisecond) after a whole one: its ticks
+    /// are then off tokio's grid.
+    timer_skew: Duration,
 }
 
 /// The `Interval` API both sides share.
@@ -226,9 +229,10 @@ const LEAD: Duration = Duration::from_millis(100);
 /// Runs `script` on tokio's interval and the crate's, as two tasks, from one start instant.
 fn compare_interval(script: Script) {
     paused_runtime().block_on(async {
+        tt::advance(script.timer_skew).await;
         let timer = tokio_clock();
         let _guard = hwt::set_default(timer.clone());
-        tt::advance(LEAD).await;
+        tt::advance(LEAD + MS - script.timer_skew).await;
         let start = Instant::now() - LEAD;
         let (p, b) = (script.period, script.behavior);
         let mut theirs = match script.first {
@@ -340,14 +344,16 @@ fn script() -> impl Strategy<Value = Script> {
         let max_first = LEAD.as_micros() as u64 + max;
         let first = prop_oneof![Just(None), duration_us(max_first, grid).prop_map(Some)];
         let stop = prop_oneof![3 => Just(None), 1 => (0..16usize).prop_map(Some)];
-        let parts = (first, prop::collection::vec(step, 1..16), stop);
-        parts.prop_map(move |(first, steps, stop)| Script {
+        let skew = prop_oneof![Just(0u64), 1..1000u64].prop_map(Duration::from_micros);
+        let parts = (first, prop::collection::vec(step, 1..16), stop, skew);
+        parts.prop_map(move |(first, steps, stop, timer_skew)| Script {
             period,
             behavior,
             first,
             steps,
             advance,
             stop,
+            timer_skew,
         })
     })
 }
@@ -381,6 +387,9 @@ struct Race {
     /// When the crate's timer is stopped: its futures then wait out their time on its runtime's
     /// clock, and a timeout ends as tokio's would (`Elapsed::is_shutdown`).
     stop: Option<Duration>,
+    /// The crate's timer is built this long (under a millisecond) into the runtime: its ticks
+    /// are then off tokio's grid.
+    timer_skew: Duration,
 }
 
 /// One side of a race: `timeout` (or `timeout_at`) around a sleep until `race.ready`.
@@ -403,9 +412,10 @@ async fn race_side(which: u8, start: Instant, race: Race) -> Outcome {
 
 fn compare_timeout(race: Race) {
     paused_runtime().block_on(async {
+        tt::advance(race.timer_skew).await;
         let timer = tokio_clock();
         let _guard = hwt::set_default(timer.clone());
-        tt::advance(Duration::from_secs(1) + race.skew).await;
+        tt::advance(Duration::from_secs(1) + race.skew - race.timer_skew).await;
         let start = Instant::now();
         if let Some(stop) = race.stop {
             let timer = timer.clone();
@@ -458,15 +468,18 @@ fn compare_timeout(race: Race) {
         if crate_fire(deadline) >= race.ready {
             expected[2] = (true, crate_fire(deadline).min(crate_fire(ready)));
         }
-        let off_grid = race.stop.is_some() && race.skew.subsec_nanos() % 1_000_000 != 0;
+        let off_grid = (race.stop.is_some() || !race.timer_skew.is_zero())
+            && race.skew.subsec_nanos() % 1_000_000 != 0;
         if !off_grid {
             assert_eq!(outcomes, expected, "{race:?}");
         } else {
-            // After a stop, the wait goes on on a timer made then, on its runtime's clock, whose
-            // ticks start at the stop: off tokio's grid here. It fires at its first turn past
-            // the deadline, never before it, but up to a millisecond before tokio's rounded
-            // millisecond, so a tie, or an inner sleep of tokio's due in the deadline's
-            // millisecond, may come out `Err` where tokio's is `Ok`. Clearly apart, they agree.
+            // A timer whose ticks are off tokio's grid (built after a sub-millisecond advance,
+            // or, after a stop, the one the wait goes on on, made at the stop) fires at its first
+            // turn past the deadline, never before it, but up to a millisecond before tokio's
+            // rounded millisecond: e.g. a sleep due 5.001 ms into tokio's time completes at 5.453
+            // ms, tokio's at 6.453 ms. So a tie, or an inner sleep of tokio's due in the
+            // deadline's millisecond, may come out `Err` where tokio's is `Ok` (and a sleep of
+            // the crate's `Ok` where tokio's is `Err`). Clearly apart, they agree.
             assert_eq!(outcomes[0], expected[0], "{race:?}");
             for (i, &(ok, done)) in outcomes.iter().enumerate().skip(1) {
                 let early = !ok && (done.as_nanos() as i128) < deadline;
@@ -496,6 +509,7 @@ proptest! {
         at in any::<bool>(),
         before_us in 0..5_000u64,
         stop_us in prop::option::weighted(0.3, 0..20_000u64),
+        timer_skew_us in prop_oneof![Just(0u64), 0..1000u64],
     ) {
         let round = |us: u64| Duration::from_micros(if grid { us / 1000 * 1000 } else { us });
         compare_timeout(Race {
@@ -505,6 +519,7 @@ proptest! {
             at,
             before: round(before_us),
             stop: stop_us.map(round),
+            timer_skew: Duration::from_micros(timer_skew_us),
         });
     }
 }
