@@ -124,6 +124,36 @@ impl Ticker for hwt::Interval {
     }
 }
 
+/// The crate's interval as a `Stream`: the same ticks, and it ends only on a stop.
+struct Streamed(hwt::Interval);
+
+impl Ticker for Streamed {
+    fn tick(&mut self) -> Pin<Box<dyn Future<Output = std::time::Instant> + Send + '_>> {
+        Box::pin(async move { futures::StreamExt::next(&mut self.0).await.unwrap() })
+    }
+    fn reset(&mut self, how: Reset, now: Instant) {
+        Ticker::reset(&mut self.0, how, now);
+    }
+}
+
+impl Ticker for Box<dyn Ticker> {
+    fn tick(&mut self) -> Pin<Box<dyn Future<Output = std::time::Instant> + Send + '_>> {
+        (**self).tick()
+    }
+    fn reset(&mut self, how: Reset, now: Instant) {
+        (**self).reset(how, now);
+    }
+}
+
+/// The crate's side: `tick()`, or the stream for half the scripts without a stop.
+fn ours(iv: hwt::Interval, script: &Script) -> Box<dyn Ticker> {
+    if script.stop.is_none() && script.steps.len() % 2 == 0 {
+        Box::new(Streamed(iv))
+    } else {
+        Box::new(iv)
+    }
+}
+
 async fn run_script(
     mut iv: impl Ticker,
     start: Instant,
@@ -244,24 +274,29 @@ fn compare_interval(script: Script) {
             MissedTickBehavior::Delay => tt::MissedTickBehavior::Delay,
             MissedTickBehavior::Skip => tt::MissedTickBehavior::Skip,
         });
-        let mut ours = match script.first {
+        let mut iv = match script.first {
             None => hwt::interval(p),
             Some(off) => hwt::interval_at(start + off, p),
         };
-        ours.set_missed_tick_behavior(b);
+        iv.set_missed_tick_behavior(b);
         let (theirs, ours) = if script.advance {
             let theirs = tt::timeout(GUARD, run_script(theirs, start, script.clone(), None)).await;
             // The same script from the next whole millisecond, tokio's grid.
             tt::advance(ceil_ms(start.elapsed()) - start.elapsed() + MS).await;
             let start2 = Instant::now() - LEAD;
-            let mut ours = match script.first {
+            let mut iv = match script.first {
                 None => hwt::interval(p),
                 Some(off) => hwt::interval_at(start2 + off, p),
             };
-            ours.set_missed_tick_behavior(b);
+            iv.set_missed_tick_behavior(b);
             let ours = tt::timeout(
                 GUARD,
-                run_script(ours, start2, script.clone(), Some(timer.clone())),
+                run_script(
+                    ours(iv, &script),
+                    start2,
+                    script.clone(),
+                    Some(timer.clone()),
+                ),
             )
             .await;
             (
@@ -275,7 +310,12 @@ fn compare_interval(script: Script) {
             ));
             let c = tokio::spawn(tt::timeout(
                 GUARD,
-                run_script(ours, start, script.clone(), Some(timer.clone())),
+                run_script(
+                    ours(iv, &script),
+                    start,
+                    script.clone(),
+                    Some(timer.clone()),
+                ),
             ));
             let theirs = a.await.unwrap().expect("tokio's interval hung");
             let ours = c.await.unwrap().expect("the crate's interval hung");
