@@ -516,3 +516,33 @@ async fn a_late_loop_ends_after_a_stop() {
         }
     }
 }
+
+/// After a stop, a `Sleep` or an `Interval` reset into the past (before the stop), then ahead,
+/// completes at its new deadline, not late by how far back the first reset went.
+#[tokio::test(start_paused = true)]
+async fn a_reset_into_the_past_after_a_stop_does_not_delay_the_next() {
+    let timer = tokio_clock();
+    let start = Instant::now();
+    tt::advance(ms(1000)).await;
+    let mut sleep = timer.sleep(ms(50));
+    let mut iv = timer.interval(ms(10));
+    iv.tick().await;
+    timer.stop().unwrap();
+    // Polled after the stop: the waits move to the runtime's clock.
+    let waker = Waker::from(Arc::new(Count::default()));
+    let mut cx = Context::from_waker(&waker);
+    assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());
+    assert!(iv.poll_tick(&mut cx).is_pending());
+    sleep.reset(start); // a second before the stop
+    iv.reset_at(start);
+    assert!(Pin::new(&mut sleep).poll(&mut cx).is_ready());
+    assert_eq!(iv.tick().await, start.into_std());
+    let t0 = Instant::now();
+    sleep.reset(t0 + ms(20));
+    iv.reset_at(t0 + ms(30));
+    tt::timeout(GUARD, &mut sleep).await.expect("the sleep hung");
+    assert_eq!(t0.elapsed(), ms(20), "the sleep completed late");
+    let due = tt::timeout(GUARD, iv.tick()).await.expect("the interval hung");
+    assert_eq!(due, (t0 + ms(30)).into_std());
+    assert_eq!(t0.elapsed(), ms(30), "the tick completed late");
+}

@@ -52,6 +52,8 @@ enum Reset {
     Immediately,
     After(Duration),
     At(Duration),
+    /// `reset_at` this long ago.
+    Back(Duration),
 }
 
 /// One step between ticks: work (a sleep on tokio's clock), then maybe a reset.
@@ -106,6 +108,7 @@ impl Ticker for tt::Interval {
             Reset::Immediately => self.reset_immediately(),
             Reset::After(d) => self.reset_after(d),
             Reset::At(d) => self.reset_at(now + d),
+            Reset::Back(d) => self.reset_at(now - d),
         }
     }
 }
@@ -120,6 +123,7 @@ impl Ticker for hwt::Interval {
             Reset::Immediately => self.reset_immediately(),
             Reset::After(d) => self.reset_after(d),
             Reset::At(d) => self.reset_at(now + d),
+            Reset::Back(d) => self.reset_at(now - d),
         }
     }
 }
@@ -248,6 +252,7 @@ fn check_model(side: &str, script: &Script, ticks: &[Tick], slack: Duration, pre
             Some(Reset::Plain) => now + script.period,
             Some(Reset::Immediately) => now,
             Some(Reset::After(d) | Reset::At(d)) => now + d,
+            Some(Reset::Back(d)) => now - d,
         };
     }
 }
@@ -334,7 +339,7 @@ fn compare_interval(script: Script) {
             && script.first.map_or(true, on_grid)
             && script.steps.iter().all(|s| {
                 on_grid(s.work)
-                    && !matches!(s.reset, Some(Reset::After(d) | Reset::At(d)) if !on_grid(d))
+                    && !matches!(s.reset, Some(Reset::After(d) | Reset::At(d) | Reset::Back(d)) if !on_grid(d))
             });
         if grid {
             assert_eq!(ours, theirs, "{script:?}");
@@ -378,6 +383,7 @@ fn script() -> impl Strategy<Value = Script> {
             1 => Just(Some(Reset::Immediately)),
             1 => duration_us(max, grid).prop_map(|d| Some(Reset::After(d))),
             1 => duration_us(max, grid).prop_map(|d| Some(Reset::At(d))),
+            1 => duration_us(LEAD.as_micros() as u64, grid).prop_map(|d| Some(Reset::Back(d))),
         ];
         let work = prop_oneof![2 => Just(Duration::ZERO), 5 => duration_us(max, grid)];
         let step = (work, reset).prop_map(|(work, reset)| Step { work, reset });
