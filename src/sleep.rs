@@ -194,7 +194,10 @@ impl Sleep {
             return nanos;
         }
         let left = nanos.saturating_sub(ours.now());
-        self.home().shared().clock.deadline_after(Duration::from_nanos(left))
+        self.home()
+            .shared()
+            .clock
+            .deadline_after(Duration::from_nanos(left))
     }
 
     /// The instant it completes at.

@@ -540,9 +540,13 @@ async fn a_reset_into_the_past_after_a_stop_does_not_delay_the_next() {
     let t0 = Instant::now();
     sleep.reset(t0 + ms(20));
     iv.reset_at(t0 + ms(30));
-    tt::timeout(GUARD, &mut sleep).await.expect("the sleep hung");
+    tt::timeout(GUARD, &mut sleep)
+        .await
+        .expect("the sleep hung");
     assert_eq!(t0.elapsed(), ms(20), "the sleep completed late");
-    let due = tt::timeout(GUARD, iv.tick()).await.expect("the interval hung");
+    let due = tt::timeout(GUARD, iv.tick())
+        .await
+        .expect("the interval hung");
     assert_eq!(due, (t0 + ms(30)).into_std());
     assert_eq!(t0.elapsed(), ms(30), "the tick completed late");
 }
