@@ -550,3 +550,67 @@ async fn a_reset_into_the_past_after_a_stop_does_not_delay_the_next() {
     assert_eq!(due, (t0 + ms(30)).into_std());
     assert_eq!(t0.elapsed(), ms(30), "the tick completed late");
 }
+
+#[derive(Clone, Copy, Debug)]
+enum SleepOp {
+    Advance(u64),
+    /// Reset to now plus this many microseconds (less 200 ms: into the past too).
+    Reset(u64),
+    Poll,
+    Stop,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A `Sleep` reset, polled and advanced at random, its timer stopped on the way: every poll is
+    /// ready exactly when its deadline has passed (a paused clock is read at each poll), and
+    /// awaited at the end it completes at its deadline's millisecond, before and after the stop.
+    #[test]
+    fn a_sleep_keeps_its_deadline_across_a_stop(ops in prop::collection::vec(prop_oneof![
+        3 => (0..30_000u64).prop_map(SleepOp::Advance),
+        3 => (0..400_000u64).prop_map(SleepOp::Reset),
+        3 => Just(SleepOp::Poll),
+        1 => Just(SleepOp::Stop),
+    ], 1..40)) {
+        paused_runtime().block_on(async {
+            let timer = tokio_clock();
+            let mut sleep = timer.sleep(ms(100));
+            let waker = Waker::from(Arc::new(Count::default()));
+            let mut cx = Context::from_waker(&waker);
+            for (i, op) in ops.iter().enumerate() {
+                match *op {
+                    SleepOp::Advance(us) => tt::advance(Duration::from_micros(us)).await,
+                    SleepOp::Reset(us) => {
+                        let now = Instant::now();
+                        sleep.reset(now + Duration::from_micros(us) - ms(200));
+                    }
+                    SleepOp::Poll => {
+                        let due = sleep.deadline() <= Instant::now().into_std();
+                        let ready = Pin::new(&mut sleep).poll(&mut cx).is_ready();
+                        assert_eq!(ready, due, "op {i} of {ops:?}");
+                    }
+                    SleepOp::Stop => {
+                        let _ = timer.stop();
+                    }
+                }
+            }
+            let deadline = Instant::from_std(sleep.deadline());
+            let before = Instant::now();
+            let tokios = tokio::spawn(async move {
+                tt::sleep_until(deadline).await;
+                Instant::now()
+            });
+            let awaited = tt::timeout(GUARD, &mut sleep).await;
+            assert!(awaited.is_ok(), "the sleep hung: {ops:?}");
+            let done = Instant::now();
+            if deadline <= before {
+                assert_eq!(done, before, "not at once: {ops:?}");
+            } else {
+                let tokios = tokios.await.unwrap();
+                assert!(done >= deadline, "early: {ops:?}");
+                assert!(done <= tokios + ms(1), "{:?} after tokio's: {ops:?}", done - tokios);
+            }
+        });
+    }
+}
