@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::engine::clock::Nanos;
+use crate::engine::clock::{saturating_nanos, Nanos};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::{HashedWheelTimer, TimerError};
@@ -184,20 +184,23 @@ impl Sleep {
         }
     }
 
-    /// `deadline` as `deadline_nanos`: on our timer's clock; once moved, the time left to it on
-    /// ours, waited out on the `after_stop` timer's, as `move_after_stop` does (not shifted from
-    /// the last deadline, which a deadline before that clock's start would leave saturated).
+    /// `deadline` as `deadline_nanos`: on our timer's clock; once moved, on the `after_stop`
+    /// timer's: read off it where both clocks read the same time (a shift from the last deadline
+    /// would carry a saturation, at that clock's start); from a manual one, shifted as the move
+    /// shifted it.
     fn nanos_of(&self, deadline: Instant) -> Nanos {
-        let ours = &self.timer.shared().clock;
-        let nanos = ours.to_nanos(deadline);
         if !self.moved {
-            return nanos;
+            return self.timer.shared().clock.to_nanos(deadline);
         }
-        let left = nanos.saturating_sub(ours.now());
-        self.home()
-            .shared()
-            .clock
-            .deadline_after(Duration::from_nanos(left))
+        if !self.timer.shared().clock.is_manual() {
+            return self.home().shared().clock.to_nanos(deadline);
+        }
+        match deadline.checked_duration_since(self.deadline) {
+            Some(later) => self.deadline_nanos.saturating_add(saturating_nanos(later)),
+            None => self
+                .deadline_nanos
+                .saturating_sub(saturating_nanos(self.deadline - deadline)),
+        }
     }
 
     /// The instant it completes at.
