@@ -103,6 +103,8 @@ pub struct Interval {
     pace: Option<Sleep>,
     period: Duration,
     missed_tick_behavior: MissedTickBehavior,
+    /// When `poll_try_tick` first saw the timer stopped: the ticks due later are `Shutdown`.
+    stop_seen: Option<Instant>,
 }
 
 impl HashedWheelTimer {
@@ -150,6 +152,7 @@ impl HashedWheelTimer {
             pace: None,
             period,
             missed_tick_behavior: MissedTickBehavior::default(),
+            stop_seen: None,
         })
     }
 }
@@ -162,7 +165,8 @@ impl Interval {
     }
 
     /// Like [`tick`](Self::tick), but an error once the timer has stopped:
-    /// [`TimerError::Shutdown`] for every tick not yet due by then.
+    /// [`TimerError::Shutdown`] for every tick not yet due when it first sees the stop, so a loop
+    /// that runs late (missed ticks) ends too.
     pub async fn try_tick(&mut self) -> Result<Instant, TimerError> {
         poll_fn(|cx| self.poll_try_tick(cx)).await
     }
@@ -175,8 +179,12 @@ impl Interval {
 
     /// Polls for the next tick, as [`try_tick`](Self::try_tick).
     pub fn poll_try_tick(&mut self, cx: &mut Context<'_>) -> Poll<Result<Instant, TimerError>> {
-        if self.sleep.timer().is_shutdown() && !self.sleep.is_elapsed() {
-            return Poll::Ready(Err(TimerError::Shutdown)); // at once: end the loop
+        let timer = self.sleep.timer();
+        if timer.is_shutdown() {
+            let seen = *self.stop_seen.get_or_insert_with(|| timer.now());
+            if self.sleep.deadline() > seen || !self.sleep.is_elapsed() {
+                return Poll::Ready(Err(TimerError::Shutdown)); // at once: end the loop
+            }
         }
         self.poll_next_tick(cx)
             .map(|(due, result)| result.map(|()| due))
@@ -247,7 +255,8 @@ impl Interval {
 impl Stream for Interval {
     type Item = Instant;
 
-    /// The next tick's due instant; `None` once the timer has stopped (see [`Interval::try_tick`]).
+    /// The next tick's due instant; `None` once the timer has stopped, and from then on (see
+    /// [`Interval::try_tick`]).
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
         self.get_mut().poll_try_tick(cx).map(Result::ok)
     }

@@ -186,10 +186,15 @@ impl Sleep {
     }
 
     /// `deadline` as `deadline_nanos`: on our timer's clock; once moved, on the `after_stop`
-    /// timer's, shifted as the move shifted it.
+    /// timer's: read off it where both clocks read the same time (a shift from the last deadline
+    /// would carry a saturation, at that clock's start); from a manual one, shifted as the move
+    /// shifted it.
     fn nanos_of(&self, deadline: Instant) -> Nanos {
         if !self.moved {
             return self.timer.shared().clock.to_nanos(deadline);
+        }
+        if !self.timer.shared().clock.is_manual() {
+            return self.home().shared().clock.to_nanos(deadline);
         }
         match deadline.checked_duration_since(self.deadline) {
             Some(later) => self.deadline_nanos.saturating_add(saturating_nanos(later)),
