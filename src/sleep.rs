@@ -22,10 +22,10 @@ use crate::{HashedWheelTimer, TimerError};
 /// at the end of the tick its deadline falls in (on a tokio clock, when tokio wakes the driver
 /// after it): never early, at most one tick late.
 ///
-/// On real time, polls read the clock no more than tokio's: a `Sleep` polled after its deadline but
-/// before the driver's next turn is pending, and that turn (at most a tick later) wakes it. On a
-/// manual or paused clock every poll reads the clock: what `advance` made due is ready at the next
-/// poll.
+/// On real time, only a first poll reads the clock (to file its entry): a `Sleep` polled after its
+/// deadline but before the driver's next turn is pending, and that turn (a tick later at most)
+/// wakes it. On a manual or paused clock every poll reads the clock: what `advance` made due is
+/// ready at the next poll.
 ///
 /// It is [`Unpin`], so unlike tokio's it needs no pinning to be polled by reference (`(&mut
 /// sleep).await`, `select!`), and it keeps its timer alive. Any executor can poll it, or none: the
@@ -86,13 +86,7 @@ pub struct Sleep {
     registered: Option<Waker>,
     /// `move_after_stop` ran.
     moved: bool,
-    /// How long before `deadline_nanos` the clock was read to make it, in whole milliseconds
-    /// rounded up; 0 if unknown (too long, reset since, or used). It spares the first poll on real
-    /// time a reading of its own (see `poll_elapsed`), in the bytes a `Sleep` had spare.
-    made_ms_before: u16,
 }
-
-const MS_NANOS: u64 = 1_000_000;
 
 impl HashedWheelTimer {
     /// A future that completes `duration` from now, on this timer; see [`Sleep`]. A duration too
@@ -107,10 +101,8 @@ impl HashedWheelTimer {
     /// ```
     pub fn sleep(&self, duration: Duration) -> Sleep {
         let clock = &self.shared().clock;
-        let (now, nanos) = clock.now_and_after(duration);
-        // Rounded up: the reading it gives back is never later than `now`.
-        let ms = u16::try_from((nanos - now).div_ceil(MS_NANOS)).unwrap_or(0);
-        Sleep::new(self.clone(), clock.to_instant(nanos), nanos, ms)
+        let nanos = clock.deadline_after(duration);
+        Sleep::new(self.clone(), clock.to_instant(nanos), nanos)
     }
 
     /// A future that completes at `deadline` on this timer's clock ([which
@@ -118,12 +110,12 @@ impl HashedWheelTimer {
     pub fn sleep_until(&self, deadline: impl Into<Instant>) -> Sleep {
         let deadline = deadline.into();
         let nanos = self.shared().clock.to_nanos(deadline);
-        Sleep::new(self.clone(), deadline, nanos, 0)
+        Sleep::new(self.clone(), deadline, nanos)
     }
 }
 
 impl Sleep {
-    fn new(timer: HashedWheelTimer, deadline: Instant, deadline_nanos: Nanos, ms: u16) -> Sleep {
+    fn new(timer: HashedWheelTimer, deadline: Instant, deadline_nanos: Nanos) -> Sleep {
         Sleep {
             timer,
             deadline,
@@ -133,7 +125,6 @@ impl Sleep {
             entry_slack: 0,
             registered: None,
             moved: false,
-            made_ms_before: ms,
         }
     }
 
@@ -169,7 +160,6 @@ impl Sleep {
     #[cold]
     fn move_after_stop(&mut self) {
         self.set_entry(None);
-        self.made_ms_before = 0;
         let clock = &self.timer.shared().clock;
         let left = self.deadline_nanos.saturating_sub(clock.now());
         self.moved = true;
@@ -244,7 +234,6 @@ impl Sleep {
     pub fn reset(&mut self, deadline: impl Into<Instant>) {
         let deadline = deadline.into();
         let earlier = deadline < self.deadline;
-        self.made_ms_before = 0;
         self.deadline_nanos = self.nanos_of(deadline);
         self.deadline = deadline;
         let Some(key) = self.entry else {
@@ -277,13 +266,6 @@ impl Sleep {
     /// runtime is gone). When it reads the clock: see the type's docs.
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
         let done = (!self.moved).then_some(()).ok_or(TimerError::Shutdown);
-        // A reading no later than now nor than the one the deadline was
-        // made from, if `sleep` made it; once only.
-        let before = std::mem::take(&mut self.made_ms_before);
-        let made_at = (before != 0).then(|| {
-            let before = u64::from(before) * MS_NANOS;
-            self.deadline_nanos.saturating_sub(before)
-        });
         let shared = self.home().shared();
         let clock = &shared.clock;
         let real_time = clock.reads_real_time();
@@ -306,10 +288,7 @@ impl Sleep {
             // a deadline still ahead (a reset since) needs a new entry.
         }
         // One reading for "elapsed?" and, if not, the push.
-        let now = match made_at {
-            Some(made_at) if real_time && self.entry.is_none() => made_at,
-            _ => clock.now(),
-        };
+        let now = clock.now();
         if self.deadline_nanos <= now {
             return Poll::Ready(done);
         }
