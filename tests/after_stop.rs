@@ -6,6 +6,9 @@
 use hashed_wheel_timer::{default_timer, HashedWheelTimer, TimerError};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::paused::paused_runtime;
+
 const MS: Duration = Duration::from_millis(1);
 
 #[test]
@@ -92,14 +95,6 @@ async fn a_timeout_on_a_stopped_timer_still_gives_the_call_its_time() {
 }
 
 const HOUR: Duration = Duration::from_secs(3600);
-
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
 
 /// Runs `test` on a paused runtime on a thread of its own, and fails rather
 /// than hangs if it takes a minute of real time: auto-advance makes an hour

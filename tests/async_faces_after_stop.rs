@@ -10,28 +10,12 @@ use std::sync::Arc;
 use std::task::{Context, Wake, Waker};
 use std::time::Duration;
 
-use hashed_wheel_timer::{self as hwt, HashedWheelTimer, MissedTickBehavior};
+use hashed_wheel_timer::{self as hwt, MissedTickBehavior};
 use proptest::prelude::*;
 use tokio::time::{self as tt, Instant};
 
-/// A virtual hour: a wait that has not ended by then hangs.
-const GUARD: Duration = Duration::from_secs(3600);
-
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
-
-fn tokio_clock() -> HashedWheelTimer {
-    HashedWheelTimer::builder().tokio_clock().build().unwrap()
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+mod common;
+use common::paused::{ms, paused_runtime, tokio_clock, GUARD};
 
 struct Noop;
 

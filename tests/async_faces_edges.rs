@@ -13,27 +13,10 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use hashed_wheel_timer::{self as hwt, HashedWheelTimer};
-use proptest::prelude::*;
 use tokio::time::{self as tt, Instant};
 
-/// A virtual hour: a side that has not finished by then hangs.
-const GUARD: Duration = Duration::from_secs(3600);
-
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
-
-fn tokio_clock() -> HashedWheelTimer {
-    HashedWheelTimer::builder().tokio_clock().build().unwrap()
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+mod common;
+use common::paused::{ms, tokio_clock, GUARD};
 
 // ---- Wakers: a future moved between tasks ----
 
@@ -291,163 +274,171 @@ async fn dropped_mid_way_leaves_nothing() {
 
 // ---- The tower layer against tower's ----
 
-#[derive(Debug, PartialEq)]
-struct Refused(u64);
+#[cfg(feature = "tower")]
+mod tower_layer {
+    use super::*;
+    use common::paused::paused_runtime;
+    use proptest::prelude::*;
 
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "refused {}", self.0)
+    #[derive(Debug, PartialEq)]
+    struct Refused(u64);
+
+    impl std::fmt::Display for Refused {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "refused {}", self.0)
+        }
     }
-}
 
-impl std::error::Error for Refused {}
+    impl std::error::Error for Refused {}
 
-/// What a call came to: a response, the inner error, or tower's `Elapsed`; and when.
-#[derive(Debug, PartialEq)]
-enum Answer {
-    Ok(u64),
-    Refused(u64),
-    Elapsed,
-}
+    /// What a call came to: a response, the inner error, or tower's `Elapsed`; and when.
+    #[derive(Debug, PartialEq)]
+    enum Answer {
+        Ok(u64),
+        Refused(u64),
+        Elapsed,
+    }
 
-fn answer(result: Result<u64, tower::BoxError>) -> Answer {
-    match result {
-        Ok(v) => Answer::Ok(v),
-        Err(e) => match e.downcast::<Refused>() {
-            Ok(r) => Answer::Refused(r.0),
-            Err(e) => {
-                assert!(e.is::<tower::timeout::error::Elapsed>(), "{e:?}");
-                assert!(e.is::<hwt::tower::timeout::error::Elapsed>(), "{e:?}");
-                assert_eq!(e.to_string(), "request timed out");
-                Answer::Elapsed
+    fn answer(result: Result<u64, tower::BoxError>) -> Answer {
+        match result {
+            Ok(v) => Answer::Ok(v),
+            Err(e) => match e.downcast::<Refused>() {
+                Ok(r) => Answer::Refused(r.0),
+                Err(e) => {
+                    assert!(e.is::<tower::timeout::error::Elapsed>(), "{e:?}");
+                    assert!(e.is::<hwt::tower::timeout::error::Elapsed>(), "{e:?}");
+                    assert_eq!(e.to_string(), "request timed out");
+                    Answer::Elapsed
+                }
+            },
+        }
+    }
+
+    /// Answers request `(delay_us, fail)` after `delay_us`, with an error if `fail`.
+    fn slow_service(
+    ) -> impl tower::Service<(u64, bool), Response = u64, Error = Refused, Future: Send> + Clone
+    {
+        tower::service_fn(|(delay, fail): (u64, bool)| async move {
+            tt::sleep(Duration::from_micros(delay)).await;
+            if fail {
+                Err(Refused(delay))
+            } else {
+                Ok(delay)
             }
-        },
+        })
     }
-}
 
-/// Answers request `(delay_us, fail)` after `delay_us`, with an error if `fail`.
-fn slow_service(
-) -> impl tower::Service<(u64, bool), Response = u64, Error = Refused, Future: Send> + Clone {
-    tower::service_fn(|(delay, fail): (u64, bool)| async move {
-        tt::sleep(Duration::from_micros(delay)).await;
-        if fail {
-            Err(Refused(delay))
-        } else {
-            Ok(delay)
+    /// Calls `svc` with each request in its own task, all at once; answers in request order.
+    async fn call_all<S>(svc: S, requests: &[(u64, bool)]) -> Vec<(Answer, Duration)>
+    where
+        S: tower::Service<(u64, bool), Response = u64, Error = tower::BoxError>
+            + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        use tower::ServiceExt;
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for &request in requests {
+            let call = svc.clone().oneshot(request);
+            tasks.push(tokio::spawn(async move {
+                (answer(call.await), start.elapsed())
+            }));
         }
-    })
-}
-
-/// Calls `svc` with each request in its own task, all at once; answers in request order.
-async fn call_all<S>(svc: S, requests: &[(u64, bool)]) -> Vec<(Answer, Duration)>
-where
-    S: tower::Service<(u64, bool), Response = u64, Error = tower::BoxError>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    use tower::ServiceExt;
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for &request in requests {
-        let call = svc.clone().oneshot(request);
-        tasks.push(tokio::spawn(async move {
-            (answer(call.await), start.elapsed())
-        }));
-    }
-    let mut answers = Vec::new();
-    for task in tasks {
-        answers.push(
-            tt::timeout(GUARD, task)
-                .await
-                .expect("a call hung")
-                .unwrap(),
-        );
-    }
-    answers
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
-
-    /// Services answering after random delays, some with errors, under a deadline: this crate's
-    /// layer (with an explicit timer, and tower's drop-in on the current timer) answers as
-    /// tower's, at the same time, with the same error types.
-    #[test]
-    fn tower_layer_matches_towers(
-        timeout_ms in 0..30u64,
-        requests in prop::collection::vec((0..40_000u64, any::<bool>()), 1..8),
-        grid in any::<bool>(),
-    ) {
-        use tower::Layer;
-        let requests: Vec<_> = requests
-            .into_iter()
-            .map(|(us, fail)| (if grid { us / 1000 * 1000 } else { us }, fail))
-            .collect();
-        paused_runtime().block_on(async {
-            let timer = tokio_clock();
-            let _guard = hwt::set_default(timer.clone());
-            let d = ms(timeout_ms);
-            let theirs = call_all(tower::timeout::TimeoutLayer::new(d).layer(slow_service()), &requests).await;
-            let ours = call_all(hwt::TimeoutLayer::new(timer.clone(), d).layer(slow_service()), &requests).await;
-            let drop_in = call_all(hwt::tower::timeout::TimeoutLayer::new(d).layer(slow_service()), &requests).await;
-            assert_eq!(ours, theirs, "{requests:?}");
-            assert_eq!(drop_in, theirs, "{requests:?}");
-            drop(_guard);
-            assert_counts_add_up(&timer, "tower");
-        });
-    }
-}
-
-/// A service that is not ready for a while, then ready or failed: `poll_ready` passes through, the
-/// error boxed as tower's is.
-#[derive(Clone)]
-struct Reluctant {
-    polls_left: usize,
-    fail: bool,
-}
-
-impl tower::Service<u64> for Reluctant {
-    type Response = u64;
-    type Error = Refused;
-    type Future = std::future::Ready<Result<u64, Refused>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Refused>> {
-        if self.polls_left > 0 {
-            self.polls_left -= 1;
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
+        let mut answers = Vec::new();
+        for task in tasks {
+            answers.push(
+                tt::timeout(GUARD, task)
+                    .await
+                    .expect("a call hung")
+                    .unwrap(),
+            );
         }
-        Poll::Ready(if self.fail { Err(Refused(7)) } else { Ok(()) })
+        answers
     }
 
-    fn call(&mut self, request: u64) -> Self::Future {
-        std::future::ready(Ok(request))
-    }
-}
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
-#[tokio::test(start_paused = true)]
-async fn poll_ready_passes_through_as_towers() {
-    use tower::{Layer, Service, ServiceExt};
-    let timer = tokio_clock();
-    let _guard = hwt::set_default(timer.clone());
-    for (polls_left, fail) in [(0, false), (3, false), (0, true), (2, true)] {
-        let inner = Reluctant { polls_left, fail };
-        let mut theirs = tower::timeout::TimeoutLayer::new(ms(1)).layer(inner.clone());
-        let mut ours = hwt::TimeoutLayer::new(timer.clone(), ms(1)).layer(inner.clone());
-        let mut drop_in = hwt::tower::timeout::TimeoutLayer::new(ms(1)).layer(inner);
-        let t = theirs.ready().await.map(drop).map_err(|e| e.to_string());
-        let o = ours.ready().await.map(drop).map_err(|e| e.to_string());
-        let d = drop_in.ready().await.map(drop).map_err(|e| e.to_string());
-        assert_eq!((&o, &d), (&t, &t), "{polls_left} {fail}");
-        if !fail {
-            // Ready at once: the deadline costs no entry.
-            let scheduled = timer.stats().scheduled;
-            assert_eq!(answer(ours.call(5).await), Answer::Ok(5));
-            assert_eq!(answer(drop_in.call(6).await), Answer::Ok(6));
-            assert_eq!(answer(theirs.call(7).await), Answer::Ok(7));
-            assert_eq!(timer.stats().scheduled, scheduled);
+        /// Services answering after random delays, some with errors, under a deadline: this crate's
+        /// layer (with an explicit timer, and tower's drop-in on the current timer) answers as
+        /// tower's, at the same time, with the same error types.
+        #[test]
+        fn tower_layer_matches_towers(
+            timeout_ms in 0..30u64,
+            requests in prop::collection::vec((0..40_000u64, any::<bool>()), 1..8),
+            grid in any::<bool>(),
+        ) {
+            use tower::Layer;
+            let requests: Vec<_> = requests
+                .into_iter()
+                .map(|(us, fail)| (if grid { us / 1000 * 1000 } else { us }, fail))
+                .collect();
+            paused_runtime().block_on(async {
+                let timer = tokio_clock();
+                let _guard = hwt::set_default(timer.clone());
+                let d = ms(timeout_ms);
+                let theirs = call_all(tower::timeout::TimeoutLayer::new(d).layer(slow_service()), &requests).await;
+                let ours = call_all(hwt::TimeoutLayer::new(timer.clone(), d).layer(slow_service()), &requests).await;
+                let drop_in = call_all(hwt::tower::timeout::TimeoutLayer::new(d).layer(slow_service()), &requests).await;
+                assert_eq!(ours, theirs, "{requests:?}");
+                assert_eq!(drop_in, theirs, "{requests:?}");
+                drop(_guard);
+                assert_counts_add_up(&timer, "tower");
+            });
+        }
+    }
+
+    /// A service that is not ready for a while, then ready or failed: `poll_ready` passes through, the
+    /// error boxed as tower's is.
+    #[derive(Clone)]
+    struct Reluctant {
+        polls_left: usize,
+        fail: bool,
+    }
+
+    impl tower::Service<u64> for Reluctant {
+        type Response = u64;
+        type Error = Refused;
+        type Future = std::future::Ready<Result<u64, Refused>>;
+
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Refused>> {
+            if self.polls_left > 0 {
+                self.polls_left -= 1;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Poll::Ready(if self.fail { Err(Refused(7)) } else { Ok(()) })
+        }
+
+        fn call(&mut self, request: u64) -> Self::Future {
+            std::future::ready(Ok(request))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn poll_ready_passes_through_as_towers() {
+        use tower::{Layer, Service, ServiceExt};
+        let timer = tokio_clock();
+        let _guard = hwt::set_default(timer.clone());
+        for (polls_left, fail) in [(0, false), (3, false), (0, true), (2, true)] {
+            let inner = Reluctant { polls_left, fail };
+            let mut theirs = tower::timeout::TimeoutLayer::new(ms(1)).layer(inner.clone());
+            let mut ours = hwt::TimeoutLayer::new(timer.clone(), ms(1)).layer(inner.clone());
+            let mut drop_in = hwt::tower::timeout::TimeoutLayer::new(ms(1)).layer(inner);
+            let t = theirs.ready().await.map(drop).map_err(|e| e.to_string());
+            let o = ours.ready().await.map(drop).map_err(|e| e.to_string());
+            let d = drop_in.ready().await.map(drop).map_err(|e| e.to_string());
+            assert_eq!((&o, &d), (&t, &t), "{polls_left} {fail}");
+            if !fail {
+                // Ready at once: the deadline costs no entry.
+                let scheduled = timer.stats().scheduled;
+                assert_eq!(answer(ours.call(5).await), Answer::Ok(5));
+                assert_eq!(answer(drop_in.call(6).await), Answer::Ok(6));
+                assert_eq!(answer(theirs.call(7).await), Answer::Ok(7));
+                assert_eq!(timer.stats().scheduled, scheduled);
+            }
         }
     }
 }

@@ -18,21 +18,10 @@ use hashed_wheel_timer::{self as hwt, HashedWheelTimer, MissedTickBehavior};
 use proptest::prelude::*;
 use tokio::time::{self as tt, Instant};
 
+mod common;
+use common::paused::{paused_runtime, tokio_clock, GUARD};
+
 const MS: Duration = Duration::from_millis(1);
-/// A virtual hour: a side that has not finished by then hangs.
-const GUARD: Duration = Duration::from_secs(3600);
-
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
-
-fn tokio_clock() -> HashedWheelTimer {
-    HashedWheelTimer::builder().tokio_clock().build().unwrap()
-}
 
 /// `d` rounded up to tokio's millisecond grid (offsets from the runtime's start).
 fn ceil_ms(d: Duration) -> Duration {

@@ -40,6 +40,9 @@ use tokio::time::Instant;
 use tokio_util::time::delay_queue::Key as TheirKey;
 use tokio_util::time::DelayQueue as TheirQueue;
 
+mod common;
+use common::paused::paused_runtime;
+
 const TICK: Duration = Duration::from_millis(1);
 
 #[derive(Debug, Clone, Copy)]
@@ -324,14 +327,6 @@ impl Run {
         let named = peeked.map(|k| self.items.values().find(|i| i.ours == k).unwrap());
         assert_eq!(named.map(|i| i.deadline), earliest, "peek");
     }
-}
-
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
 }
 
 /// `offset`: how far off tokio's millisecond grid both queues start.

@@ -13,6 +13,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::assert_stats_add_up;
+
 const MS: Duration = Duration::from_millis(1);
 
 fn ms(n: u64) -> Duration {
@@ -21,16 +24,6 @@ fn ms(n: u64) -> Duration {
 
 fn manual() -> HashedWheelTimer {
     HashedWheelTimer::builder().manual_clock().build().unwrap()
-}
-
-fn assert_stats_add_up(timer: &HashedWheelTimer) {
-    let s = timer.stats();
-    assert_eq!(
-        s.scheduled,
-        s.fired + s.cancelled + s.stopped + s.pending as u64,
-        "{s:?}"
-    );
-    assert_eq!(s.pending, timer.pending_timeouts());
 }
 
 /// Each run's (due, started), in ms since `start`, on the timer's clock.

@@ -14,6 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::assert_stats_add_up;
+
 const MS: Duration = Duration::from_millis(1);
 
 fn ms(n: u64) -> Duration {
@@ -49,17 +52,6 @@ fn counting(count: &Arc<AtomicUsize>) -> impl FnOnce(&Timeout) + Send + 'static 
     move |_| {
         count.fetch_add(1, SeqCst);
     }
-}
-
-/// Every test ends with the totals adding up (DESIGN.md invariant 5).
-fn assert_stats_add_up(timer: &HashedWheelTimer) {
-    let s = timer.stats();
-    assert_eq!(
-        s.scheduled,
-        s.fired + s.cancelled + s.stopped + s.pending as u64,
-        "{s:?}"
-    );
-    assert_eq!(s.pending, timer.pending_timeouts());
 }
 
 // Ports testScheduleTimeoutShouldNotRunBeforeDelay: Java waits 3 s of a

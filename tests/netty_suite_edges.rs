@@ -12,20 +12,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
+mod common;
+use common::assert_stats_add_up;
+
 const MS: Duration = Duration::from_millis(1);
 
 fn manual() -> HashedWheelTimer {
     HashedWheelTimer::builder().manual_clock().build().unwrap()
-}
-
-fn assert_stats_add_up(timer: &HashedWheelTimer) {
-    let s = timer.stats();
-    assert_eq!(
-        s.scheduled,
-        s.fired + s.cancelled + s.stopped + s.pending as u64,
-        "{s:?}"
-    );
-    assert_eq!(s.pending, timer.pending_timeouts());
 }
 
 /// Counts its drop, then panics.

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod paused;
+
 use hashed_wheel_timer::{DelayQueue, Expired, HashedWheelTimer, Timeout};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
@@ -206,4 +208,16 @@ pub fn drain<T: Send + 'static>(queue: &DelayQueue<T>) -> Vec<Expired<T>> {
         out.push(e);
     }
     out
+}
+
+/// The totals add up (DESIGN.md invariant 5): every timeout scheduled has fired, been cancelled
+/// or stopped, or is pending, and `pending_timeouts()` agrees.
+pub fn assert_stats_add_up(timer: &HashedWheelTimer) {
+    let s = timer.stats();
+    assert_eq!(
+        s.scheduled,
+        s.fired + s.cancelled + s.stopped + s.pending as u64,
+        "{s:?}"
+    );
+    assert_eq!(s.pending, timer.pending_timeouts());
 }
