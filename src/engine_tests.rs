@@ -216,9 +216,8 @@ mod intake {
         assert_eq!(timer.shared().intake.lanes().count(), 3);
     }
 
-    /// A key pushed with a reading older than the lane's last (a `Sleep`'s first poll, by the
-    /// reading its deadline was made from) is stamped no older than the last key, and is urgent by
-    /// that stamp. By its own reading it is not urgent, and would be held behind the younger key
+    /// A key pushed with a reading older than the lane's last (on a manual clock, by a task that
+    /// `advance` runs late) is stamped no older than the last key, and is urgent by that stamp. By its own reading it is not urgent, and would be held behind the younger key
     /// until that one is `HOLD` old: filed 4 ms after its deadline.
     #[test]
     fn a_key_pushed_with_an_older_reading_keeps_the_lane_in_time_order() {

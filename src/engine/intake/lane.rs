@@ -179,8 +179,9 @@ impl Lane {
     }
 
     /// Owner only: the later of `now` and the last key's reading. A caller may push with a
-    /// reading older than the clock's (a `Sleep`'s first poll); this one keeps the lane in time
-    /// order, and the key's urgency true to the stamp the driver will read.
+    /// reading older than the last (on a manual clock, a task that `advance` runs late reads its
+    /// own tick's time); this one keeps the lane in time order, and the key's urgency true to the
+    /// stamp the driver will read.
     #[inline(always)]
     pub(crate) fn not_before(&self, now: Nanos) -> Nanos {
         now.max(self.producer.last_now.load(Ordering::Relaxed))
