@@ -14,7 +14,6 @@
 pub(crate) mod lane;
 mod producer;
 
-use std::cell::Cell;
 use std::sync::OnceLock;
 
 use crate::engine::clock::{earliest, Nanos};
@@ -194,7 +193,6 @@ struct Index(Option<usize>);
 
 impl Drop for Index {
     fn drop(&mut self) {
-        let _ = CACHED.try_with(|cached| cached.set(GONE));
         // Under loom, a model's threads end as it is torn down, when its
         // pool is gone; each run starts a fresh one anyway.
         #[cfg(not(loom))]
@@ -204,38 +202,20 @@ impl Drop for Index {
     }
 }
 
-/// `CACHED` before this thread took an index, and after it gave it back.
-const UNSET: usize = usize::MAX;
-const GONE: usize = usize::MAX - 1;
-
 #[cfg(not(loom))]
 thread_local! {
     static INDEX: Index = Index(with_pool(Pool::take));
-    /// `INDEX`'s, with no destructor, so reading it costs no check of one.
-    static CACHED: Cell<usize> = const { Cell::new(UNSET) };
 }
 
 #[cfg(loom)]
 loom::thread_local! {
     static INDEX: Index = Index(with_pool(Pool::take));
-    static CACHED: Cell<usize> = Cell::new(UNSET);
 }
 
-/// This thread's lane index, taken on first use.
+/// This thread's lane index, taken on first use; `None` once the thread gave it back.
 #[inline]
 fn thread_index() -> Option<usize> {
-    match CACHED.try_with(Cell::get) {
-        Ok(index) if index < GONE => Some(index),
-        Ok(UNSET) => take_thread_index(),
-        _ => None,
-    }
-}
-
-#[cold]
-fn take_thread_index() -> Option<usize> {
-    let index = INDEX.try_with(|index| index.0).ok().flatten()?;
-    let _ = CACHED.try_with(|cached| cached.set(index));
-    Some(index)
+    INDEX.try_with(|index| index.0).ok().flatten()
 }
 
 #[cfg(test)]
