@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::clock::{earliest, saturating_nanos, Nanos, NEVER};
+use crate::engine::clock::{earliest, saturating_nanos, Nanos};
 use crate::engine::driver::counts::Ended;
 use crate::engine::driver::{Core, Shared, IDLE};
 use crate::engine::entry::key::Key;
@@ -192,10 +192,10 @@ impl Shared {
         self.file_late_arrivals(wake)
     }
 
-    /// When to wake for the wheel: the end of its next tick with work, when all of that tick is
-    /// due and none of it is more than a tick late; never for saturated deadlines alone.
+    /// When to wake for the wheel: the end of its next tick with work, when
+    /// all of that tick is due and none of it is more than a tick late.
     fn wheel_wake(&self, core: &Core) -> Option<Nanos> {
-        Some(self.clock.time_of(core.wheel.next_work_tick()?)).filter(|&at| at < NEVER)
+        Some(self.clock.time_of(core.wheel.next_work_tick()?))
     }
 
     /// `prepare` for keys queued while the driver looked busy (so unwoken): when to wake, sooner
