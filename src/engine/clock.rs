@@ -15,7 +15,7 @@ use crate::engine::sync::{AtomicU64, Ordering};
 /// Nanoseconds since the timer's start, at most `NEVER`.
 pub(crate) type Nanos = u64;
 
-/// The end of a timer's time, 2^61 ns (73 years) from its start: clocks stop at `NEVER - 1`, so a
+/// The end of a timer's time, 2^61 ns (73 years) from its start: no clock reads later, so a
 /// deadline there never comes. It fits an entry's state word beside the status (`entry/mod.rs`).
 pub(crate) const NEVER: Nanos = u64::MAX >> 3;
 
@@ -103,17 +103,16 @@ impl Clock {
     pub(crate) fn now(&self) -> Nanos {
         #[cfg(all(test, not(loom)))]
         READS.with(|reads| reads.set(reads.get() + 1));
-        let elapsed = match &self.time {
-            Time::Manual { now, .. } => return now.load(Ordering::Acquire),
+        match &self.time {
+            Time::Manual { now, .. } => now.load(Ordering::Acquire),
             Time::Tokio { handle, start } if !self.real_time => {
                 // Enter it whatever the thread: tokio reads the current
                 // runtime's clock, maybe another runtime's or the real one.
                 let _entered = handle.enter();
-                tokio::time::Instant::now().saturating_duration_since(*start)
+                saturating_nanos(tokio::time::Instant::now().saturating_duration_since(*start))
             }
-            _ => self.start.elapsed(),
-        };
-        saturating_nanos(elapsed).min(NEVER - 1)
+            _ => saturating_nanos(self.start.elapsed()),
+        }
     }
 
     /// `delay` from now, saturated: never earlier than `now() + delay`.
@@ -162,7 +161,7 @@ impl Clock {
     /// Moves a manual clock forward to `to`; never backwards.
     pub(crate) fn set_manual(&self, to: Nanos) {
         if let Time::Manual { now, .. } = &self.time {
-            now.fetch_max(to.min(NEVER - 1), Ordering::AcqRel);
+            now.fetch_max(to.min(NEVER), Ordering::AcqRel);
         }
     }
 
@@ -268,7 +267,7 @@ mod tests {
         assert_eq!(clock.now(), 50);
         assert_eq!(clock.deadline_after(Duration::from_nanos(7)), 57);
         clock.set_manual(u64::MAX);
-        assert_eq!(clock.now(), NEVER - 1, "no clock reaches it");
+        assert_eq!(clock.now(), NEVER, "no clock reads past it");
         assert_eq!(clock.deadline_after(Duration::from_secs(1)), NEVER);
 
         // Holds however slowly this runs: a delay only moves the deadline on.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::clock::{later, saturating_nanos, Nanos, NEVER};
+use crate::engine::clock::{later, saturating_nanos, Nanos};
 use crate::engine::driver::Shared;
 use crate::engine::sync::{lock, AtomicU64, Ordering};
 
@@ -44,7 +44,7 @@ impl Shared {
                 continue;
             }
             let target = target.load(Ordering::Acquire);
-            if now >= target.min(NEVER - 1) {
+            if now >= target {
                 break;
             }
             self.clock
