@@ -517,3 +517,79 @@ async fn a_pending_interval_and_queue_consumer_are_not_woken_early() {
     assert!(interval.poll_tick(&mut cx).is_ready());
     assert!(matches!(queue.poll_expired(&mut cx), Poll::Ready(Some(_))));
 }
+
+/// A deadline and tokio's sleep due at one instant: the inner future, polled first, wins, whether
+/// this crate's timeout wraps tokio's sleep or tokio's timeout wraps this crate's sleep.
+#[tokio::test(start_paused = true)]
+async fn at_one_instant_the_inner_future_wins_both_ways() {
+    let timer = tokio_clock();
+    for wait in [1, 10, 1000] {
+        let ours = timer.timeout(ms(wait), tokio::time::sleep(ms(wait))).await;
+        assert_eq!(ours, Ok(()), "{wait} ms: ours around tokio's");
+        let theirs = tokio::time::timeout(ms(wait), timer.sleep(ms(wait))).await;
+        assert!(theirs.is_ok(), "{wait} ms: tokio's around ours");
+    }
+}
+
+/// A delay queue of a paused runtime's timer, consumed by a task of another (real-time) runtime:
+/// the item comes out there once the paused runtime's clock reaches its deadline, not before.
+#[test]
+fn a_queue_of_a_paused_runtime_is_consumed_on_another_runtime() {
+    let paused = common::paused::paused_runtime();
+    let timer = paused.block_on(async { tokio_clock() });
+    let queue = timer.delay_queue();
+    queue.insert("a", Duration::from_secs(60)).unwrap();
+    let other = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let consumer = other.spawn({
+        let queue = queue.clone();
+        async move {
+            futures::StreamExt::next(&mut &queue)
+                .await
+                .map(|e| e.into_inner())
+        }
+    });
+    paused.block_on(async {
+        tokio::time::advance(Duration::from_secs(59)).await;
+        settle().await;
+    });
+    std::thread::sleep(ms(50));
+    assert!(!consumer.is_finished(), "out a second early");
+    paused.block_on(async {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        settle().await;
+    });
+    let got =
+        other.block_on(async { tokio::time::timeout(Duration::from_secs(20), consumer).await });
+    assert_eq!(got.expect("no hang").unwrap(), Some("a"));
+}
+
+/// An interval of a paused runtime's timer, ticked on a plain thread after that runtime was
+/// dropped: `tick()` goes on a period apart on the real clock (no spin, never early); `try_tick`
+/// and the stream end at once after the tick that was due.
+#[test]
+fn an_interval_outliving_its_paused_runtime_ticks_a_period_apart() {
+    let runtime = common::paused::paused_runtime();
+    let timer = runtime.block_on(async { tokio_clock() });
+    let mut interval = timer.interval(ms(20));
+    let mut other = timer.interval(ms(20));
+    drop(runtime);
+    let ticked = within(20, move || {
+        futures::executor::block_on(async {
+            let start = std::time::Instant::now();
+            for _ in 0..5 {
+                interval.tick().await;
+            }
+            let took = start.elapsed();
+            assert!(other.try_tick().await.is_ok(), "the first tick was due");
+            assert!(other.try_tick().await.is_err());
+            assert!(futures::StreamExt::next(&mut other).await.is_none());
+            took
+        })
+    });
+    let took = ticked.expect("no hang");
+    assert!(took >= ms(80), "5 ticks in {took:?}: early");
+}
