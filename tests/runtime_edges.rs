@@ -593,3 +593,50 @@ fn an_interval_outliving_its_paused_runtime_ticks_a_period_apart() {
     let took = ticked.expect("no hang");
     assert!(took >= ms(80), "5 ticks in {took:?}: early");
 }
+
+/// A plain thread blocked on a paused runtime's timer while the runtime auto-advances: its sleep
+/// ends at its own virtual instant, its callback runs there, never early.
+#[tokio::test(start_paused = true)]
+async fn a_plain_thread_waits_on_the_paused_clock_through_auto_advance() {
+    let timer = tokio_clock();
+    let start = Instant::now();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn({
+        let timer = timer.clone();
+        move || {
+            let tx2 = tx.clone();
+            let clock = timer.clone();
+            timer
+                .new_timeout(
+                    move |_| tx2.send(("callback", clock.now())).unwrap(),
+                    ms(25),
+                )
+                .unwrap();
+            let mut sleep = timer.sleep(ms(40));
+            futures::executor::block_on(async {
+                assert!(futures::poll!(&mut sleep).is_pending());
+                ready_tx.send(()).unwrap();
+                sleep.await;
+            });
+            tx.send(("sleep", timer.now())).unwrap();
+        }
+    });
+    ready_rx.recv().unwrap(); // both filed before the runtime may auto-advance
+                              // No tokio timer of its own here: one would let auto-advance jump past the instant at which
+                              // the thread, woken off the runtime, has not yet answered.
+    let mut got = Vec::new();
+    while let Some(m) = rx.recv().await {
+        got.push(m);
+    }
+    thread.join().unwrap();
+    let at = |what: &str| {
+        got.iter()
+            .find(|m| m.0 == what)
+            .map(|m| m.1 - start.into_std())
+    };
+    let callback = at("callback").expect("the callback ran");
+    let sleep = at("sleep").expect("the sleep ended");
+    assert!(callback >= ms(25) && callback <= ms(26), "{callback:?}");
+    assert!(sleep >= ms(40) && sleep <= ms(41), "{sleep:?}");
+}
