@@ -1,25 +1,15 @@
-//! The crate inside and across tokio runtimes, as tokio code uses it: tokio-clock timers on paused
-//! and real runtimes, mixed with tokio's own timers, odd advances, runtimes shut down under pending
-//! futures, defaults and guards, futures polled in odd ways. Time moves on tokio's paused clock;
-//! the few real-clock tests assert nothing tighter than seconds.
+//! The crate inside and across tokio runtimes: tokio-clock timers beside tokio's own, odd advances,
+//! runtimes shut down under pending futures, defaults, futures polled in odd ways. Time moves on
+//! tokio's paused clock; the few real-clock tests assert nothing tighter than 10x margins.
 
 mod common;
 
-use common::paused::{ms, tokio_clock};
+use common::paused::{ms, settle, tokio_clock, within};
 use common::{poll_with, CountingWaker};
-use std::future::pending;
-use std::task::Poll;
-use std::time::Duration;
+use std::{future::pending, task::Poll, time::Duration};
 use tokio::time::Instant;
 
 const YEAR: Duration = Duration::from_secs(86_400 * 365);
-
-/// Lets the driver task and the woken tasks run.
-async fn settle() {
-    for _ in 0..20 {
-        tokio::task::yield_now().await;
-    }
-}
 
 /// A sleep and tokio's in one `select!` on auto-advance: the earlier wins, at its own instant.
 #[tokio::test(start_paused = true)]
@@ -120,29 +110,18 @@ async fn far_future_sleeps_let_the_paused_clock_auto_advance() {
     for wait in [ms(5), YEAR, YEAR * 30, YEAR * 30] {
         tokio::select! {
             _ = &mut max => panic!("Duration::MAX completed"),
-            _ = &mut far, if !far_done => {
-                assert!(Instant::now() - start >= YEAR * 50, "early");
-                far_done = true;
-            }
+            _ = &mut far, if !far_done => far_done = Instant::now() - start >= YEAR * 50,
             _ = tokio::time::sleep(wait) => {}
         }
     }
+    assert!(far_done, "early, or never");
     assert!(far.is_elapsed());
     assert_eq!(timer.pending_timeouts(), 1, "the Duration::MAX one");
 }
 
-/// A duration too large to represent never completes ("A duration too large to represent never
-/// completes", `HashedWheelTimer::sleep`), even once tokio's paused clock, which has no such
-/// end, is advanced past the end of the timer's time (73 years); what is due fires, and the wheel
-/// and tokio's auto-advance go on afterwards.
-///
-/// Ignored: the docs (README's odd-inputs table, `HashedWheelTimer::sleep`, `engine/clock.rs`)
-/// say such a deadline never comes, but on a paused tokio clock it does, once the clock passes 73
-/// years (a 200-year timeout fires at 100), and `tokio_time_sleep_suite::exactly_max` relies on
-/// that ("auto-advance ends it", as tokio's own `sleep(Duration::MAX)` ends after 30 years). Making
-/// the docs true (clocks stopping 1 ns short of the end, no driver wake-up for a tick no clock
-/// reaches) passes this test but hangs `exactly_max` and `no_out_of_bounds_close_to_max`: which
-/// contract holds is a design decision, left open.
+/// "A duration too large to represent never completes" (`HashedWheelTimer::sleep`), even on a
+/// paused clock advanced past the timer's end (73 years). Ignored: it does complete there, and
+/// `tokio_time_sleep_suite::exactly_max` relies on that; making the docs true hangs that test.
 #[tokio::test(start_paused = true)]
 #[ignore = "docs and the tokio port disagree on a saturated deadline at the end of time"]
 async fn a_saturated_deadline_never_comes_on_tokios_clock_advanced_past_the_timers_end() {
@@ -186,9 +165,7 @@ async fn a_saturated_deadline_never_comes_on_tokios_clock_advanced_past_the_time
     assert!(poll_with(&mut max, &waker).is_pending());
 }
 
-/// The same on the manual clock, advanced past its end: there a saturated callback never fires
-/// (`odd_inputs::the_end_of_time_is_one_for_the_clock_and_the_deadlines`), but a `Sleep` with the
-/// same deadline ends, as its clock reads the deadline.
+/// The same on the manual clock: a saturated callback never fires there, but a `Sleep` ends.
 #[test]
 #[ignore = "docs and the tokio port disagree on a saturated deadline at the end of time"]
 fn a_saturated_deadline_never_comes_on_a_manual_clock_advanced_past_its_end() {
@@ -208,17 +185,7 @@ fn a_saturated_deadline_never_comes_on_a_manual_clock_advanced_past_its_end() {
     assert_eq!(timer.advance_to_next(), None);
 }
 
-/// Runs `f` on a thread of its own; `None` if it has not returned within `secs` seconds of real
-/// time (a hang), so a test fails instead of hanging.
-fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'static) -> Option<R> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(secs)).ok()
-}
-
-/// Plain threads blocked on a paused runtime's timer (a sleep, a timeout) neither hang nor panic when that runtime is dropped under them.
+/// Threads blocked on a paused runtime's timer neither hang nor panic when it is dropped.
 #[test]
 fn threads_blocked_on_a_paused_runtimes_timer_end_when_it_is_dropped() {
     let runtime = common::paused::paused_runtime();
@@ -258,8 +225,8 @@ fn threads_blocked_on_a_paused_runtimes_timer_end_when_it_is_dropped() {
     common::assert_stats_add_up(&timer);
 }
 
-/// A runtime shut down (each of its three ways) under tasks awaiting the timer's futures, a delay
-/// queue consumer, an interval and pending callbacks: no panic, nothing counted twice or lost.
+/// A runtime shut down three ways under pending futures, consumers, intervals, callbacks: no panic,
+/// nothing counted twice.
 #[test]
 fn a_runtime_shut_down_under_pending_futures_and_callbacks() {
     for how in 0..3 {
@@ -329,8 +296,7 @@ fn a_runtime_shut_down_under_pending_futures_and_callbacks() {
     }
 }
 
-/// `spawn_blocking` threads and nested `block_on` use a tokio-clock timer of a real-time runtime:
-/// `new_timeout`, a `Sleep` on `futures::executor::block_on`, `Handle::block_on`.
+/// `spawn_blocking` and nested `block_on` use a tokio-clock timer of a real-time runtime.
 #[test]
 fn spawn_blocking_and_nested_block_on_use_a_tokio_clock_timer() {
     for multi in [false, true] {
@@ -379,7 +345,7 @@ fn spawn_blocking_and_nested_block_on_use_a_tokio_clock_timer() {
     }
 }
 
-/// A `LocalSet` on a paused runtime: tasks spawned locally sleep and tick on a timer made inside it.
+/// A `LocalSet` on a paused runtime: local tasks sleep and tick on a timer made inside it.
 #[tokio::test(start_paused = true)]
 async fn a_local_set_runs_the_timers_futures_on_the_paused_clock() {
     let local = tokio::task::LocalSet::new();
@@ -413,11 +379,9 @@ async fn a_local_set_runs_the_timers_futures_on_the_paused_clock() {
         .await;
 }
 
-/// A plain thread consuming a delay queue of a paused runtime's timer, an item pending, when that
-/// runtime is dropped: the item's timeout is dropped unrun (README: "pending callbacks are dropped
-/// unrun"), so it can never come out, and `stop()` returns nothing; yet the stream stays pending
-/// (it ends only once the queue is empty), so the consumer hangs for good. Unlike after an
-/// explicit `stop()`, nobody holds the timeout to hand the item on.
+/// A thread consuming a queue of a paused runtime's timer, an item pending, when the runtime is
+/// dropped: the item's task is dropped unrun and `stop()` returns nothing, so the item can never
+/// come out, yet the stream waits for the queue to empty: the consumer hangs for good.
 #[test]
 #[ignore = "known defect, not fixed yet: the consumer hangs"]
 fn a_thread_consuming_a_delay_queue_ends_when_its_runtime_is_dropped() {
@@ -466,8 +430,7 @@ fn a_sleep_made_under_one_default_waits_on_it_under_another() {
     assert!(poll_with(&mut call, &waker).is_ready());
 }
 
-/// A sleep first polled with a no-op waker, then awaited, completes at its deadline; polled again
-/// after it completed it stays ready; reset after completion it waits again, and is never early.
+/// No-op waker polls, polls after completion, a reset after completion: never early, no hang.
 #[tokio::test(start_paused = true)]
 async fn noop_waker_polls_polls_after_completion_and_reset_after_completion() {
     let timer = tokio_clock();
@@ -493,8 +456,7 @@ async fn noop_waker_polls_polls_after_completion_and_reset_after_completion() {
     assert_eq!(Instant::now() - start, took + ms(3));
 }
 
-/// A pending interval and delay queue consumer are not woken while time moves short of their next
-/// deadline: no spin.
+/// A pending interval and queue consumer are not woken short of their deadline: no spin.
 #[tokio::test(start_paused = true)]
 async fn a_pending_interval_and_queue_consumer_are_not_woken_early() {
     let timer = tokio_clock();
@@ -518,8 +480,8 @@ async fn a_pending_interval_and_queue_consumer_are_not_woken_early() {
     assert!(matches!(queue.poll_expired(&mut cx), Poll::Ready(Some(_))));
 }
 
-/// A deadline and tokio's sleep due at one instant: the inner future, polled first, wins, whether
-/// this crate's timeout wraps tokio's sleep or tokio's timeout wraps this crate's sleep.
+/// A deadline and a sleep due at one instant, ours around tokio's or theirs around ours: the inner
+/// future wins.
 #[tokio::test(start_paused = true)]
 async fn at_one_instant_the_inner_future_wins_both_ways() {
     let timer = tokio_clock();
@@ -531,8 +493,7 @@ async fn at_one_instant_the_inner_future_wins_both_ways() {
     }
 }
 
-/// A delay queue of a paused runtime's timer, consumed by a task of another (real-time) runtime:
-/// the item comes out there once the paused runtime's clock reaches its deadline, not before.
+/// A queue of a paused runtime's timer consumed on another runtime: out at its deadline.
 #[test]
 fn a_queue_of_a_paused_runtime_is_consumed_on_another_runtime() {
     let paused = common::paused::paused_runtime();
@@ -622,21 +583,17 @@ async fn a_plain_thread_waits_on_the_paused_clock_through_auto_advance() {
             tx.send(("sleep", timer.now())).unwrap();
         }
     });
-    ready_rx.recv().unwrap(); // both filed before the runtime may auto-advance
-                              // No tokio timer of its own here: one would let auto-advance jump past the instant at which
-                              // the thread, woken off the runtime, has not yet answered.
+    // Both filed before the runtime may auto-advance; no tokio timer here, or auto-advance would
+    // jump past the thread's answer, made off the runtime.
+    ready_rx.recv().unwrap();
     let mut got = Vec::new();
     while let Some(m) = rx.recv().await {
         got.push(m);
     }
     thread.join().unwrap();
-    let at = |what: &str| {
-        got.iter()
-            .find(|m| m.0 == what)
-            .map(|m| m.1 - start.into_std())
-    };
-    let callback = at("callback").expect("the callback ran");
-    let sleep = at("sleep").expect("the sleep ended");
+    let at = |what: &str| got.iter().find(|m| m.0 == what).map(|m| m.1);
+    let callback = at("callback").expect("the callback ran") - start.into_std();
+    let sleep = at("sleep").expect("the sleep ended") - start.into_std();
     assert!(callback >= ms(25) && callback <= ms(26), "{callback:?}");
     assert!(sleep >= ms(40) && sleep <= ms(41), "{sleep:?}");
 }
