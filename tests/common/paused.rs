@@ -23,3 +23,20 @@ pub fn tokio_clock() -> HashedWheelTimer {
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
+
+/// Lets the driver task and the woken tasks run.
+pub async fn settle() {
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Runs `f` on a thread of its own; `None` if it has not returned within `secs` seconds of real
+/// time (a hang), so a test fails instead of hanging.
+pub fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs)).ok()
+}
