@@ -11,9 +11,10 @@ impl HashedWheelTimer {
     /// [`executor`](crate::Builder::executor), if the timer has one).
     ///
     /// Callable from any thread, with or without a tokio runtime; it takes no lock. A zero delay
-    /// fires on the next tick; a delay too large to represent saturates and never fires. A
-    /// panicking task is caught and logged, and the timer keeps running. Whatever the task returns
-    /// (say, the `Result` of a channel send) is dropped.
+    /// fires on the next tick; a delay too large to represent saturates at the end of the timer's
+    /// time, 73 years on, which real time never reaches. A panicking task is caught and logged, and
+    /// the timer keeps running. Whatever the task returns (say, the `Result` of a channel send) is
+    /// dropped.
     ///
     /// # Errors
     ///

@@ -90,7 +90,9 @@ pub struct Sleep {
 
 impl HashedWheelTimer {
     /// A future that completes `duration` from now, on this timer; see [`Sleep`]. A duration too
-    /// large to represent never completes.
+    /// large to represent saturates at the end of the timer's time, about 73 years on: real time
+    /// never gets there; a manual or paused clock moved there may complete it, as a paused tokio
+    /// clock completes `tokio::time::sleep(Duration::MAX)`.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;

@@ -63,7 +63,8 @@ use waiters::Seat;
 /// [`stop`](HashedWheelTimer::stop) returns the items' pending timeouts among the rest; their items
 /// stay in the queue, for [`remove`](Self::remove) or [`clear`](Self::clear). Running the task of
 /// such a timeout (see [`Timeout::take_task`](crate::Timeout::take_task)) hands its item to the
-/// stream, as its deadline would have.
+/// stream, as its deadline would have. A `tokio_clock()` timer whose runtime is gone drops those
+/// tasks instead: the stream ends, and the items stay in the queue.
 ///
 /// # Examples
 ///
@@ -378,6 +379,15 @@ impl<T> DelayQueue<T> {
     /// Closed, or the timer stopped: the stream ends once the queue is empty.
     fn is_ending(&self) -> bool {
         self.is_closed() || self.inner.timer.is_shutdown()
+    }
+
+    /// The timer ended dropping its items' tasks (its tokio runtime went): none can come out.
+    fn can_yield_no_more(&self) -> bool {
+        self.inner
+            .timer
+            .shared()
+            .tasks_dropped
+            .load(Ordering::SeqCst)
     }
 
     /// Once ending, a consumer waits for the queue to empty: it looks again after a removal.

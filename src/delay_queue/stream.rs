@@ -17,8 +17,8 @@ use crate::engine::driver::ShutdownHook;
 use crate::engine::entry::task::Listener;
 use crate::engine::sync::{lock, Mutex};
 
-/// What the driver and the consumers of one queue share: the keys of items whose deadline fired,
-/// in the order they fired, who waits for them, and whether the queue was closed.
+/// What the driver and the consumers of one queue share: the keys of items whose deadline fired, in
+/// the order they fired, who waits for them, and whether the queue was closed.
 #[derive(Default)]
 pub(crate) struct Signal {
     fired: Mutex<VecDeque<u64>>,
@@ -46,15 +46,14 @@ pub(crate) fn listener(signal: &Arc<Signal>) -> Arc<Listener> {
 }
 
 impl<T> DelayQueue<T> {
-    /// The next expired item: `Ready(Some)` with one whose deadline has
-    /// passed, `Pending` if there is none yet (the waker is woken when
-    /// there is), and `Ready(None)` once the queue is empty and
-    /// [closed](DelayQueue::close), or its timer stopped. tokio-util's
-    /// `poll_expired`, whose stream ends whenever the queue is empty.
+    /// The next expired item: `Ready(Some)` with one whose deadline has passed, `Pending` if there
+    /// is none yet (the waker is woken when there is), and `Ready(None)` once the queue is empty
+    /// and [closed](DelayQueue::close), or its timer stopped; with items left, once its timer's
+    /// tokio runtime is gone, as none can come out. tokio-util's `poll_expired`, whose stream ends
+    /// whenever the queue is empty.
     ///
-    /// Items come out in the order their deadlines fired: deadline order,
-    /// and insertion order among equal deadlines inserted from one thread.
-    /// Each goes to one caller; for the wakers kept, see
+    /// Items come out in the order their deadlines fired: deadline order, and insertion order among
+    /// equal deadlines inserted from one thread. Each goes to one caller; for the wakers kept, see
     /// [the type's docs](DelayQueue#shared-not-owned).
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         if let Some(expired) = self.next_fired() {
@@ -71,13 +70,15 @@ impl<T> DelayQueue<T> {
             .or_else(|| turned().then(|| self.next_fired()).flatten())
         {
             Some(expired) => Poll::Ready(Some(expired)),
-            None if self.is_ending() && self.is_empty() => Poll::Ready(None),
+            None if self.is_ending() && (self.is_empty() || self.can_yield_no_more()) => {
+                Poll::Ready(None)
+            }
             None => Poll::Pending,
         }
     }
 
-    /// Takes out the next item whose key the driver passed on, skipping
-    /// keys whose items were removed meanwhile.
+    /// Takes out the next item whose key the driver passed on, skipping keys whose items were
+    /// removed meanwhile.
     fn next_fired(&self) -> Option<Expired<T>> {
         let pop = || lock(&self.inner.signal.fired).pop_front();
         while let Some(key) = pop().map(DelayKey::from) {
@@ -108,8 +109,8 @@ impl<T> DelayQueue<T> {
     }
 }
 
-/// The expired items, as [`poll_expired`](DelayQueue::poll_expired) gives
-/// them. Use [`StreamExt::next`](futures::StreamExt::next) on it.
+/// The expired items, as [`poll_expired`](DelayQueue::poll_expired) gives them. Use
+/// [`StreamExt::next`](futures::StreamExt::next) on it.
 impl<T> Stream for DelayQueue<T> {
     type Item = Expired<T>;
 

@@ -4,7 +4,7 @@
 //! [`HashedWheelTimer::advance`](crate::HashedWheelTimer::advance) moves, so tests are exact; or a
 //! tokio runtime's, so a paused runtime's time is the timer's. `Clock::now` is the one reading:
 //! deadlines, `remaining()` and firing all take it (invariant 8). Times and deadlines saturate at
-//! `NEVER`: a huge delay never overflows, and never fires.
+//! `NEVER`: a huge delay never overflows, and real time never gets there.
 
 use std::time::{Duration, Instant};
 
@@ -15,8 +15,8 @@ use crate::engine::sync::{AtomicU64, Ordering};
 /// Nanoseconds since the timer's start, at most `NEVER`.
 pub(crate) type Nanos = u64;
 
-/// The end of a timer's time, 2^61 ns (73 years) from its start: no clock reads later, so a
-/// deadline there never comes. It fits an entry's state word beside the status (`entry/mod.rs`).
+/// The end of a timer's time, 2^61 ns (73 years) from its start: no clock reads later, and real
+/// time never gets there (a manual or paused clock moved there may fire what is due there). It fits an entry's state word beside the status (`entry/mod.rs`).
 pub(crate) const NEVER: Nanos = u64::MAX >> 3;
 
 /// `d` in nanoseconds, saturated at `NEVER`.

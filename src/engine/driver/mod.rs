@@ -108,6 +108,8 @@ pub(crate) struct Shared {
     pub(crate) slots: Slots,
     pub(crate) counts: Counts,
     shutdown: AtomicBool,
+    /// Set by `shut_down_dropping`: what never ran was dropped, and can never run.
+    pub(crate) tasks_dropped: AtomicBool,
     /// New and re-armed entries, each with the timer's reference.
     pub(crate) intake: Intake,
     /// Entries cancelled after the driver took them (to take out of the wheel)
@@ -150,6 +152,7 @@ impl Shared {
             counts: Counts::new(config.max_pending),
             config,
             shutdown: AtomicBool::new(false),
+            tasks_dropped: AtomicBool::new(false),
             intake: Intake::new(),
             mailbox: Queue::new(),
             housekeeping_requested: AtomicBool::new(false),

@@ -36,6 +36,7 @@ impl Shared {
     /// `shut_down` with nobody left to ask for what never ran: its tasks are
     /// dropped now, even if a `Timeout` handle outlives the timer.
     pub(crate) fn shut_down_dropping(&self, wait: bool) {
+        self.tasks_dropped.store(true, Ordering::SeqCst); // before the hooks run
         for key in self.shut_down(wait) {
             drop(self.entry(key).take_task());
             self.slots.release(key);
