@@ -126,3 +126,137 @@ fn the_last_handle_dropped_in_another_timers_task_nested_on_a_tokio_driver_does_
     });
     assert_eq!(dropped, (true, 0), "dropped, and nothing after it started");
 }
+
+// ---------------------------------------------------------------------------------------------
+// threads left behind
+// ---------------------------------------------------------------------------------------------
+
+fn named(name: &str) -> HashedWheelTimer {
+    HashedWheelTimer::builder().thread_name(name).build().unwrap()
+}
+
+/// Starts `timer`'s worker (a timeout that fires) and waits until it runs.
+fn start_worker(timer: &HashedWheelTimer, name: &str) {
+    let (tx, rx) = mpsc::channel();
+    timer.new_timeout(move |_| tx.send(()).unwrap(), MS).unwrap();
+    rx.recv_timeout(HANG).unwrap();
+    assert_eq!(threads_named(name), 1);
+}
+
+/// The last handle, captured by a task, is dropped when the task runs on a job's thread: the
+/// worker does not wait for that thread, and must still end.
+#[test]
+fn the_worker_ends_when_the_last_handle_goes_with_a_task_on_an_executor_thread() {
+    let name = "h32-exec-last";
+    let timer = HashedWheelTimer::builder()
+        .thread_name(name)
+        .executor(|job: Job| drop(thread::spawn(job)))
+        .build()
+        .unwrap();
+    start_worker(&timer, name);
+    let (tx, rx) = mpsc::channel();
+    let last = timer.clone();
+    timer
+        .new_timeout(
+            move |_| {
+                let _last = last;
+                tx.send(()).unwrap();
+            },
+            MS,
+        )
+        .unwrap();
+    drop(timer);
+    rx.recv_timeout(HANG).unwrap();
+    assert!(eventually(|| threads_named(name) == 0), "the worker ended");
+}
+
+/// The last handle, held by a task's captured value, is dropped when another thread cancels the
+/// task: that thread stops and joins the worker.
+#[test]
+fn the_worker_ends_when_a_cancel_drops_the_last_handle() {
+    let name = "h32-cancel-last";
+    let timer = named(name);
+    start_worker(&timer, name);
+    let last = timer.clone();
+    let t = timer
+        .new_timeout(move |_| drop(last), Duration::from_secs(3600))
+        .unwrap();
+    drop(timer);
+    assert_eq!(threads_named(name), 1, "the task keeps the timer alive");
+    assert!(within("cancel dropping the last handle", move || t.cancel()));
+    assert!(eventually(|| threads_named(name) == 0), "the worker ended");
+}
+
+/// The last handle is dropped by a fired task's captured value on the worker thread itself, and
+/// another pending task's captured value panics when the worker drops it.
+#[test]
+fn the_worker_ends_when_its_own_task_drops_the_last_handle_and_a_drop_panics() {
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("bomb");
+        }
+    }
+    let name = "h32-self-last";
+    let timer = named(name);
+    start_worker(&timer, name);
+    let bomb = Bomb;
+    timer
+        .new_timeout(move |_| drop(bomb), Duration::from_secs(3600))
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let last = timer.clone();
+    timer
+        .new_timeout(
+            move |_| {
+                drop(last);
+                tx.send(()).unwrap();
+            },
+            MS,
+        )
+        .unwrap();
+    drop(timer);
+    rx.recv_timeout(HANG).unwrap();
+    assert!(eventually(|| threads_named(name) == 0), "the worker ended");
+}
+
+/// `stop()` from two threads at once while the worker runs a task; afterwards the worker is gone.
+#[test]
+fn the_worker_is_gone_when_two_racing_stops_return() {
+    let name = "h32-two-stops";
+    let timer = named(name);
+    start_worker(&timer, name);
+    let gate = Arc::new(Barrier::new(2));
+    let (g, (started, running)) = (gate.clone(), mpsc::channel());
+    timer
+        .new_timeout(
+            move |_| {
+                started.send(()).unwrap();
+                g.wait();
+            },
+            MS,
+        )
+        .unwrap();
+    running.recv_timeout(HANG).unwrap();
+    let far: Vec<_> = (0..100)
+        .map(|i| timer.new_timeout(|_| {}, Duration::from_secs(60 + i)).unwrap())
+        .collect();
+    let start = Arc::new(Barrier::new(3));
+    let stops: Vec<_> = (0..2)
+        .map(|_| {
+            let (timer, start) = (timer.clone(), start.clone());
+            thread::spawn(move || {
+                start.wait();
+                timer.stop().unwrap()
+            })
+        })
+        .collect();
+    start.wait();
+    gate.wait(); // the task may end now
+    let mut returned: Vec<Timeout> = stops.into_iter().flat_map(|s| s.join().unwrap()).collect();
+    assert_eq!(threads_named(name), 0, "joined before stop returned");
+    returned.sort_by_key(Timeout::deadline);
+    assert_eq!(returned, far, "each returned once");
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert_stats_add_up(&timer);
+}
