@@ -6,7 +6,7 @@
 mod common;
 
 use common::{assert_stats_add_up, Counter, QueueExecutor};
-use hashed_wheel_timer::{HashedWheelTimer, Job, Timeout, TimerError};
+use hashed_wheel_timer::{Executor, HashedWheelTimer, Job, Timeout, TimerError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex};
@@ -132,13 +132,18 @@ fn the_last_handle_dropped_in_another_timers_task_nested_on_a_tokio_driver_does_
 // ---------------------------------------------------------------------------------------------
 
 fn named(name: &str) -> HashedWheelTimer {
-    HashedWheelTimer::builder().thread_name(name).build().unwrap()
+    HashedWheelTimer::builder()
+        .thread_name(name)
+        .build()
+        .unwrap()
 }
 
 /// Starts `timer`'s worker (a timeout that fires) and waits until it runs.
 fn start_worker(timer: &HashedWheelTimer, name: &str) {
     let (tx, rx) = mpsc::channel();
-    timer.new_timeout(move |_| tx.send(()).unwrap(), MS).unwrap();
+    timer
+        .new_timeout(move |_| tx.send(()).unwrap(), MS)
+        .unwrap();
     rx.recv_timeout(HANG).unwrap();
     assert_eq!(threads_named(name), 1);
 }
@@ -150,7 +155,8 @@ fn the_worker_ends_when_the_last_handle_goes_with_a_task_on_an_executor_thread()
     let name = "h32-exec-last";
     let timer = HashedWheelTimer::builder()
         .thread_name(name)
-        .executor(|job: Job| drop(thread::spawn(job)))
+        // Named: a thread the worker spawns would otherwise show the worker's name.
+        .executor(|job: Job| drop(thread::Builder::new().name("job".into()).spawn(job)))
         .build()
         .unwrap();
     start_worker(&timer, name);
@@ -239,7 +245,11 @@ fn the_worker_is_gone_when_two_racing_stops_return() {
         .unwrap();
     running.recv_timeout(HANG).unwrap();
     let far: Vec<_> = (0..100)
-        .map(|i| timer.new_timeout(|_| {}, Duration::from_secs(60 + i)).unwrap())
+        .map(|i| {
+            timer
+                .new_timeout(|_| {}, Duration::from_secs(60 + i))
+                .unwrap()
+        })
         .collect();
     let start = Arc::new(Barrier::new(3));
     let stops: Vec<_> = (0..2)
@@ -258,5 +268,113 @@ fn the_worker_is_gone_when_two_racing_stops_return() {
     returned.sort_by_key(Timeout::deadline);
     assert_eq!(returned, far, "each returned once");
     assert_eq!(timer.pending_timeouts(), 0);
+    assert_stats_add_up(&timer);
+}
+
+// ---------------------------------------------------------------------------------------------
+// executors that call back into the timer, drop jobs, panic
+// ---------------------------------------------------------------------------------------------
+
+/// An executor that runs each job inline (on the thread advancing the manual clock) and whose jobs
+/// call back into the timer: schedule, cancel, reset, stop. Everything adds up.
+#[test]
+fn an_inline_executors_jobs_call_back_into_the_timer() {
+    let timer = HashedWheelTimer::builder()
+        .manual_clock()
+        .executor(|job: Job| job())
+        .build()
+        .unwrap();
+    let ran = Counter::default();
+    let victim = timer.new_timeout(|_| {}, MS * 50).unwrap();
+    let stop_result = Arc::new(Mutex::new(None));
+    let (v, sr, r) = (victim.clone(), stop_result.clone(), ran.clone());
+    let first = timer
+        .new_timeout(
+            move |t: &Timeout| {
+                let timer = t.timer().unwrap();
+                let mut task = r.task();
+                timer.new_timeout(move |t| task(t), Duration::ZERO).unwrap();
+                assert!(v.cancel());
+                assert!(!t.reset(MS), "a fired timeout cannot be reset");
+                *sr.lock().unwrap() = Some(timer.stop().map(|v| v.len()));
+            },
+            MS,
+        )
+        .unwrap();
+    let periodic = timer
+        .schedule_with_fixed_delay(ran.task(), MS, MS * 2)
+        .unwrap();
+    within("advance", {
+        let timer = timer.clone();
+        move || timer.advance(MS * 10)
+    });
+    assert_eq!(
+        *stop_result.lock().unwrap(),
+        Some(Err(TimerError::StopFromTimerTask))
+    );
+    assert!(first.is_expired() && victim.is_cancelled() && periodic.is_pending());
+    assert_eq!(ran.get(), 1 + 5, "the zero-delay one, and runs at 1, 3, 5, 7, 9");
+    assert_stats_add_up(&timer);
+    let s = timer.stats();
+    assert_eq!((s.scheduled, s.fired, s.cancelled), (4, 2, 1));
+    assert_eq!(timer.stop().unwrap(), vec![periodic.clone()]);
+    assert!(periodic.is_stopped());
+    assert_stats_add_up(&timer);
+}
+
+/// An executor that drops every other job unrun, one that panics after queueing, and one that runs
+/// the job and then panics: nothing is lost, nothing counted twice, and `stop()` returns the
+/// queued ones.
+#[test]
+fn hostile_executors_lose_nothing() {
+    let queue = QueueExecutor::default();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (q, c) = (queue.clone(), calls.clone());
+    let timer = HashedWheelTimer::builder()
+        .manual_clock()
+        .executor(move |job: Job| match c.fetch_add(1, Ordering::SeqCst) % 4 {
+            0 => drop(job),
+            1 => {
+                q.execute(job);
+                panic!("after queueing");
+            }
+            2 => {
+                job();
+                panic!("after running");
+            }
+            _ => q.execute(job),
+        })
+        .build()
+        .unwrap();
+    let ran = Counter::default();
+    let ts: Vec<_> = (0..40)
+        .map(|i| {
+            let mut task = ran.task();
+            timer.new_timeout(move |t| task(t), MS * (1 + i % 5)).unwrap()
+        })
+        .collect();
+    timer.advance(MS * 5);
+    assert_eq!(calls.load(Ordering::SeqCst), 40);
+    assert_eq!(ran.get(), 10, "those run inline");
+    assert!(queue.run_all() >= 10);
+    assert_eq!(ran.get(), 30, "and the queued ones");
+    let dropped = ts.iter().filter(|t| t.is_stopped()).count();
+    assert_eq!(dropped, 10, "dropped jobs end stopped");
+    assert_eq!(timer.pending_timeouts(), 0);
+    assert_stats_add_up(&timer);
+    // Again, with the queued jobs left to `stop()`.
+    let ts: Vec<_> = (0..40)
+        .map(|i| {
+            let mut task = ran.task();
+            timer.new_timeout(move |t| task(t), MS * (1 + i % 5)).unwrap()
+        })
+        .collect();
+    timer.advance(MS * 5);
+    let returned = timer.stop().unwrap();
+    assert_eq!(returned.len(), 20, "the queued jobs");
+    queue.run_all();
+    assert_eq!(ran.get(), 40, "queued jobs returned by stop() never run");
+    assert!(returned.iter().all(Timeout::is_stopped));
+    assert_eq!(ts.iter().filter(|t| t.is_stopped()).count(), 30);
     assert_stats_add_up(&timer);
 }
