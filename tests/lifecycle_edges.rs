@@ -378,3 +378,163 @@ fn hostile_executors_lose_nothing() {
     assert_eq!(ts.iter().filter(|t| t.is_stopped()).count(), 30);
     assert_stats_add_up(&timer);
 }
+
+// ---------------------------------------------------------------------------------------------
+// the pending limit at its boundary, periodic tasks ended from every side
+// ---------------------------------------------------------------------------------------------
+
+/// Producers race one-shot and periodic schedules, cancels and resets against a limit of 32 while
+/// another thread advances the clock. The count never passes the limit, a refusal names it, and
+/// at the end every accepted timeout ran, was cancelled, or was returned by `stop()`.
+#[test]
+fn the_pending_limit_holds_under_racing_producers_cancels_resets_and_fires() {
+    const MAX: usize = 32;
+    let timer = HashedWheelTimer::builder()
+        .manual_clock()
+        .max_pending_timeouts(MAX)
+        .build()
+        .unwrap();
+    let runs = Counter::default();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let advancer = {
+        let (timer, done) = (timer.clone(), done.clone());
+        thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                timer.advance(MS);
+                assert!(timer.pending_timeouts() <= MAX);
+            }
+        })
+    };
+    let producers: Vec<_> = (0..4u64)
+        .map(|seed| {
+            let (timer, runs) = (timer.clone(), runs.clone());
+            thread::spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(seed);
+                let (mut one_shots, mut periodics) = (Vec::new(), Vec::new());
+                let (mut cancelled, mut refused) = ([0usize; 2], 0);
+                for _ in 0..3000 {
+                    match rng.u8(0..10) {
+                        0..=4 => {
+                            let mut task = runs.task();
+                            let delay = MS * rng.u32(0..5);
+                            match timer.new_timeout(move |t| task(t), delay) {
+                                Ok(t) => one_shots.push(t),
+                                Err(TimerError::AtCapacity { pending, max }) => {
+                                    assert_eq!((pending, max), (MAX, MAX));
+                                    refused += 1;
+                                }
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                        5 => match timer.schedule_at_fixed_rate(|_| {}, MS, MS * rng.u32(1..4)) {
+                            Ok(t) => periodics.push(t),
+                            Err(e) => assert!(matches!(e, TimerError::AtCapacity { .. })),
+                        },
+                        6 | 7 if !one_shots.is_empty() => {
+                            let t = &one_shots[rng.usize(..one_shots.len())];
+                            cancelled[0] += usize::from(t.cancel());
+                        }
+                        8 if !periodics.is_empty() => {
+                            let t = &periodics[rng.usize(..periodics.len())];
+                            cancelled[1] += usize::from(t.cancel());
+                        }
+                        _ if !one_shots.is_empty() => {
+                            let t = &one_shots[rng.usize(..one_shots.len())];
+                            let _ = t.reset(MS * rng.u32(0..5));
+                        }
+                        _ => {}
+                    }
+                    assert!(timer.pending_timeouts() <= MAX);
+                }
+                (one_shots, periodics, cancelled, refused)
+            })
+        })
+        .collect();
+    let results: Vec<_> = producers.into_iter().map(|p| p.join().unwrap()).collect();
+    done.store(true, Ordering::SeqCst);
+    advancer.join().unwrap();
+    assert!(results.iter().map(|r| r.3).sum::<usize>() > 0, "the limit was reached");
+    let stopped = timer.stop().unwrap();
+    let one_shots: Vec<&Timeout> = results.iter().flat_map(|r| &r.0).collect();
+    let periodics: Vec<&Timeout> = results.iter().flat_map(|r| &r.1).collect();
+    let cancels = |i: usize| results.iter().map(|r| r.2[i]).sum::<usize>();
+    let returned = |set: &[&Timeout]| set.iter().filter(|t| stopped.contains(t)).count();
+    assert_eq!(
+        one_shots.len(),
+        runs.get() + cancels(0) + returned(&one_shots),
+        "each one-shot ran, was cancelled, or was returned"
+    );
+    assert_eq!(periodics.len(), cancels(1) + returned(&periodics));
+    assert_eq!(stopped.len(), returned(&one_shots) + returned(&periodics));
+    let s = timer.stats();
+    assert_eq!(s.scheduled as usize, one_shots.len() + periodics.len());
+    assert_eq!(s.fired as usize, runs.get());
+    assert_eq!(s.cancelled as usize, cancels(0) + cancels(1));
+    assert_eq!(s.stopped as usize, stopped.len());
+    assert_stats_add_up(&timer);
+}
+
+/// While a periodic run is under way on the advancing thread, one thread cancels it and another
+/// stops the timer. The run finishes; the task ends cancelled (if the cancel won) or stopped,
+/// never both, never returned by `stop()` as well as cancelled; the counts add up.
+#[test]
+fn a_periodic_run_cancelled_and_stopped_from_two_threads_at_once_ends_once() {
+    for round in 0..100 {
+        let timer = manual();
+        let start = timer.now();
+        let (entered, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        let runs = Counter::default();
+        let (e, r, mut count) = (entered.clone(), release.clone(), runs.task());
+        let t = timer
+            .schedule_with_fixed_delay(
+                move |t: &Timeout| {
+                    count(t);
+                    if t.scheduled_execution_time() == start + MS {
+                        e.wait(); // the first run only: a second may start before the stop
+                        r.wait();
+                    }
+                },
+                MS,
+                MS,
+            )
+            .unwrap();
+        let advancer = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.advance(MS * 5))
+        };
+        entered.wait();
+        let go = Arc::new(Barrier::new(3));
+        let canceller = {
+            let (t, go) = (t.clone(), go.clone());
+            thread::spawn(move || {
+                go.wait();
+                t.cancel()
+            })
+        };
+        let stopper = {
+            let (timer, go) = (timer.clone(), go.clone());
+            thread::spawn(move || {
+                go.wait();
+                timer.stop().unwrap()
+            })
+        };
+        go.wait();
+        if round % 2 == 0 {
+            thread::yield_now();
+        }
+        release.wait();
+        advancer.join().unwrap();
+        let won = canceller.join().unwrap();
+        let returned = stopper.join().unwrap();
+        let ran = runs.get();
+        assert!(returned.is_empty(), "round {round}: a run under way is not returned");
+        assert_eq!(won, t.is_cancelled(), "round {round}");
+        assert!(t.is_cancelled() != t.is_stopped(), "round {round}");
+        assert!(!t.is_panicked() && runs.get() == ran, "round {round}");
+        assert_eq!(timer.pending_timeouts(), 0, "round {round}");
+        let s = timer.stats();
+        assert_eq!((s.scheduled, s.fired), (1, 0), "round {round}");
+        assert_eq!(s.cancelled + s.stopped, 1, "round {round}: {s:?}");
+        assert_stats_add_up(&timer);
+    }
+}
