@@ -126,7 +126,8 @@ pub(crate) struct Shared {
     /// Held while turning by any driver but the worker thread.
     pub(crate) driver: Mutex<()>,
     /// The thread driving, `here()` there (a task of this timer may drive another timer), or 0.
-    driving: AtomicU64,
+    /// Each thread compares only its own writes: std's, unseen by loom.
+    driving: std::sync::atomic::AtomicU64,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
     /// How producers wake the driver, once it runs.
     wake: OnceLock<Unpark>,
@@ -161,7 +162,7 @@ impl Shared {
             unparks: AtomicUsize::new(0),
             jobs: Mutex::new(Jobs::new()),
             driver: Mutex::new(()),
-            driving: AtomicU64::new(0),
+            driving: std::sync::atomic::AtomicU64::new(0),
             worker: Mutex::new(None),
             wake: OnceLock::new(),
             owner: OnceLock::new(),
