@@ -538,3 +538,24 @@ fn a_periodic_run_cancelled_and_stopped_from_two_threads_at_once_ends_once() {
         assert_stats_add_up(&timer);
     }
 }
+
+/// `stop()` from a task of another timer nested in this timer's task on an executor thread: it is
+/// still called from a task running on this timer (its docs: `StopFromTimerTask`).
+#[test]
+fn stop_from_another_timers_task_nested_in_this_timers_job_on_an_executor_is_refused() {
+    let queue = QueueExecutor::default();
+    let a = queue.timer(MS);
+    let b = manual();
+    let got = Arc::new(Mutex::new(None));
+    let (a2, b2, got2) = (a.clone(), b.clone(), got.clone());
+    b.new_timeout(move |_| *got2.lock().unwrap() = Some(a2.stop().map(|v| v.len())), MS)
+        .unwrap();
+    a.new_timeout(move |_| b2.advance(MS), MS).unwrap();
+    a.advance(MS);
+    assert_eq!(queue.run_all(), 1);
+    assert_eq!(
+        *got.lock().unwrap(),
+        Some(Err(TimerError::StopFromTimerTask))
+    );
+    assert!(!a.is_shutdown());
+}
