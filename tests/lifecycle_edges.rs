@@ -313,7 +313,11 @@ fn an_inline_executors_jobs_call_back_into_the_timer() {
         Some(Err(TimerError::StopFromTimerTask))
     );
     assert!(first.is_expired() && victim.is_cancelled() && periodic.is_pending());
-    assert_eq!(ran.get(), 1 + 5, "the zero-delay one, and runs at 1, 3, 5, 7, 9");
+    assert_eq!(
+        ran.get(),
+        1 + 5,
+        "the zero-delay one, and runs at 1, 3, 5, 7, 9"
+    );
     assert_stats_add_up(&timer);
     let s = timer.stats();
     assert_eq!((s.scheduled, s.fired, s.cancelled), (4, 2, 1));
@@ -350,7 +354,9 @@ fn hostile_executors_lose_nothing() {
     let ts: Vec<_> = (0..40)
         .map(|i| {
             let mut task = ran.task();
-            timer.new_timeout(move |t| task(t), MS * (1 + i % 5)).unwrap()
+            timer
+                .new_timeout(move |t| task(t), MS * (1 + i % 5))
+                .unwrap()
         })
         .collect();
     timer.advance(MS * 5);
@@ -366,7 +372,9 @@ fn hostile_executors_lose_nothing() {
     let ts: Vec<_> = (0..40)
         .map(|i| {
             let mut task = ran.task();
-            timer.new_timeout(move |t| task(t), MS * (1 + i % 5)).unwrap()
+            timer
+                .new_timeout(move |t| task(t), MS * (1 + i % 5))
+                .unwrap()
         })
         .collect();
     timer.advance(MS * 5);
@@ -453,7 +461,10 @@ fn the_pending_limit_holds_under_racing_producers_cancels_resets_and_fires() {
     let results: Vec<_> = producers.into_iter().map(|p| p.join().unwrap()).collect();
     done.store(true, Ordering::SeqCst);
     advancer.join().unwrap();
-    assert!(results.iter().map(|r| r.3).sum::<usize>() > 0, "the limit was reached");
+    assert!(
+        results.iter().map(|r| r.3).sum::<usize>() > 0,
+        "the limit was reached"
+    );
     let stopped = timer.stop().unwrap();
     let one_shots: Vec<&Timeout> = results.iter().flat_map(|r| &r.0).collect();
     let periodics: Vec<&Timeout> = results.iter().flat_map(|r| &r.1).collect();
@@ -527,7 +538,10 @@ fn a_periodic_run_cancelled_and_stopped_from_two_threads_at_once_ends_once() {
         let won = canceller.join().unwrap();
         let returned = stopper.join().unwrap();
         let ran = runs.get();
-        assert!(returned.is_empty(), "round {round}: a run under way is not returned");
+        assert!(
+            returned.is_empty(),
+            "round {round}: a run under way is not returned"
+        );
         assert_eq!(won, t.is_cancelled(), "round {round}");
         assert!(t.is_cancelled() != t.is_stopped(), "round {round}");
         assert!(!t.is_panicked() && runs.get() == ran, "round {round}");
@@ -548,8 +562,11 @@ fn stop_from_another_timers_task_nested_in_this_timers_job_on_an_executor_is_ref
     let b = manual();
     let got = Arc::new(Mutex::new(None));
     let (a2, b2, got2) = (a.clone(), b.clone(), got.clone());
-    b.new_timeout(move |_| *got2.lock().unwrap() = Some(a2.stop().map(|v| v.len())), MS)
-        .unwrap();
+    b.new_timeout(
+        move |_| *got2.lock().unwrap() = Some(a2.stop().map(|v| v.len())),
+        MS,
+    )
+    .unwrap();
     a.new_timeout(move |_| b2.advance(MS), MS).unwrap();
     a.advance(MS);
     assert_eq!(queue.run_all(), 1);

@@ -37,20 +37,20 @@ pub(crate) const IDLE: u64 = u64::MAX;
 
 #[cfg(not(loom))]
 thread_local! {
-    /// The id of the timer whose task is running on this thread, or 0.
-    static RUNNING_TASK_OF: Cell<u64> = const { Cell::new(0) };
+    /// Ids of the timers whose tasks run here, the innermost 4 (one may drive another), or 0s.
+    static RUNNING_TASK_OF: Cell<[u64; 4]> = const { Cell::new([0; 4]) };
 }
 
 #[cfg(loom)]
 loom::thread_local! {
-    static RUNNING_TASK_OF: Cell<u64> = Cell::new(0);
+    static RUNNING_TASK_OF: Cell<[u64; 4]> = Cell::new([0; 4]);
 }
 
 /// Runs `f` with `set(new)` in force, the value it replaced restored after, even on a panic.
 #[inline]
-fn marked<S: Fn(u64) -> u64, R>(set: S, new: u64, f: impl FnOnce() -> R) -> R {
-    struct Restore<S: Fn(u64) -> u64>(S, u64);
-    impl<S: Fn(u64) -> u64> Drop for Restore<S> {
+fn marked<T: Copy, S: Fn(T) -> T, R>(set: S, new: T, f: impl FnOnce() -> R) -> R {
+    struct Restore<T: Copy, S: Fn(T) -> T>(S, T);
+    impl<T: Copy, S: Fn(T) -> T> Drop for Restore<T, S> {
         fn drop(&mut self) {
             (self.0)(self.1);
         }
@@ -61,7 +61,7 @@ fn marked<S: Fn(u64) -> u64, R>(set: S, new: u64, f: impl FnOnce() -> R) -> R {
 
 /// This thread's name in `Shared::driving`: where its `RUNNING_TASK_OF` is.
 fn here() -> u64 {
-    RUNNING_TASK_OF.with(|cell| cell as *const Cell<u64> as u64)
+    RUNNING_TASK_OF.with(|cell| cell as *const Cell<[u64; 4]> as u64)
 }
 
 /// How producers wake a driver: the worker thread, or a tokio task.
@@ -125,8 +125,7 @@ pub(crate) struct Shared {
     pub(crate) jobs: Mutex<Jobs>,
     /// Held while turning by any driver but the worker thread.
     pub(crate) driver: Mutex<()>,
-    /// The thread driving, `here()` there (a task of this timer may drive another timer), or 0.
-    /// Each thread compares only its own writes: std's, unseen by loom.
+    /// The thread driving, `here()` there, or 0: std's, unseen by loom (each reads its writes).
     driving: std::sync::atomic::AtomicU64,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
     /// How producers wake the driver, once it runs.
@@ -230,12 +229,14 @@ impl Shared {
     }
 
     pub(crate) fn in_own_task(&self) -> bool {
-        RUNNING_TASK_OF.with(|id| id.get() == self.id)
+        RUNNING_TASK_OF.with(|ids| ids.get().contains(&self.id))
     }
 
     /// Runs `f` marked as a task of this timer, for `in_own_task`.
     pub(crate) fn as_own_task<R>(&self, f: impl FnOnce() -> R) -> R {
-        marked(|id| RUNNING_TASK_OF.with(|c| c.replace(id)), self.id, f)
+        let [inner, outer, outermost, _] = RUNNING_TASK_OF.with(Cell::get);
+        let ids = [self.id, inner, outer, outermost];
+        marked(|ids| RUNNING_TASK_OF.with(|c| c.replace(ids)), ids, f)
     }
 
     /// True on the worker thread, and while this thread turns under the driver lock.
