@@ -576,3 +576,59 @@ fn stop_from_another_timers_task_nested_in_this_timers_job_on_an_executor_is_ref
     );
     assert!(!a.is_shutdown());
 }
+
+/// An executor that drops every job inline, on the worker thread; the dropped task holds the last
+/// handle. The handle goes on the worker (with the task) and the worker still ends.
+#[test]
+fn the_worker_ends_when_an_executor_drops_the_job_holding_the_last_handle() {
+    let name = "h32-drop-job";
+    let timer = HashedWheelTimer::builder()
+        .thread_name(name)
+        .executor(drop::<Job>)
+        .build()
+        .unwrap();
+    let last = timer.clone();
+    let t = timer.new_timeout(move |_| drop(last), MS).unwrap();
+    drop(timer);
+    assert!(
+        eventually(|| t.is_stopped()),
+        "the dropped job ended it stopped"
+    );
+    assert_eq!(
+        threads_named(name),
+        1,
+        "the task, kept for take_task, keeps the timer"
+    );
+    drop(t);
+    assert!(eventually(|| threads_named(name) == 0), "the worker ended");
+}
+
+/// A `tokio_clock()` timer's driver task ends with the last handle, whichever way it goes.
+#[test]
+fn a_tokio_clock_timers_driver_task_ends_with_the_last_handle() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let alive = || rt.metrics().num_alive_tasks();
+    for in_task in [false, true] {
+        let timer = {
+            let _entered = rt.enter();
+            HashedWheelTimer::builder().tokio_clock().build().unwrap()
+        };
+        assert_eq!(alive(), 1, "its driver");
+        timer
+            .new_timeout(|_| {}, Duration::from_secs(3600))
+            .unwrap();
+        if in_task {
+            let last = timer.clone();
+            timer.new_timeout(move |_| drop(last), MS).unwrap();
+            drop(timer);
+        } else {
+            drop(timer);
+        }
+        rt.block_on(async { tokio::time::sleep(MS * 10).await });
+        assert_eq!(alive(), 0, "in_task {in_task}: the driver task ended");
+    }
+}
