@@ -632,3 +632,55 @@ fn a_tokio_clock_timers_driver_task_ends_with_the_last_handle() {
         assert_eq!(alive(), 0, "in_task {in_task}: the driver task ended");
     }
 }
+
+/// Tasks whose destructors panic, waiting on an executor when the timer stops or its last handle
+/// goes: `stop()` returns them, their jobs never run them, and no panic escapes a drop, a job or
+/// the timer's drop.
+#[test]
+fn tasks_that_panic_in_drop_waiting_on_an_executor_at_stop_and_at_the_timers_drop() {
+    struct Bomb(Arc<AtomicUsize>);
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            panic!("bomb");
+        }
+    }
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let bombs = |timer: &HashedWheelTimer, n: u32| -> Vec<Timeout> {
+        (0..n)
+            .map(|i| {
+                let bomb = Bomb(dropped.clone());
+                let task = move |_: &Timeout| {
+                    let _keep = &bomb;
+                };
+                match i % 2 {
+                    0 => timer.new_timeout(task, MS).unwrap(),
+                    _ => timer.schedule_at_fixed_rate(task, MS, MS).unwrap(),
+                }
+            })
+            .collect()
+    };
+    let queue = QueueExecutor::default();
+    let timer = queue.timer(MS);
+    let ts = bombs(&timer, 10);
+    timer.advance(MS);
+    assert_eq!(queue.len(), 10);
+    let returned = timer.stop().unwrap();
+    assert_eq!(returned.len(), 10, "every waiting job");
+    assert_eq!(queue.run_all(), 10, "jobs that find their task taken back");
+    assert_eq!(dropped.load(Ordering::SeqCst), 0, "kept for take_task");
+    drop((returned, ts));
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        10,
+        "dropped with their last handles"
+    );
+    assert_stats_add_up(&timer);
+
+    let timer = queue.timer(MS);
+    drop(bombs(&timer, 10));
+    timer.advance(MS);
+    drop(timer);
+    assert_eq!(dropped.load(Ordering::SeqCst), 20, "dropped with the timer");
+    assert_eq!(queue.run_all(), 10, "jobs of a dropped timer run nothing");
+}
