@@ -685,3 +685,63 @@ fn tasks_that_panic_in_drop_waiting_on_an_executor_at_stop_and_at_the_timers_dro
     assert_eq!(dropped.load(Ordering::SeqCst), 20, "dropped with the timer");
     assert_eq!(queue.run_all(), 10, "jobs of a dropped timer run nothing");
 }
+
+/// At a limit of one: a one-shot frees its place when it fires, so its own run (inline on an
+/// executor) may schedule the next; a periodic task keeps its place through its runs.
+#[test]
+fn at_a_limit_of_one_a_fired_one_shot_frees_its_place_before_it_runs_and_a_periodic_one_does_not() {
+    let timer = HashedWheelTimer::builder()
+        .manual_clock()
+        .max_pending_timeouts(1)
+        .executor(|job: Job| job())
+        .build()
+        .unwrap();
+    let chain = Counter::default();
+    fn next(timer: &HashedWheelTimer, chain: Counter) {
+        let mut count = chain.task();
+        timer
+            .new_timeout(
+                move |t: &Timeout| {
+                    count(t);
+                    next(&t.timer().unwrap(), chain.clone());
+                },
+                MS,
+            )
+            .unwrap();
+    }
+    next(&timer, chain.clone());
+    timer.advance(MS * 5);
+    assert_eq!(chain.get(), 5);
+    assert_eq!(timer.pending_timeouts(), 1);
+    assert!(timer.stop().unwrap().len() == 1);
+
+    let timer = HashedWheelTimer::builder()
+        .manual_clock()
+        .max_pending_timeouts(1)
+        .build()
+        .unwrap();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let r = refused.clone();
+    let p = timer
+        .schedule_at_fixed_rate(
+            move |t: &Timeout| {
+                let again = t.timer().unwrap().new_timeout(|_| {}, MS);
+                assert!(matches!(
+                    again,
+                    Err(TimerError::AtCapacity { pending: 1, max: 1 })
+                ));
+                r.fetch_add(1, Ordering::SeqCst);
+            },
+            MS,
+            MS,
+        )
+        .unwrap();
+    timer.advance(MS * 3);
+    assert_eq!(refused.load(Ordering::SeqCst), 3);
+    assert!(p.cancel());
+    assert!(
+        timer.new_timeout(|_| {}, MS).is_ok(),
+        "its place is free again"
+    );
+    assert_stats_add_up(&timer);
+}
