@@ -53,7 +53,7 @@ impl Drop for Owner {
     fn drop(&mut self) {
         // From inside one of its own tasks (or its own thread) the driver cannot wait for itself:
         // it sees the shutdown between tasks, starts no other, and exits once this task returns.
-        let wait = !self.shared.in_own_task() && !self.shared.is_worker_thread();
+        let wait = !self.shared.in_own_task() && !self.shared.is_driving_here();
         self.shared.shut_down_dropping(wait);
     }
 }
@@ -206,7 +206,7 @@ impl HashedWheelTimer {
     /// ```
     pub fn stop(&self) -> Result<Vec<Timeout>, TimerError> {
         let shared = self.shared();
-        if shared.in_own_task() || shared.is_worker_thread() || shared.is_driving_here() {
+        if shared.in_own_task() || shared.is_driving_here() {
             return Err(TimerError::StopFromTimerTask);
         }
         if crate::default_timer::is_process_default(self) {

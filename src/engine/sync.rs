@@ -12,7 +12,6 @@ pub(crate) use base::sync::atomic::{
     fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 pub(crate) use base::sync::{Mutex, MutexGuard};
-pub(crate) use base::thread::LocalKey;
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;

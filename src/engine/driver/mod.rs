@@ -27,9 +27,7 @@ use crate::engine::intake::lane::urgent_nanos;
 use crate::engine::intake::Intake;
 #[cfg(test)]
 use crate::engine::sync::AtomicUsize;
-use crate::engine::sync::{
-    lock, AtomicBool, AtomicU64, LocalKey, Mutex, MutexGuard, Ordering, Queue,
-};
+use crate::engine::sync::{lock, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, Queue};
 use crate::engine::wheel::Wheel;
 
 /// `planned_wake` while the driver is awake: no producer needs to wake it.
@@ -39,29 +37,31 @@ pub(crate) const IDLE: u64 = u64::MAX;
 
 #[cfg(not(loom))]
 thread_local! {
-    /// The id of the timer whose task is running on this thread, or 0.
-    static RUNNING_TASK_OF: Cell<u64> = const { Cell::new(0) };
-    /// The id of the timer this thread turns under the driver lock, or 0.
-    static DRIVING: Cell<u64> = const { Cell::new(0) };
+    /// Ids of the timers whose tasks run here, the innermost 4 (one may drive another), or 0s.
+    static RUNNING_TASK_OF: Cell<[u64; 4]> = const { Cell::new([0; 4]) };
 }
 
 #[cfg(loom)]
 loom::thread_local! {
-    static RUNNING_TASK_OF: Cell<u64> = Cell::new(0);
-    static DRIVING: Cell<u64> = Cell::new(0);
+    static RUNNING_TASK_OF: Cell<[u64; 4]> = Cell::new([0; 4]);
 }
 
-/// Runs `f` with `marker` set to `id`, restored after it, even on a panic.
+/// Runs `f` with `set(new)` in force, the value it replaced restored after, even on a panic.
 #[inline]
-fn marked<R>(marker: &'static LocalKey<Cell<u64>>, id: u64, f: impl FnOnce() -> R) -> R {
-    struct Restore(&'static LocalKey<Cell<u64>>, u64);
-    impl Drop for Restore {
+fn marked<T: Copy, S: Fn(T) -> T, R>(set: S, new: T, f: impl FnOnce() -> R) -> R {
+    struct Restore<T: Copy, S: Fn(T) -> T>(S, T);
+    impl<T: Copy, S: Fn(T) -> T> Drop for Restore<T, S> {
         fn drop(&mut self) {
-            self.0.with(|id| id.set(self.1));
+            (self.0)(self.1);
         }
     }
-    let _restore = Restore(marker, marker.with(|old| old.replace(id)));
+    let _restore = Restore(&set, set(new));
     f()
+}
+
+/// This thread's name in `Shared::driving`: where its `RUNNING_TASK_OF` is.
+fn here() -> u64 {
+    RUNNING_TASK_OF.with(|cell| cell as *const Cell<[u64; 4]> as u64)
 }
 
 /// How producers wake a driver: the worker thread, or a tokio task.
@@ -127,6 +127,8 @@ pub(crate) struct Shared {
     pub(crate) jobs: Mutex<Jobs>,
     /// Held while turning by any driver but the worker thread.
     pub(crate) driver: Mutex<()>,
+    /// The thread driving, `here()` there, or 0: std's, unseen by loom (each reads its writes).
+    driving: std::sync::atomic::AtomicU64,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
     /// How producers wake the driver, once it runs.
     wake: OnceLock<Unpark>,
@@ -162,6 +164,7 @@ impl Shared {
             unparks: AtomicUsize::new(0),
             jobs: Mutex::new(Jobs::new()),
             driver: Mutex::new(()),
+            driving: std::sync::atomic::AtomicU64::new(0),
             worker: Mutex::new(None),
             wake: OnceLock::new(),
             owner: OnceLock::new(),
@@ -218,10 +221,6 @@ impl Shared {
         lock(&self.core)
     }
 
-    pub(crate) fn is_worker_thread(&self) -> bool {
-        matches!(self.wake.get(), Some(Unpark::Thread(t)) if t.id() == std::thread::current().id())
-    }
-
     pub(crate) fn unpark_worker(&self) {
         #[cfg(test)]
         self.unparks.fetch_add(1, Ordering::Relaxed);
@@ -233,21 +232,24 @@ impl Shared {
     }
 
     pub(crate) fn in_own_task(&self) -> bool {
-        RUNNING_TASK_OF.with(|id| id.get() == self.id)
+        RUNNING_TASK_OF.with(|ids| ids.get().contains(&self.id))
     }
 
     /// Runs `f` marked as a task of this timer, for `in_own_task`.
     pub(crate) fn as_own_task<R>(&self, f: impl FnOnce() -> R) -> R {
-        marked(&RUNNING_TASK_OF, self.id, f)
+        let [inner, outer, outermost, _] = RUNNING_TASK_OF.with(Cell::get);
+        let ids = [self.id, inner, outer, outermost];
+        marked(|ids| RUNNING_TASK_OF.with(|c| c.replace(ids)), ids, f)
     }
 
+    /// True on the worker thread, and while this thread turns under the driver lock.
     pub(crate) fn is_driving_here(&self) -> bool {
-        DRIVING.with(|id| id.get() == self.id)
+        self.driving.load(Ordering::Relaxed) == here()
     }
 
     /// Runs `f` marked as driving this timer, for `is_driving_here`.
     pub(crate) fn as_driver<R>(&self, f: impl FnOnce() -> R) -> R {
-        marked(&DRIVING, self.id, f)
+        marked(|t| self.driving.swap(t, Ordering::Relaxed), here(), f)
     }
 
     #[inline]

@@ -43,10 +43,10 @@ fn start(shared: &Arc<Shared>) -> Result<(), Refusal> {
     if worker.is_some() || shared.is_shutdown() {
         return Ok(());
     }
-    let for_thread = Arc::clone(shared);
+    let (marker, for_thread) = (Arc::clone(shared), Arc::clone(shared));
     let handle = thread::Builder::new()
         .name(shared.config.thread_name.clone())
-        .spawn(move || run(ShutDownOnDrop(for_thread)))
+        .spawn(move || marker.as_driver(|| run(ShutDownOnDrop(for_thread))))
         .map_err(|e| Refusal::WorkerSpawn(e.to_string()))?;
     let _ = shared.wake.set(Unpark::Thread(handle.thread().clone()));
     *worker = Some(handle);
