@@ -468,7 +468,9 @@ mod metrics_published {
             timer
                 .new_timeout(|_| {}, Duration::from_secs(3600))
                 .unwrap();
-            timer.advance(MS * 10); // fires one; next due in an hour
+            // Fires one at 10 ms; files the far one once it is held 64 ms
+            // (`intake/lane.rs`'s HOLD); then nothing is due for an hour.
+            timer.advance(MS * 70);
         });
         let s = timer.stats();
         assert_eq!((s.fired, s.pending), (1, 1));
