@@ -55,7 +55,7 @@ impl Shared {
         self.fire(due);
         self.counts.note_busy(saturating_nanos(started.elapsed()));
         #[cfg(feature = "metrics")]
-        self.config.publish.turned(self, now, next.is_none());
+        self.config.publish.turned(self, now, next);
         Turn { fired, next }
     }
 
