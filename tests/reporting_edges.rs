@@ -480,3 +480,61 @@ mod metrics_published {
         assert_eq!(g.get("hashed_wheel_timer_scheduled"), Some(&2.0), "{g:?}");
     }
 }
+
+/// An executor that panics in `execute`, or drops a job unrun: the timeout
+/// ends stopped, counted once (a one-shot where it fired, a periodic one as
+/// stopped), and the timer goes on.
+#[test]
+fn an_executor_that_panics_or_drops_jobs_leaves_counts_that_add_up() {
+    struct Refuses(bool);
+    impl hashed_wheel_timer::Executor for Refuses {
+        fn execute(&self, job: hashed_wheel_timer::Job) {
+            if self.0 {
+                panic!("no threads left");
+            }
+            drop(job);
+        }
+    }
+    for panics in [true, false] {
+        let timer = HashedWheelTimer::builder()
+            .manual_clock()
+            .executor(Refuses(panics))
+            .build()
+            .unwrap();
+        let one = timer.new_timeout(|_| panic!("never runs"), MS).unwrap();
+        let every = timer.schedule_at_fixed_rate(|_| {}, MS, MS).unwrap();
+        let mut sleep = tokio_test::task::spawn(timer.sleep(MS));
+        assert!(sleep.poll().is_pending());
+        timer.advance(MS * 3);
+        assert!(sleep.poll().is_ready(), "wakers do not go through it");
+        assert!(one.is_stopped() && every.is_stopped(), "{one:?} {every:?}");
+        assert!(!one.is_pending() && !every.is_pending());
+        check(&timer, (3, 2, 0, 1, 0), "panics: {panics}");
+        assert_eq!(timer.stats().lateness.count(), 3);
+        assert!(one.take_task().is_some(), "the task is kept for take_task");
+        assert!(timer.stop().unwrap().is_empty());
+        check(&timer, (3, 2, 0, 1, 0), "after stop");
+    }
+}
+
+/// Two timeouts due in the same tick, the first a task that takes 30 ms of
+/// the manual clock (an `advance` from inside it): the second runs at 40 ms,
+/// 30 ms after its deadline, and its lateness says so.
+#[test]
+fn a_fire_after_a_slow_task_in_the_same_tick_is_late() {
+    let timer = manual(MS);
+    let clock = timer.clone();
+    timer
+        .new_timeout(move |_| clock.advance(MS * 30), MS * 10)
+        .unwrap();
+    let at = Arc::new(Mutex::new(None));
+    let seen = at.clone();
+    timer
+        .new_timeout(move |t: &Timeout| *seen.lock().unwrap() = Some(t.timer().unwrap().now()), MS * 10)
+        .unwrap();
+    let start = timer.now();
+    timer.advance(MS * 100);
+    assert_eq!(*at.lock().unwrap(), Some(start + MS * 40), "ran at 40 ms");
+    let h = timer.stats().lateness;
+    assert_eq!(h.max(), MS * 30, "{h:?}");
+}
