@@ -538,3 +538,32 @@ fn a_fire_after_a_slow_task_in_the_same_tick_is_late() {
     let h = timer.stats().lateness;
     assert_eq!(h.max(), MS * 30, "{h:?}");
 }
+
+/// `scheduled` counts timeouts scheduled since the timer was built: read
+/// while other threads schedule and fire, it never goes down, nor reads
+/// more than were scheduled.
+#[test]
+fn scheduled_read_during_fires_never_goes_down() {
+    let timer = manual(MS);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let made = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..20_000 {
+                timer.new_timeout(|_| {}, Duration::ZERO).unwrap();
+                made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                timer.advance(MS);
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let mut last = 0;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            let s = timer.stats();
+            let most = made.load(std::sync::atomic::Ordering::SeqCst) + 1;
+            assert!(s.scheduled >= last, "{last} -> {s:?}");
+            assert!(s.scheduled <= most, "{most} made: {s:?}");
+            last = s.scheduled;
+        }
+    });
+    check(&timer, (20_000, 20_000, 0, 0, 0), "at the end");
+}
