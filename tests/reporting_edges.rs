@@ -530,7 +530,10 @@ fn a_fire_after_a_slow_task_in_the_same_tick_is_late() {
     let at = Arc::new(Mutex::new(None));
     let seen = at.clone();
     timer
-        .new_timeout(move |t: &Timeout| *seen.lock().unwrap() = Some(t.timer().unwrap().now()), MS * 10)
+        .new_timeout(
+            move |t: &Timeout| *seen.lock().unwrap() = Some(t.timer().unwrap().now()),
+            MS * 10,
+        )
         .unwrap();
     let start = timer.now();
     timer.advance(MS * 100);
@@ -539,31 +542,36 @@ fn a_fire_after_a_slow_task_in_the_same_tick_is_late() {
     assert_eq!(h.max(), MS * 30, "{h:?}");
 }
 
-/// `scheduled` counts timeouts scheduled since the timer was built: read
-/// while other threads schedule and fire, it never goes down, nor reads
-/// more than were scheduled.
+/// `scheduled` read while another thread schedules and fires: never below
+/// what was scheduled before the call, above it only by the one timeout that
+/// may be ending (and then lower on the next read), as `TimerStats` says.
 #[test]
-fn scheduled_read_during_fires_never_goes_down() {
+fn scheduled_read_during_fires_is_off_by_at_most_the_one_ending() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
     let timer = manual(MS);
-    let done = std::sync::atomic::AtomicBool::new(false);
-    let made = std::sync::atomic::AtomicU64::new(0);
+    let (done, made) = (AtomicBool::new(false), AtomicU64::new(0));
     std::thread::scope(|s| {
         s.spawn(|| {
             for _ in 0..20_000 {
                 timer.new_timeout(|_| {}, Duration::ZERO).unwrap();
-                made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                made.fetch_add(1, SeqCst);
                 timer.advance(MS);
             }
-            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            done.store(true, SeqCst);
         });
         let mut last = 0;
-        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+        while !done.load(SeqCst) {
+            let before = made.load(SeqCst);
             let s = timer.stats();
-            let most = made.load(std::sync::atomic::Ordering::SeqCst) + 1;
-            assert!(s.scheduled >= last, "{last} -> {s:?}");
-            assert!(s.scheduled <= most, "{most} made: {s:?}");
+            // One scheduled not yet in `made`, and one ending.
+            let most = made.load(SeqCst) + 2;
+            assert!(
+                s.scheduled >= before && s.scheduled <= most,
+                "{before}..={most}: {s:?}"
+            );
+            assert!(s.scheduled + 1 >= last, "{last} -> {s:?}");
             last = s.scheduled;
         }
     });
-    check(&timer, (20_000, 20_000, 0, 0, 0), "at the end");
+    check(&timer, (20_000, 20_000, 0, 0, 0), "exact when quiet");
 }
