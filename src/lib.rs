@@ -74,8 +74,8 @@
 //! | `hashed_wheel_timer_lateness_seconds` | histogram | each fire's lateness, in seconds ([`TimerStats::lateness`]) |
 //!
 //! Each is labelled `thread` with the timer's [`thread_name`](Builder::thread_name). The gauges are
-//! set at most once per 100 ms of the timer's clock, before the driver goes idle and at
-//! [`stop`](HashedWheelTimer::stop); each fire's lateness as it fires.
+//! set at most once per 100 ms of the timer's clock, before the driver sleeps longer (or idles)
+//! and at [`stop`](HashedWheelTimer::stop); each fire's lateness as it fires.
 //!
 //! # Delay queues, periodic tasks, tower
 //!

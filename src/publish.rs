@@ -33,11 +33,13 @@ impl Publish for Publisher {
         metrics::histogram!("hashed_wheel_timer_lateness_seconds", "thread" => self.thread.clone())
     }
 
-    fn turned(&self, shared: &Shared, now: Nanos, idle: bool) {
+    fn turned(&self, shared: &Shared, now: Nanos, next: Option<Nanos>) {
         // Only a driver, one at a time, and `stop()` publish: a race between
-        // the two at a stop sets the gauges twice, harmlessly.
+        // the two at a stop sets the gauges twice, harmlessly. Skipped only
+        // if a turn comes within `EVERY` of the last publish, to publish then.
         let last = self.published_at.load(Relaxed);
-        if !idle && last != u64::MAX && now < last.saturating_add(EVERY) {
+        let due = last.saturating_add(EVERY);
+        if last != u64::MAX && now < due && next.is_some_and(|n| n < due) {
             return;
         }
         self.published_at.store(now, Relaxed);

@@ -13,6 +13,10 @@ use crate::{HashedWheelTimer, LatenessHistogram};
 ///
 /// `scheduled == fired + cancelled + stopped + pending`
 ///
+/// Read while timeouts end on other threads, one ending at that instant may count both where it
+/// ended and in `pending`: `scheduled` is then one above the truth for each, and the next snapshot
+/// reads lower. It never reads below the timeouts scheduled before the call; quiet, it is exact.
+///
 /// A refused call (an error from `new_timeout`, say) counts nowhere. A periodic task counts once in
 /// `scheduled`, and once where it ends. A [`reset`](crate::Timeout::reset) counts nowhere: it is
 /// the same timeout. A [`Sleep`](crate::Sleep) counts when its first poll files it, and a dropped

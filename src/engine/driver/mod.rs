@@ -81,12 +81,12 @@ pub(crate) struct Config {
 }
 
 /// Feature `metrics`: the face's publisher (`src/publish.rs`). The driver
-/// tells it each turn's end (`idle`: it will sleep with nothing planned, or
+/// tells it each turn's end (`next`: when it turns again; `None`: idle, or
 /// stopped) and, per turn that fires, takes its lateness histogram.
 #[cfg(feature = "metrics")]
 pub(crate) trait Publish: Send + Sync {
     fn lateness(&self) -> metrics::Histogram;
-    fn turned(&self, shared: &Shared, now: crate::engine::clock::Nanos, idle: bool);
+    fn turned(&self, shared: &Shared, now: Nanos, next: Option<Nanos>);
 }
 
 /// What only the driver touches, and `stop()` once the driver is done.

@@ -76,7 +76,7 @@ impl Shared {
         self.counts.end();
         released.into_iter().for_each(|key| self.slots.release(key));
         #[cfg(feature = "metrics")]
-        self.config.publish.turned(self, self.clock.now(), true);
+        self.config.publish.turned(self, self.clock.now(), None);
         all.retain(|&key| !self.wake_if_future(key));
         all.sort_by_key(|&key| self.entry(key).deadline());
         // Every live hook, called outside the lock (it ends with this statement).

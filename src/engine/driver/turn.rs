@@ -11,6 +11,7 @@ use crate::engine::clock::{earliest, saturating_nanos, Nanos};
 use crate::engine::driver::counts::Ended;
 use crate::engine::driver::{Core, Shared, IDLE};
 use crate::engine::entry::key::Key;
+use crate::engine::entry::task::Task;
 use crate::engine::entry::Fire;
 use crate::engine::intake::lane::{Drained, Lane, BATCH_WAIT_NANOS, KEEP_HALF, STAMPS_TELL_AGE};
 use crate::engine::sync::{fence, Ordering};
@@ -55,7 +56,7 @@ impl Shared {
         self.fire(due);
         self.counts.note_busy(saturating_nanos(started.elapsed()));
         #[cfg(feature = "metrics")]
-        self.config.publish.turned(self, now, next.is_none());
+        self.config.publish.turned(self, now, next);
         Turn { fired, next }
     }
 
@@ -237,7 +238,7 @@ impl Shared {
         self.fired_by.fetch_max(now, Ordering::Release);
         #[cfg(feature = "metrics")]
         let lateness = self.config.publish.lateness();
-        let mut moved = Vec::new();
+        let (mut moved, mut fired_at) = (Vec::new(), now); // read again after a task run here
         let mut keys = due.drain(..);
         while let Some(key) = keys.next() {
             if self.is_shutdown() {
@@ -253,11 +254,17 @@ impl Shared {
                         // A periodic entry stays counted while it runs.
                         self.counts.uncount(1, Ended::Fired);
                     }
-                    let late = now.saturating_sub(entry.deadline());
+                    let late = fired_at.saturating_sub(entry.deadline());
                     self.counts.lateness.record(late);
                     #[cfg(feature = "metrics")]
                     lateness.record(std::time::Duration::from_nanos(late));
                     match entry.take_task() {
+                        Some(task @ (Task::Callback(_) | Task::Periodic(_)))
+                            if self.config.executor.is_none() =>
+                        {
+                            self.dispatch(key, task);
+                            fired_at = self.clock.now();
+                        }
                         Some(task) => self.dispatch(key, task),
                         None => self.slots.release(key),
                     }
