@@ -203,3 +203,381 @@ fn a_hash_that_panics_in_an_insert_loses_no_other_key() {
     want.sort_unstable();
     assert_eq!(out, want);
 }
+
+/// `Eq` and `Clone` that panic under a shard's lock: the call panics, and the map (its lock not
+/// poisoned) keeps every key, value and deadline as they were; a key whose deadline fired and
+/// whose reset panics comes out as it would have.
+#[test]
+fn eq_and_clone_that_panic_leave_the_map_as_it_was() {
+    let timer = manual(MS);
+    let (map, mode) = hostile_map(&timer);
+    for k in 1..=3 {
+        map.insert(Hostile(k, mode.clone()), k * 10, 5 * MS)
+            .unwrap();
+    }
+    mode.eq_panics.store(true, SeqCst);
+    let dup = catch_unwind(AssertUnwindSafe(|| {
+        map.insert(Hostile(1, mode.clone()), 99, MS)
+    }));
+    mode.eq_panics.store(false, SeqCst);
+    assert!(dup.is_err());
+    mode.clone_panics.store(true, SeqCst);
+    let fresh = catch_unwind(AssertUnwindSafe(|| {
+        map.insert(Hostile(4, mode.clone()), 40, MS)
+    }));
+    assert!(fresh.is_err());
+    assert_eq!(timer.pending_timeouts(), 3, "no deadline filed for key 4");
+    timer.advance(5 * MS); // every deadline fired, none yielded yet
+    let reset = catch_unwind(AssertUnwindSafe(|| map.reset(&2, 10 * MS)));
+    mode.clone_panics.store(false, SeqCst);
+    assert!(
+        reset.is_err(),
+        "a fired key's reset clones it for a fresh deadline"
+    );
+    assert!(finishes(move || {
+        let mut got: Vec<_> = drain_map(&map).into_iter().map(|(k, v)| (k.0, v)).collect();
+        got.sort_unstable();
+        assert_eq!(got, [(1, 10), (2, 20), (3, 30)]);
+        assert!(map.is_empty() && map.get_deadline(&1).is_none());
+    }));
+    assert_stats_add_up(&timer);
+}
+
+/// A key whose hash differs each call: lookups miss, but nothing hangs or panics, and every value
+/// is dropped exactly once in the end.
+#[test]
+fn a_hash_that_changes_each_call_only_misses() {
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let drops = Arc::new(AtomicUsize::new(0));
+    let made = Arc::new(AtomicUsize::new(0));
+    let (timer, d, m) = (manual(MS), drops.clone(), made.clone());
+    assert!(finishes(move || {
+        let map: DelayMap<Hostile, Counted> = timer.delay_map();
+        let mode = Arc::new(Mode::default());
+        mode.hash_changes.store(true, SeqCst);
+        for i in 0..300u32 {
+            m.fetch_add(1, SeqCst);
+            let _ = map.insert(
+                Hostile(i % 50, mode.clone()),
+                Counted(d.clone()),
+                (i % 7) * MS,
+            );
+            let _ = map.remove(&(i % 13));
+            let _ = map.reset(&(i % 11), MS);
+            let _ = (map.get_deadline(&(i % 5)), map.contains_key(&i), map.len());
+            if i % 17 == 0 {
+                timer.advance(MS);
+                drop(drain_map(&map));
+            }
+        }
+        timer.advance(10 * MS);
+        drop(drain_map(&map));
+        map.close();
+        drop(drain_map(&map));
+        drop(map);
+    }));
+    assert_eq!(
+        drops.load(SeqCst),
+        made.load(SeqCst),
+        "each value dropped once"
+    );
+}
+
+/// A consumer's waker that calls back into its queue, wherever the queue wakes it: on the
+/// driver's turn (`advance`), in an insert or reset due at once, in `remove` and `clear` once
+/// closed, and in `close`.
+struct Reenters(DelayQueue<u32>, Mutex<Vec<DelayKey>>, AtomicUsize);
+
+impl futures::task::ArcWake for Reenters {
+    fn wake_by_ref(this: &Arc<Self>) {
+        let q = &this.0;
+        let n = this.2.fetch_add(1, SeqCst);
+        let _ = (q.len(), q.is_empty(), q.peek(), q.capacity());
+        let key = this.1.lock().unwrap().pop();
+        if let Some(key) = key {
+            let _ = (q.deadline(&key), q.reset(&key, 2 * MS));
+        }
+        if n < 50 {
+            if let Ok(key) = q.insert(1_000 + n as u32, Duration::ZERO) {
+                this.1.lock().unwrap().push(key);
+            }
+            let _ = q
+                .poll_expired(&mut noop_cx())
+                .map(|e| e.map(|e| e.into_inner()));
+        }
+        q.shrink_to_fit();
+    }
+}
+
+#[test]
+fn a_waker_that_calls_back_into_its_queue_deadlocks_nothing() {
+    let timer = manual(MS);
+    let queue: DelayQueue<u32> = timer.delay_queue();
+    let reenters = Arc::new(Reenters(
+        queue.clone(),
+        Mutex::new(Vec::new()),
+        AtomicUsize::new(0),
+    ));
+    let (t, q, r) = (timer.clone(), queue.clone(), reenters.clone());
+    assert!(finishes(move || {
+        let waker = futures::task::waker(r.clone());
+        let mut cx = Context::from_waker(&waker);
+        for i in 0..20u32 {
+            let key = q.insert(i, (i % 4) * MS).unwrap();
+            r.1.lock().unwrap().push(key);
+            let _ = q.poll_expired(&mut cx);
+            t.advance(MS);
+            let _ = q.poll_expired(&mut cx);
+            let _ = q.reset(&key, Duration::ZERO);
+            let _ = q.poll_expired(&mut cx);
+            let _ = q.remove(&key);
+        }
+        q.close();
+        let _ = q.poll_expired(&mut cx);
+        q.clear();
+        let _ = q.poll_expired(&mut cx);
+        q.compact();
+    }));
+    assert!(reenters.2.load(SeqCst) > 0, "the waker never ran");
+    assert!(queue.is_empty() || !queue.is_closed());
+    timer.advance(10 * MS);
+    assert_stats_add_up(&timer);
+}
+
+/// An item whose `Drop` panics every time (even unwinding) and then calls back into its queue:
+/// `clear`, `compact` around removals, and the last handle's drop each drop every item once,
+/// catch each panic, and deadlock on nothing.
+struct Bomb(Arc<AtomicUsize>, Arc<OnceLock<DelayQueue<Bomb>>>);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+        if let Some(queue) = self.1.get() {
+            let _ = (queue.len(), queue.peek(), queue.capacity());
+            let _ = queue.insert(Bomb(Arc::new(AtomicUsize::new(0)), Arc::default()), MS);
+        }
+        panic!("an item's Drop panicked");
+    }
+}
+
+#[test]
+fn items_that_panic_in_drop_and_call_back_are_each_dropped_once() {
+    let timer = manual(MS);
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (t, d) = (timer.clone(), drops.clone());
+    assert!(finishes(move || {
+        let queue: DelayQueue<Bomb> = t.delay_queue_with_capacity(usize::MAX);
+        queue.reserve(usize::MAX);
+        let cell = Arc::new(OnceLock::new());
+        let _ = cell.set(queue.clone());
+        let bomb = || Bomb(d.clone(), cell.clone());
+        let keys: Vec<DelayKey> = (0..40)
+            .map(|_| queue.insert(bomb(), 5 * MS).unwrap())
+            .collect();
+        for key in keys.iter().step_by(2) {
+            std::mem::forget(queue.remove(key).unwrap());
+        }
+        queue.compact();
+        queue.shrink_to_fit();
+        for key in keys.iter().skip(1).step_by(4) {
+            std::mem::forget(queue.remove(key).expect("a key valid across compact"));
+        }
+        queue.clear(); // 10 left, each inserting one more (which is no bomb)
+        assert_eq!((d.load(SeqCst), queue.len()), (10, 10));
+        queue.clear();
+        let other: DelayQueue<Bomb> = t.delay_queue();
+        for _ in 0..5 {
+            other.insert(Bomb(d.clone(), Arc::default()), MS).unwrap();
+        }
+        other.compact();
+        drop(other); // the last handle
+        assert_eq!(d.load(SeqCst), 15);
+    }));
+    assert_eq!(drops.load(SeqCst), 15);
+    timer.advance(10 * MS);
+    assert_stats_add_up(&timer);
+}
+
+/// `compact`, `shrink_to_fit`, `reserve` and `capacity` on one thread, against two threads
+/// inserting and removing: every key stays valid, each remove gives back its own item, and what
+/// is left comes out once each.
+#[test]
+fn compact_and_the_capacity_methods_racing_inserts_and_removes_lose_nothing() {
+    let timer = manual(MS);
+    let queue: DelayQueue<u64> = timer.delay_queue();
+    let barrier = Arc::new(Barrier::new(3));
+    let workers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let (queue, barrier) = (queue.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mut kept = Vec::new();
+                for i in 0..3_000u64 {
+                    let item = w << 32 | i;
+                    kept.push((queue.insert(item, (1 + i as u32 % 5) * MS).unwrap(), item));
+                    if i % 3 != 0 {
+                        let (key, item) = kept.swap_remove((i as usize * 7) % kept.len());
+                        assert_eq!(queue.remove(&key), Some(item), "worker {w} step {i}");
+                    }
+                    if i % 64 == 0 {
+                        queue.reserve(usize::MAX);
+                    }
+                }
+                kept
+            })
+        })
+        .collect();
+    let compactor = {
+        let (queue, barrier) = (queue.clone(), barrier.clone());
+        std::thread::spawn(move || {
+            barrier.wait();
+            for i in 0..2_000 {
+                match i % 3 {
+                    0 => queue.compact(),
+                    1 => queue.shrink_to_fit(),
+                    _ => assert!(queue.capacity() >= queue.len() / 2),
+                }
+            }
+        })
+    };
+    let kept: Vec<(DelayKey, u64)> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    compactor.join().unwrap();
+    assert_eq!(queue.len(), kept.len());
+    queue.compact();
+    assert_eq!(queue.capacity(), queue.len());
+    for (key, item) in kept.iter().step_by(2) {
+        assert_eq!(queue.remove(key), Some(*item));
+    }
+    timer.advance(10 * MS);
+    let mut out: Vec<u64> = common::drain(&queue)
+        .into_iter()
+        .map(|e| e.into_inner())
+        .collect();
+    let mut want: Vec<u64> = kept
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|&(_, item)| item)
+        .collect();
+    out.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(out, want);
+    assert_stats_add_up(&timer);
+}
+
+/// `close` racing producers and two consumers, with `peek` and `deadline` racing the stream: each
+/// insert that succeeded comes out exactly once, every consumer's stream ends, nothing hangs.
+#[test]
+fn close_racing_inserts_and_consumers_while_peek_races_the_stream() {
+    let timer = manual(MS);
+    let queue: DelayQueue<u64> = timer.delay_queue();
+    let barrier = Arc::new(Barrier::new(6));
+    let spawn = |f: Box<dyn FnOnce(DelayQueue<u64>) -> Vec<u64> + Send>| {
+        let (queue, barrier) = (queue.clone(), barrier.clone());
+        std::thread::spawn(move || {
+            barrier.wait();
+            f(queue)
+        })
+    };
+    let producer = |w: u64| {
+        Box::new(move |queue: DelayQueue<u64>| {
+            let mut sent = Vec::new();
+            for i in 0.. {
+                match queue.insert(w << 32 | i, (i as u32 % 3) * MS) {
+                    Ok(_) => sent.push(w << 32 | i),
+                    Err(e) => return (assert_eq!(e, TimerError::QueueClosed), sent).1,
+                }
+                if i == 2_000 && w == 0 {
+                    queue.close();
+                }
+            }
+            unreachable!()
+        }) as Box<dyn FnOnce(DelayQueue<u64>) -> Vec<u64> + Send>
+    };
+    let consumer = || {
+        Box::new(|mut queue: DelayQueue<u64>| {
+            futures::executor::block_on(async {
+                let mut got = Vec::new();
+                while let Some(e) = queue.next().await {
+                    got.push(e.into_inner());
+                }
+                got
+            })
+        }) as Box<dyn FnOnce(DelayQueue<u64>) -> Vec<u64> + Send>
+    };
+    let producers = [spawn(producer(0)), spawn(producer(1))];
+    let consumers = [spawn(consumer()), spawn(consumer())];
+    let peeker = spawn(Box::new(|queue| {
+        while !(queue.is_closed() && queue.is_empty()) {
+            if let Some(key) = queue.peek() {
+                let _ = queue.deadline(&key);
+            }
+        }
+        Vec::new()
+    }));
+    let (t, stop) = (timer.clone(), Arc::new(AtomicBool::new(false)));
+    let turner = spawn(Box::new({
+        let stop = stop.clone();
+        move |_| {
+            while !stop.load(SeqCst) {
+                t.advance(MS);
+                std::thread::yield_now();
+            }
+            Vec::new()
+        }
+    }));
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        let sent: Vec<u64> = producers
+            .into_iter()
+            .flat_map(|p| p.join().unwrap())
+            .collect();
+        let got: Vec<u64> = consumers
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect();
+        let _ = done.send((sent, got));
+    });
+    let (mut sent, mut got) = finished
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a producer or consumer hung");
+    stop.store(true, SeqCst);
+    turner.join().unwrap();
+    peeker.join().unwrap();
+    sent.sort_unstable();
+    got.sort_unstable();
+    assert_eq!(sent, got, "each item inserted came out once");
+    assert!(queue.is_empty());
+    assert_stats_add_up(&timer);
+}
+
+/// Keys that name nothing: after `clear`, of another queue, yielded, and made up.
+#[test]
+fn stale_and_foreign_keys_name_nothing() {
+    let timer = manual(MS);
+    let (a, b): (DelayQueue<u32>, DelayQueue<u32>) = (timer.delay_queue(), timer.delay_queue());
+    let cleared: Vec<DelayKey> = (0..10).map(|i| a.insert(i, MS).unwrap()).collect();
+    a.clear();
+    let fresh: Vec<DelayKey> = (10..20).map(|i| a.insert(i, MS).unwrap()).collect();
+    let foreign: Vec<DelayKey> = (0..10).map(|i| b.insert(i, MS).unwrap()).collect();
+    let made_up = [0, 1, u64::MAX, 1 << 63, 1 << 58, (1 << 58) - 1].map(DelayKey::from);
+    for key in cleared.iter().chain(&foreign).chain(&made_up) {
+        assert_eq!((a.remove(key), a.deadline(key)), (None, None), "{key:?}");
+        assert!(!a.reset(key, MS) && a.try_remove(key).is_none());
+    }
+    a.compact();
+    for (i, key) in fresh.iter().enumerate() {
+        assert_eq!(a.remove(key), Some(10 + i as u32));
+        assert_eq!(a.remove(key), None, "removed twice");
+    }
+    assert_eq!((a.len(), b.len()), (0, 10));
+    assert_stats_add_up(&timer);
+}
