@@ -157,13 +157,14 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
         }
         let mut shard = self.map.lock(&key);
         shard.reserve(1); // a rehash runs `K`'s `Hash` before the deadline is filed, not after
-        let filed = self.file(&key, shard.get(&key).map(|slot| slot.0), at);
+        let slot = shard.get_mut(&key);
+        let filed = self.file(&key, slot.as_ref().map(|slot| slot.0), at);
         let Ok((deadline, due)) = filed else {
             drop_item((shard, key, value)); // unlocked first, as `K`'s and `V`'s code runs
             return filed.map(|_| None);
         };
         // The map keeps the key it holds: the offered one is dropped unlocked, its panic caught.
-        let old = match shard.get_mut(&key) {
+        let old = match slot {
             Some(slot) => Some((std::mem::replace(slot, (deadline, value)).1, Some(key))),
             None => shard
                 .insert(key, (deadline, value))

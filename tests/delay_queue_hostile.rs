@@ -13,7 +13,7 @@ use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Barrier, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -47,8 +47,8 @@ fn drain_map<K: Hash + Eq, V>(map: &DelayMap<K, V>) -> Vec<(K, V)> {
 /// What a `Hostile` key does wrong, shared by the keys of one test.
 #[derive(Default)]
 struct Mode {
-    /// Its `Hash` panics at this call from now (1: the next); 0: never.
-    hash_panics_in: AtomicUsize,
+    /// If not 0, its `Hash` panics for every key but this one.
+    hash_panics_but_for: AtomicU32,
     /// Its `Hash` writes a different number each call.
     hash_changes: AtomicBool,
     eq_panics: AtomicBool,
@@ -63,10 +63,12 @@ struct Hostile(u32, Arc<Mode>);
 
 impl Hash for Hostile {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        let left = self.1.hash_panics_in.load(SeqCst);
-        if left > 0 && self.1.hash_panics_in.fetch_sub(1, SeqCst) == 1 {
-            panic!("Hash of key {} panicked", self.0);
-        }
+        let only = self.1.hash_panics_but_for.load(SeqCst);
+        assert!(
+            only == 0 || only == self.0,
+            "Hash of key {} panicked",
+            self.0
+        );
         if self.1.hash_changes.load(SeqCst) {
             self.1.counter.fetch_add(1, SeqCst).hash(state);
         } else {
@@ -162,9 +164,9 @@ fn insert_replacing_a_key_that_panics_in_drop_returns_the_old_value_and_wakes() 
     assert_stats_add_up(&timer);
 }
 
-/// A `Hash` that panics now and then, in the middle of an insert (once the shard is picked, in
-/// the map's own hashing): the insert fails, and every other key stays in the map, comes out
-/// once, with its value.
+/// A `Hash` that panics for the keys already in a shard, as its map grows or rehashes in an insert
+/// (now and then): the insert fails, and every other key stays in the map, comes out once, with its
+/// value.
 #[test]
 fn a_hash_that_panics_in_an_insert_loses_no_other_key() {
     let timer = manual(MS);
@@ -178,12 +180,13 @@ fn a_hash_that_panics_in_an_insert_loses_no_other_key() {
             live.remove(&gone);
         }
         next += 1;
-        // The shard's pick, the map's hash of the new key, then any rehash: the third panics.
-        mode.hash_panics_in.store(3, SeqCst);
+        // A rehash, which hashes the keys already in, panics.
+        mode.hash_panics_but_for
+            .store(if step % 4 == 0 { next } else { 0 }, SeqCst);
         let inserted = catch_unwind(AssertUnwindSafe(|| {
             map.insert(Hostile(next, mode.clone()), next, Duration::from_secs(1))
         }));
-        mode.hash_panics_in.store(0, SeqCst);
+        mode.hash_panics_but_for.store(0, SeqCst);
         if let Ok(result) = inserted {
             assert_eq!(result, Ok(None));
             live.insert(next);
@@ -554,6 +557,7 @@ fn close_racing_inserts_and_consumers_while_peek_races_the_stream() {
     peeker.join().unwrap();
     sent.sort_unstable();
     got.sort_unstable();
+    assert!(sent.len() > 2_000, "{} items", sent.len());
     assert_eq!(sent, got, "each item inserted came out once");
     assert!(queue.is_empty());
     assert_stats_add_up(&timer);
