@@ -7,12 +7,10 @@
 mod common;
 
 use common::{assert_stats_add_up, manual, CountingWaker};
-use futures::StreamExt;
 use hashed_wheel_timer::{DelayKey, DelayMap, DelayQueue, HashedWheelTimer, TimerError};
 use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Barrier, Mutex, OnceLock};
 use std::task::{Context, Poll};
@@ -31,11 +29,14 @@ fn finishes(f: impl FnOnce() + Send + 'static) -> bool {
     finished.recv_timeout(Duration::from_secs(20)).is_ok()
 }
 
+fn caught<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+}
+
 fn noop_cx() -> Context<'static> {
     Context::from_waker(futures::task::noop_waker_ref())
 }
 
-/// Every pair ready now.
 fn drain_map<K: Hash + Eq, V>(map: &DelayMap<K, V>) -> Vec<(K, V)> {
     let mut out = Vec::new();
     while let Poll::Ready(Some(pair)) = map.poll_expired(&mut noop_cx()) {
@@ -49,8 +50,7 @@ fn drain_map<K: Hash + Eq, V>(map: &DelayMap<K, V>) -> Vec<(K, V)> {
 struct Mode {
     /// If not 0, its `Hash` panics for every key but this one.
     hash_panics_but_for: AtomicU32,
-    /// Its `Hash` writes a different number each call.
-    hash_changes: AtomicBool,
+    hash_changes: AtomicBool, // its `Hash` writes a different number each call
     eq_panics: AtomicBool,
     clone_panics: AtomicBool,
     drop_panics: AtomicBool,
@@ -123,7 +123,7 @@ fn remove_of_a_key_that_panics_in_drop_returns_its_value_and_cancels_its_deadlin
     let (map, mode) = hostile_map(&timer);
     map.insert(Hostile(1, mode.clone()), 10, 5 * MS).unwrap();
     mode.drop_panics.store(true, SeqCst);
-    let removed = catch_unwind(AssertUnwindSafe(|| map.remove(&1)));
+    let removed = caught(|| map.remove(&1));
     mode.drop_panics.store(false, SeqCst);
     match removed {
         Ok(value) => assert_eq!(value, Some(10)),
@@ -147,9 +147,7 @@ fn insert_replacing_a_key_that_panics_in_drop_returns_the_old_value_and_wakes() 
         .poll_expired(&mut Context::from_waker(&waker))
         .is_pending());
     mode.drop_panics.store(true, SeqCst);
-    let replaced = catch_unwind(AssertUnwindSafe(|| {
-        map.insert(Hostile(1, mode.clone()), 20, Duration::ZERO)
-    }));
+    let replaced = caught(|| map.insert(Hostile(1, mode.clone()), 20, Duration::ZERO));
     mode.drop_panics.store(false, SeqCst);
     match replaced {
         Ok(old) => assert_eq!(old, Ok(Some(10))),
@@ -181,11 +179,10 @@ fn a_hash_that_panics_in_an_insert_loses_no_other_key() {
         }
         next += 1;
         // A rehash, which hashes the keys already in, panics.
-        mode.hash_panics_but_for
-            .store(if step % 4 == 0 { next } else { 0 }, SeqCst);
-        let inserted = catch_unwind(AssertUnwindSafe(|| {
-            map.insert(Hostile(next, mode.clone()), next, Duration::from_secs(1))
-        }));
+        let only = if step % 4 == 0 { next } else { 0 };
+        mode.hash_panics_but_for.store(only, SeqCst);
+        let inserted =
+            caught(|| map.insert(Hostile(next, mode.clone()), next, Duration::from_secs(1)));
         mode.hash_panics_but_for.store(0, SeqCst);
         if let Ok(result) = inserted {
             assert_eq!(result, Ok(None));
@@ -194,17 +191,10 @@ fn a_hash_that_panics_in_an_insert_loses_no_other_key() {
         assert_eq!(map.len(), live.len(), "step {step}: keys lost");
     }
     timer.advance(Duration::from_secs(2));
-    let mut out: Vec<u32> = drain_map(&map)
-        .into_iter()
-        .map(|(k, v)| {
-            assert_eq!(k.0, v);
-            v
-        })
-        .collect();
-    out.sort_unstable();
-    let mut want: Vec<u32> = live.into_iter().collect();
-    want.sort_unstable();
-    assert_eq!(out, want);
+    for (key, value) in drain_map(&map) {
+        assert!(key.0 == value && live.remove(&value), "{value}");
+    }
+    assert!(live.is_empty(), "never came out: {live:?}");
 }
 
 /// `Eq` and `Clone` that panic under a shard's lock: the call panics, and the map (its lock not
@@ -219,24 +209,17 @@ fn eq_and_clone_that_panic_leave_the_map_as_it_was() {
             .unwrap();
     }
     mode.eq_panics.store(true, SeqCst);
-    let dup = catch_unwind(AssertUnwindSafe(|| {
-        map.insert(Hostile(1, mode.clone()), 99, MS)
-    }));
+    let dup = caught(|| map.insert(Hostile(1, mode.clone()), 99, MS));
     mode.eq_panics.store(false, SeqCst);
     assert!(dup.is_err());
     mode.clone_panics.store(true, SeqCst);
-    let fresh = catch_unwind(AssertUnwindSafe(|| {
-        map.insert(Hostile(4, mode.clone()), 40, MS)
-    }));
+    let fresh = caught(|| map.insert(Hostile(4, mode.clone()), 40, MS));
     assert!(fresh.is_err());
     assert_eq!(timer.pending_timeouts(), 3, "no deadline filed for key 4");
     timer.advance(5 * MS); // every deadline fired, none yielded yet
-    let reset = catch_unwind(AssertUnwindSafe(|| map.reset(&2, 10 * MS)));
+    let reset = caught(|| map.reset(&2, 10 * MS));
     mode.clone_panics.store(false, SeqCst);
-    assert!(
-        reset.is_err(),
-        "a fired key's reset clones it for a fresh deadline"
-    );
+    assert!(reset.is_err(), "a fired key's reset clones it");
     assert!(finishes(move || {
         let mut got: Vec<_> = drain_map(&map).into_iter().map(|(k, v)| (k.0, v)).collect();
         got.sort_unstable();
@@ -265,11 +248,8 @@ fn a_hash_that_changes_each_call_only_misses() {
         mode.hash_changes.store(true, SeqCst);
         for i in 0..300u32 {
             m.fetch_add(1, SeqCst);
-            let _ = map.insert(
-                Hostile(i % 50, mode.clone()),
-                Counted(d.clone()),
-                (i % 7) * MS,
-            );
+            let key = Hostile(i % 50, mode.clone());
+            let _ = map.insert(key, Counted(d.clone()), (i % 7) * MS);
             let _ = map.remove(&(i % 13));
             let _ = map.reset(&(i % 11), MS);
             let _ = (map.get_deadline(&(i % 5)), map.contains_key(&i), map.len());
@@ -284,11 +264,7 @@ fn a_hash_that_changes_each_call_only_misses() {
         drop(drain_map(&map));
         drop(map);
     }));
-    assert_eq!(
-        drops.load(SeqCst),
-        made.load(SeqCst),
-        "each value dropped once"
-    );
+    assert_eq!(drops.load(SeqCst), made.load(SeqCst), "dropped once");
 }
 
 /// A consumer's waker that calls back into its queue, wherever the queue wakes it: on the
@@ -304,6 +280,10 @@ impl futures::task::ArcWake for Reenters {
         let key = this.1.lock().unwrap().pop();
         if let Some(key) = key {
             let _ = (q.deadline(&key), q.reset(&key, 2 * MS));
+            let _ = if n % 2 == 0 { q.remove(&key) } else { None };
+        }
+        if n == 30 {
+            q.clear();
         }
         if n < 50 {
             if let Ok(key) = q.insert(1_000 + n as u32, Duration::ZERO) {
@@ -347,7 +327,6 @@ fn a_waker_that_calls_back_into_its_queue_deadlocks_nothing() {
         q.compact();
     }));
     assert!(reenters.2.load(SeqCst) > 0, "the waker never ran");
-    assert!(queue.is_empty() || !queue.is_closed());
     timer.advance(10 * MS);
     assert_stats_add_up(&timer);
 }
@@ -379,9 +358,8 @@ fn items_that_panic_in_drop_and_call_back_are_each_dropped_once() {
         let cell = Arc::new(OnceLock::new());
         let _ = cell.set(queue.clone());
         let bomb = || Bomb(d.clone(), cell.clone());
-        let keys: Vec<DelayKey> = (0..40)
-            .map(|_| queue.insert(bomb(), 5 * MS).unwrap())
-            .collect();
+        let insert = || queue.insert(bomb(), 5 * MS).unwrap();
+        let keys: Vec<_> = (0..40).map(|_| insert()).collect();
         for key in keys.iter().step_by(2) {
             std::mem::forget(queue.remove(key).unwrap());
         }
@@ -460,19 +438,11 @@ fn compact_and_the_capacity_methods_racing_inserts_and_removes_lose_nothing() {
         assert_eq!(queue.remove(key), Some(*item));
     }
     timer.advance(10 * MS);
-    let mut out: Vec<u64> = common::drain(&queue)
-        .into_iter()
-        .map(|e| e.into_inner())
-        .collect();
-    let mut want: Vec<u64> = kept
-        .iter()
-        .skip(1)
-        .step_by(2)
-        .map(|&(_, item)| item)
-        .collect();
-    out.sort_unstable();
-    want.sort_unstable();
-    assert_eq!(out, want);
+    let mut want: HashSet<u64> = kept.iter().skip(1).step_by(2).map(|&(_, i)| i).collect();
+    for e in common::drain(&queue) {
+        assert!(want.remove(e.get_ref()), "twice or wrongly");
+    }
+    assert!(want.is_empty(), "never came out: {want:?}");
     assert_stats_add_up(&timer);
 }
 
@@ -481,85 +451,65 @@ fn compact_and_the_capacity_methods_racing_inserts_and_removes_lose_nothing() {
 #[test]
 fn close_racing_inserts_and_consumers_while_peek_races_the_stream() {
     let timer = manual(MS);
-    let queue: DelayQueue<u64> = timer.delay_queue();
-    let barrier = Arc::new(Barrier::new(6));
-    let spawn = |f: Box<dyn FnOnce(DelayQueue<u64>) -> Vec<u64> + Send>| {
-        let (queue, barrier) = (queue.clone(), barrier.clone());
-        std::thread::spawn(move || {
-            barrier.wait();
-            f(queue)
-        })
-    };
-    let producer = |w: u64| {
-        Box::new(move |queue: DelayQueue<u64>| {
-            let mut sent = Vec::new();
-            for i in 0.. {
-                match queue.insert(w << 32 | i, (i as u32 % 3) * MS) {
-                    Ok(_) => sent.push(w << 32 | i),
-                    Err(e) => return (assert_eq!(e, TimerError::QueueClosed), sent).1,
+    let t = timer.clone();
+    assert!(finishes(move || {
+        let queue: DelayQueue<u64> = t.delay_queue();
+        let (barrier, stop) = (Barrier::new(6), AtomicBool::new(false));
+        let (mut sent, mut got) = std::thread::scope(|s| {
+            let producers: Vec<_> = (0..2u64)
+                .map(|w| {
+                    let (queue, barrier) = (&queue, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let mut sent = Vec::new();
+                        for i in 0.. {
+                            match queue.insert(w << 32 | i, (i as u32 % 3) * MS) {
+                                Ok(_) => sent.push(w << 32 | i),
+                                Err(e) => return (assert_eq!(e, TimerError::QueueClosed), sent).1,
+                            }
+                            if i == 2_000 && w == 0 {
+                                queue.close();
+                            }
+                        }
+                        unreachable!()
+                    })
+                })
+                .collect();
+            let consumers: Vec<_> = (0..2)
+                .map(|_| {
+                    let (mut queue, barrier) = (queue.clone(), &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let items = futures::executor::block_on_stream(&mut queue);
+                        items.map(|e| e.into_inner()).collect::<Vec<u64>>()
+                    })
+                })
+                .collect();
+            s.spawn(|| {
+                barrier.wait();
+                while !(queue.is_closed() && queue.is_empty()) {
+                    let _ = queue.peek().map(|key| queue.deadline(&key));
                 }
-                if i == 2_000 && w == 0 {
-                    queue.close();
+            });
+            s.spawn(|| {
+                barrier.wait();
+                while !stop.load(SeqCst) {
+                    t.advance(MS);
+                    std::thread::yield_now();
                 }
-            }
-            unreachable!()
-        }) as Box<dyn FnOnce(DelayQueue<u64>) -> Vec<u64> + Send>
-    };
-    let consumer = || {
-        Box::new(|mut queue: DelayQueue<u64>| {
-            futures::executor::block_on(async {
-                let mut got = Vec::new();
-                while let Some(e) = queue.next().await {
-                    got.push(e.into_inner());
-                }
-                got
-            })
-        }) as Box<dyn FnOnce(DelayQueue<u64>) -> Vec<u64> + Send>
-    };
-    let producers = [spawn(producer(0)), spawn(producer(1))];
-    let consumers = [spawn(consumer()), spawn(consumer())];
-    let peeker = spawn(Box::new(|queue| {
-        while !(queue.is_closed() && queue.is_empty()) {
-            if let Some(key) = queue.peek() {
-                let _ = queue.deadline(&key);
-            }
-        }
-        Vec::new()
+            });
+            let join = |h: std::thread::ScopedJoinHandle<Vec<u64>>| h.join().unwrap();
+            let sent: Vec<u64> = producers.into_iter().flat_map(join).collect();
+            let got: Vec<u64> = consumers.into_iter().flat_map(join).collect();
+            stop.store(true, SeqCst);
+            (sent, got)
+        });
+        assert!(sent.len() > 2_000, "{} items", sent.len());
+        sent.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(sent, got, "each item inserted came out once");
+        assert!(queue.is_empty());
     }));
-    let (t, stop) = (timer.clone(), Arc::new(AtomicBool::new(false)));
-    let turner = spawn(Box::new({
-        let stop = stop.clone();
-        move |_| {
-            while !stop.load(SeqCst) {
-                t.advance(MS);
-                std::thread::yield_now();
-            }
-            Vec::new()
-        }
-    }));
-    let (done, finished) = mpsc::channel();
-    std::thread::spawn(move || {
-        let sent: Vec<u64> = producers
-            .into_iter()
-            .flat_map(|p| p.join().unwrap())
-            .collect();
-        let got: Vec<u64> = consumers
-            .into_iter()
-            .flat_map(|c| c.join().unwrap())
-            .collect();
-        let _ = done.send((sent, got));
-    });
-    let (mut sent, mut got) = finished
-        .recv_timeout(Duration::from_secs(30))
-        .expect("a producer or consumer hung");
-    stop.store(true, SeqCst);
-    turner.join().unwrap();
-    peeker.join().unwrap();
-    sent.sort_unstable();
-    got.sort_unstable();
-    assert!(sent.len() > 2_000, "{} items", sent.len());
-    assert_eq!(sent, got, "each item inserted came out once");
-    assert!(queue.is_empty());
     assert_stats_add_up(&timer);
 }
 
@@ -583,5 +533,64 @@ fn stale_and_foreign_keys_name_nothing() {
         assert_eq!(a.remove(key), None, "removed twice");
     }
     assert_eq!((a.len(), b.len()), (0, 10));
+    assert_stats_add_up(&timer);
+}
+
+/// A `DelayMap` consumer's waker, and values' `Drop`, that call back into the map: from the
+/// driver's turn, an insert due at once, `clear`, `remove`, `close` and the values' drops.
+struct MapReenters(DelayMap<u32, Calls>, AtomicUsize);
+struct Calls(Option<DelayMap<u32, Calls>>);
+
+impl Drop for Calls {
+    fn drop(&mut self) {
+        if let Some(map) = self.0.take() {
+            let _ = (
+                map.len(),
+                map.get_deadline(&1),
+                map.remove(&2),
+                map.reset(&3, MS),
+            );
+            let _ = map.insert(4, Calls(None), MS);
+        }
+    }
+}
+
+impl futures::task::ArcWake for MapReenters {
+    fn wake_by_ref(this: &Arc<Self>) {
+        let (map, n) = (&this.0, this.1.fetch_add(1, SeqCst) as u32);
+        let _ = (map.len(), map.contains_key(&n), map.remove(&(n % 7)));
+        let _ = (
+            map.insert(n % 5, Calls(Some(map.clone())), Duration::ZERO),
+            map.reset(&1, MS),
+        );
+        if n % 10 == 9 {
+            map.clear();
+        }
+    }
+}
+
+#[test]
+fn a_waker_and_values_that_call_back_into_their_map_deadlock_nothing() {
+    let timer = manual(MS);
+    let map: DelayMap<u32, Calls> = timer.delay_map();
+    let waker = Arc::new(MapReenters(map.clone(), AtomicUsize::new(0)));
+    let (t, m, w) = (timer.clone(), map.clone(), waker.clone());
+    assert!(finishes(move || {
+        let cx_waker = futures::task::waker(w.clone());
+        let mut cx = Context::from_waker(&cx_waker);
+        for i in 0..40 {
+            let _ = m.insert(i % 6, Calls(Some(m.clone())), (i % 3) * MS);
+            let _ = m.poll_expired(&mut cx);
+            t.advance(MS);
+            let _ = m.poll_expired(&mut cx);
+        }
+        m.close();
+        m.clear();
+        let _ = m.poll_expired(&mut cx);
+    }));
+    assert!(waker.1.load(SeqCst) > 0, "the waker never ran");
+    map.clear();
+    drop((map, waker)); // the waker's handle is the last
+    timer.advance(10 * MS);
     assert_stats_add_up(&timer);
 }
