@@ -7,7 +7,7 @@
 //! a map shard's before a queue shard's, never the reverse.
 
 use std::borrow::Borrow;
-use std::collections::hash_map::{Entry, HashMap, RandomState};
+use std::collections::hash_map::{HashMap, RandomState};
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::pin::Pin;
@@ -156,26 +156,25 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
             return Err(TimerError::QueueClosed);
         }
         let mut shard = self.map.lock(&key);
-        let entry = shard.entry(key);
-        let filed = match &entry {
-            Entry::Occupied(old) => self.file(old.key(), Some(old.get().0), at),
-            Entry::Vacant(new) => self.file(new.key(), None, at),
+        shard.reserve(1); // a rehash runs `K`'s `Hash` before the deadline is filed, not after
+        let slot = shard.get_mut(&key);
+        let filed = self.file(&key, slot.as_ref().map(|slot| slot.0), at);
+        let Ok((deadline, due)) = filed else {
+            drop_item((shard, key, value)); // unlocked first, as `K`'s and `V`'s code runs
+            return filed.map(|_| None);
         };
-        let (old, due) = match (filed, entry) {
-            (Ok((deadline, due)), Entry::Occupied(mut old)) => {
-                (Some(old.insert((deadline, value)).1), due)
-            }
-            (Ok((deadline, due)), Entry::Vacant(new)) => {
-                new.insert((deadline, value));
-                (None, due)
-            }
-            (Err(error), entry) => {
-                drop_item(entry); // what a refusal leaves, where no panic escapes;
-                drop_item((shard, value)); // the value unlocked, as `V`'s code runs
-                return Err(error);
-            }
+        // The map keeps the key it holds: the offered one is dropped unlocked, its panic caught.
+        let old = match slot {
+            Some(slot) => Some((std::mem::replace(slot, (deadline, value)).1, Some(key))),
+            None => shard
+                .insert(key, (deadline, value))
+                .map(|(_, old)| (old, None)),
         };
         drop(shard);
+        let old = old.map(|(old, offered)| {
+            drop_item(offered);
+            old
+        });
         Ok(self.queue.wake_if(due, old)) // unlocked: a consumer's waker may use the map
     }
 
@@ -243,9 +242,9 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     where
         K: Borrow<Q>,
     {
-        let (deadline, value) = self.map.lock(key).remove(key)?;
-        // Outside the map's lock: the stream finds the key gone meanwhile.
-        drop_item(self.queue.remove(&deadline));
+        let (owned, (deadline, value)) = self.map.lock(key).remove_entry(key)?;
+        // Outside the map's lock, where a key's panic is caught: the stream finds the key gone.
+        drop_item((owned, self.queue.remove(&deadline)));
         Some(value)
     }
 
