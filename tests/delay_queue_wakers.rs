@@ -210,3 +210,34 @@ fn stop_tells_every_queue_though_a_consumers_waker_panics() {
     let woken = records.0.load(std::sync::atomic::Ordering::SeqCst);
     assert!(woken, "the second queue's consumer was never woken");
 }
+
+/// `close()` wakes the consumers so they can end: one whose waker panics neither makes `close()`
+/// (of a queue or a map) panic nor leaves another consumer unwoken.
+#[test]
+fn close_wakes_every_consumer_though_one_waker_panics() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    for close_map in [false, true] {
+        let (queue, map) = (timer.delay_queue::<u32>(), timer.delay_map::<u32, u32>());
+        let panics = Arc::new(Wakes(Default::default(), true));
+        let records = Arc::new(Wakes(Default::default(), false));
+        let consumers = [(queue.clone(), map.clone()), (queue.clone(), map.clone())];
+        for ((queue, map), waker) in consumers.iter().zip([&panics, &records]) {
+            let waker = futures::task::waker(waker.clone());
+            let mut cx = Context::from_waker(&waker);
+            let polled = match close_map {
+                true => {
+                    futures::Stream::poll_next(std::pin::Pin::new(&mut &*map), &mut cx).is_pending()
+                }
+                false => queue.poll_expired(&mut cx).is_pending(),
+            };
+            assert!(polled);
+        }
+        let close = std::panic::AssertUnwindSafe(|| match close_map {
+            true => map.close(),
+            false => queue.close(),
+        });
+        assert!(std::panic::catch_unwind(close).is_ok(), "close() panicked");
+        let woken = records.0.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(woken, "the other consumer was never woken");
+    }
+}

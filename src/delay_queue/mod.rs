@@ -359,7 +359,7 @@ impl<T> DelayQueue<T> {
     /// ```
     pub fn close(&self) {
         self.inner.signal.closed.store(true, Ordering::SeqCst);
-        self.inner.signal.waiters.wake_all();
+        self.wake_if(true, ()); // a consumer's waker that panics is logged
     }
 
     /// True once [`close`](Self::close) was called on any handle.
