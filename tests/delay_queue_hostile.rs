@@ -421,7 +421,8 @@ fn compact_and_the_capacity_methods_racing_inserts_and_removes_lose_nothing() {
                 match i % 3 {
                     0 => queue.compact(),
                     1 => queue.shrink_to_fit(),
-                    _ => assert!(queue.capacity() >= queue.len() / 2),
+                    // Read while others insert and compact: no bound holds between two reads.
+                    _ => drop(queue.capacity()),
                 }
             }
         })
