@@ -29,6 +29,15 @@ fn manual() -> HashedWheelTimer {
 /// Each run's (due, started), in ms since `start`, on the timer's clock.
 type Runs = Arc<Mutex<Vec<(u64, u64)>>>;
 
+/// A periodic task that counts its runs, and the count.
+fn counting() -> (Arc<AtomicUsize>, impl FnMut(&Timeout) + Send + 'static) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    (runs, move |_: &Timeout| {
+        r.fetch_add(1, SeqCst);
+    })
+}
+
 fn since(start: Instant, t: Instant) -> u64 {
     (t - start).as_millis() as u64
 }
@@ -451,11 +460,7 @@ impl Queue {
 fn a_periodic_run_waiting_on_the_executor_at_stop_is_returned_and_never_runs() {
     let queue = Queue::default();
     let timer = queue.timer();
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let task = move |_: &Timeout| {
-        r.fetch_add(1, SeqCst);
-    };
+    let (runs, task) = counting();
     let p = timer.schedule_at_fixed_rate(task, MS, ms(5)).unwrap();
     timer.advance(MS);
     assert_eq!(queue.0.lock().unwrap().len(), 1, "handed off, not started");
@@ -473,11 +478,7 @@ fn a_periodic_run_waiting_on_the_executor_at_stop_is_returned_and_never_runs() {
 fn cancel_wins_over_a_periodic_run_waiting_on_the_executor() {
     let queue = Queue::default();
     let timer = queue.timer();
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let task = move |_: &Timeout| {
-        r.fetch_add(1, SeqCst);
-    };
+    let (runs, task) = counting();
     let p = timer.schedule_with_fixed_delay(task, MS, ms(5)).unwrap();
     timer.advance(MS);
     assert!(!p.reset(MS), "a periodic task is never reset");
