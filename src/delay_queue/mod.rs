@@ -381,15 +381,6 @@ impl<T> DelayQueue<T> {
         self.is_closed() || self.inner.timer.is_shutdown()
     }
 
-    /// The timer ended dropping its items' tasks (its tokio runtime went): none can come out.
-    fn can_yield_no_more(&self) -> bool {
-        self.inner
-            .timer
-            .shared()
-            .tasks_dropped
-            .load(Ordering::SeqCst)
-    }
-
     /// Once ending, a consumer waits for the queue to empty: it looks again after a removal.
     fn wake_if_ending(&self) {
         self.wake_if(self.is_ending(), ());

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -65,14 +65,14 @@ impl<T> DelayQueue<T> {
         // here if no driver is turning it, and look once more.
         let shared = self.inner.timer.shared();
         let turned = || !shared.clock.is_real() && shared.turn_here();
+        // Its timer dropped the items' tasks (its tokio runtime went): none left can come out.
+        let none_can_come = || shared.tasks_dropped.load(Ordering::SeqCst);
         match self
             .next_fired()
             .or_else(|| turned().then(|| self.next_fired()).flatten())
         {
             Some(expired) => Poll::Ready(Some(expired)),
-            None if self.is_ending() && (self.is_empty() || self.can_yield_no_more()) => {
-                Poll::Ready(None)
-            }
+            None if self.is_ending() && (self.is_empty() || none_can_come()) => Poll::Ready(None),
             None => Poll::Pending,
         }
     }
