@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::engine::clock::Source;
+use crate::engine::clock::{Source, NEVER};
 use crate::engine::driver::Config;
 use crate::engine::entry::task::Handoff;
 use crate::{Executor, HashedWheelTimer, TimerError};
@@ -166,7 +166,7 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// A zero tick, zero or more than 2^20 ticks per wheel, a wheel turn longer than 2^64 ns, a
+    /// A zero tick, zero or more than 2^20 ticks per wheel, a wheel turn of 2^61 ns (73 years) or more, a
     /// zero `max_pending_timeouts`, or a thread name with a NUL byte: each gets its own
     /// [`TimerError`] naming the value.
     pub fn build(self) -> Result<HashedWheelTimer, TimerError> {
@@ -179,7 +179,11 @@ impl Builder {
             n if n > MAX_TICKS_PER_WHEEL => return Err(TimerError::TooManyTicksPerWheel(n)),
             n => n.next_power_of_two(),
         };
-        let turn_fits = |t: &u64| t.checked_mul(ticks_per_wheel as u64).is_some();
+        // A turn ends before the end of time, so even the first tick's deadlines can come.
+        let turn_fits = |t: &u64| {
+            t.checked_mul(ticks_per_wheel as u64)
+                .is_some_and(|n| n < NEVER)
+        };
         let Some(tick_nanos) = u64::try_from(tick.as_nanos()).ok().filter(turn_fits) else {
             return Err(TimerError::WheelDurationOverflow {
                 tick,

@@ -19,10 +19,10 @@ pub enum TimerError {
     /// `ticks_per_wheel` was above [`MAX_TICKS_PER_WHEEL`](crate::MAX_TICKS_PER_WHEEL), 2^20.
     #[error("ticks_per_wheel must be at most 2^20 = 1048576 (got {0})")]
     TooManyTicksPerWheel(usize),
-    /// One wheel turn, `tick_duration × ticks_per_wheel`, does not fit in `u64` nanoseconds (about
-    /// 584 years).
+    /// One wheel turn, `tick_duration × ticks_per_wheel`, is not shorter than a timer's time, 2^61
+    /// ns (about 73 years): its first tick would end past every deadline.
     #[error(
-        "tick_duration ({tick:?}) × ticks_per_wheel ({ticks_per_wheel}) overflows 2^64 nanoseconds"
+        "tick_duration ({tick:?}) × ticks_per_wheel ({ticks_per_wheel}) must be under 2^61 nanoseconds (73 years)"
     )]
     WheelDurationOverflow {
         /// The tick asked for.

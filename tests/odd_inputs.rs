@@ -264,3 +264,39 @@ fn the_end_of_time_is_one_for_the_clock_and_the_deadlines() {
     assert!(past_the_end.is_pending() && timer.now() <= past_the_end.deadline());
     assert_eq!(timer.advance_to_next(), None, "nothing pending can fire");
 }
+
+/// A wheel turn must end before the end of the timer's time (2^61 ns, 73 years): with a longer
+/// tick, even a 1 ms timeout's deadline rounded up to its tick's end was past the end, and it
+/// never fired though the build was accepted. The longest turn accepted still fires each timeout.
+#[test]
+fn a_wheel_turn_past_the_end_of_time_is_refused_and_the_longest_accepted_fires() {
+    let end = (u64::MAX >> 3) as u128;
+    let build = |tick: Duration, ticks: usize| {
+        let b = HashedWheelTimer::builder().manual_clock();
+        b.tick_duration(tick).ticks_per_wheel(ticks).build()
+    };
+    let century = Duration::from_secs(100 * 365 * 86_400);
+    for (tick, ticks) in [
+        (century, 1),
+        (Duration::from_nanos(((end + 1) / 512) as u64), 512),
+    ] {
+        let refused = build(tick, ticks).err();
+        assert!(
+            matches!(refused, Some(TimerError::WheelDurationOverflow { tick: t, .. }) if t == tick),
+            "{tick:?} x {ticks}: {refused:?}"
+        );
+    }
+    let longest = Duration::from_nanos(((end - 1) / 512) as u64);
+    let timer = build(longest, 512).unwrap();
+    let fired = Fired::default();
+    fired.schedule(&timer, 0, MS);
+    fired.schedule(&timer, 1, longest * 300);
+    timer.advance(longest);
+    assert_eq!(
+        fired.labels(),
+        vec![0],
+        "a 1 ms timeout fires at its tick's end"
+    );
+    timer.advance(longest * 300);
+    assert_eq!(fired.labels(), vec![0, 1]);
+}

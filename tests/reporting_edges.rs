@@ -380,7 +380,7 @@ fn bad_settings_are_refused_by_name() {
         b().tokio_clock().build().unwrap_err(),
         TimerError::NoTokioRuntime
     );
-    // 2^64 ns: one past the largest tick of a one-bucket wheel.
+    // 2^64 ns: past every tick a one-bucket wheel takes.
     let max = Duration::from_nanos(u64::MAX);
     let over = b()
         .tick_duration(max + Duration::from_nanos(1))
