@@ -337,3 +337,25 @@ fn an_executor_never_sees_a_periodic_runs_payload_panic() {
     assert!(t.is_panicked() && timer.pending_timeouts() == 0);
     assert_stats_add_up(&timer);
 }
+
+// Executor docs: "a panic in execute is caught and logged". The run handed off is dropped unrun,
+// which ends it stopped; `advance` (the worker, on the real clock) carries on.
+#[test]
+fn an_executor_panicking_in_execute_with_a_payload_that_panics_on_drop_is_caught() {
+    let timer = HashedWheelTimer::builder()
+        .manual_clock()
+        .executor(|job: Job| {
+            drop(job);
+            std::panic::panic_any(Bomb)
+        })
+        .build()
+        .unwrap();
+    let t = timer.schedule_at_fixed_rate(|_| {}, MS, MS * 10).unwrap();
+    let advanced =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| timer.advance(MS * 50)));
+    let unwound = advanced.is_err();
+    std::mem::forget(advanced);
+    assert!(!unwound, "advance unwound with the executor's payload");
+    assert!(t.is_stopped() && timer.pending_timeouts() == 0);
+    assert_stats_add_up(&timer);
+}

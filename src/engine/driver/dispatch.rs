@@ -137,7 +137,7 @@ fn hand_off(executor: &Handoff, timeout: Timeout) {
     let handed_off = catch_unwind(AssertUnwindSafe(|| {
         executor.execute(Box::new(move || job.start()));
     }));
-    if let Err(panic) = handed_off {
+    if let Err(panic) = handed_off.map_err(UserBox::new) {
         // The job was dropped while unwinding, which ended its timeout.
         tracing::error!(
             target: "hashed_wheel_timer",
