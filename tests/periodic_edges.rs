@@ -359,3 +359,38 @@ fn an_executor_panicking_in_execute_with_a_payload_that_panics_on_drop_is_caught
     assert!(t.is_stopped() && timer.pending_timeouts() == 0);
     assert_stats_add_up(&timer);
 }
+
+/// Captured by a task: its destructor panics with a [`Bomb`].
+struct DropsABomb;
+
+impl Drop for DropsABomb {
+    fn drop(&mut self) {
+        std::panic::panic_any(Bomb);
+    }
+}
+
+// Invariant 7 and `entry/task.rs`: "a destructor's panic never unwinds out of the worker,
+// `advance`, `stop`, a dropped handle". A periodic task that cancels itself is dropped on the
+// driver when its run returns.
+#[test]
+fn a_periodic_task_cancelling_itself_whose_drop_panics_with_such_a_payload_is_caught() {
+    let timer = manual(MS);
+    let held = DropsABomb;
+    let t = timer
+        .schedule_at_fixed_rate(
+            move |t: &Timeout| {
+                let _held = &held;
+                t.cancel();
+            },
+            MS,
+            MS * 10,
+        )
+        .unwrap();
+    let advanced =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| timer.advance(MS * 50)));
+    let unwound = advanced.is_err();
+    std::mem::forget(advanced);
+    assert!(!unwound, "advance unwound with the task's drop's payload");
+    assert!(t.is_cancelled() && timer.pending_timeouts() == 0);
+    assert_stats_add_up(&timer);
+}

@@ -161,6 +161,8 @@ impl<T: ?Sized + 'static> Drop for UserBox<T> {
         if let Some(task) = self.0.take() {
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(task))) {
                 report_panic(&*panic, "while being dropped");
+                // Its payload may panic when dropped too (`panic_any`): that one is leaked.
+                let _ = catch_unwind(AssertUnwindSafe(|| drop(panic))).map_err(std::mem::forget);
             }
         }
     }
