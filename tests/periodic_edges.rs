@@ -394,3 +394,31 @@ fn a_periodic_task_cancelling_itself_whose_drop_panics_with_such_a_payload_is_ca
     assert!(t.is_cancelled() && timer.pending_timeouts() == 0);
     assert_stats_add_up(&timer);
 }
+
+/// A Netty-style task whose cancel hook panics with a [`Bomb`].
+struct CancelHookPanics;
+
+impl hashed_wheel_timer::TimerTask for CancelHookPanics {
+    fn run(self: Box<Self>, _: &Timeout) {}
+
+    fn cancelled(self: Box<Self>, _: &Timeout) {
+        std::panic::panic_any(Bomb)
+    }
+}
+
+// `TimerTask::cancelled` is user code the crate catches ("catching and logging a panic, as Netty
+// does: the cancel has won all the same"); its payload's drop must not unwind out of `cancel`.
+#[test]
+fn a_cancel_hook_panicking_with_such_a_payload_leaves_cancel_returning_true() {
+    let timer = manual(MS);
+    let t = timer.new_timeout_task(CancelHookPanics, MS * 10).unwrap();
+    let cancelled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.cancel()));
+    let unwound = cancelled.is_err();
+    if unwound {
+        std::mem::forget(cancelled);
+        panic!("cancel() unwound with the hook's payload");
+    }
+    assert_eq!(cancelled.ok(), Some(true));
+    assert!(t.is_cancelled() && timer.pending_timeouts() == 0);
+    assert_stats_add_up(&timer);
+}
