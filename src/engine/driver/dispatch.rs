@@ -1,9 +1,9 @@
 //! Running a fired task here or on the [`Executor`](crate::Executor) (the face's `Handoff`,
 //! `entry/task.rs`), and ending a periodic run (`rearm`). A task runs marked as its timer's
-//! (`stop()` in it is an error, not a deadlock); a panic is caught, logged and recorded on the
-//! entry. Wakers and notices run where they fired, even with an executor: cheap, and in firing
-//! order. An executor costs a boxed job per fire and a short lock on the table of jobs, from which
-//! `stop()` takes back those not started.
+//! (`stop()` in it is an error, not a deadlock); a panic is caught (its payload's drop too: a
+//! `UserBox`), logged and recorded on the entry. Wakers and notices run where they fired, even with
+//! an executor: cheap, and in firing order. An executor costs a boxed job per fire and a short lock
+//! on the table of jobs, from which `stop()` takes back those not started.
 
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -88,8 +88,8 @@ impl Shared {
         uncounted
     }
 
-    pub(crate) fn catch_task(&self, f: impl FnOnce()) -> Result<(), Box<dyn Any + Send>> {
-        self.as_own_task(|| catch_unwind(AssertUnwindSafe(f)))
+    pub(crate) fn catch_task(&self, f: impl FnOnce()) -> Result<(), UserBox<dyn Any + Send>> {
+        self.as_own_task(|| catch_unwind(AssertUnwindSafe(f)).map_err(UserBox::new))
     }
 
     /// A fired task that will not run, or a periodic one not re-armed: ends stopped, the task kept
@@ -137,7 +137,7 @@ fn hand_off(executor: &Handoff, timeout: Timeout) {
     let handed_off = catch_unwind(AssertUnwindSafe(|| {
         executor.execute(Box::new(move || job.start()));
     }));
-    if let Err(panic) = handed_off {
+    if let Err(panic) = handed_off.map_err(UserBox::new) {
         // The job was dropped while unwinding, which ended its timeout.
         tracing::error!(
             target: "hashed_wheel_timer",

@@ -68,13 +68,14 @@ impl Task {
         Task::Periodic(UserBox::new(Box::new(task)))
     }
 
-    /// Runs the task's `cancelled` hook, catching and logging a panic, as
+    /// Runs the task's `cancelled` hook, catching and logging a panic (its payload's drop's too), as
     /// Netty does: the cancel has won all the same.
     #[inline(always)]
     pub(crate) fn on_cancel(self, timeout: &dyn Any) {
         if let Task::Callback(task) = self {
             let task = task.into_inner();
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| task.cancelled(timeout))) {
+            let hook = catch_unwind(AssertUnwindSafe(|| task.cancelled(timeout)));
+            if let Err(panic) = hook.map_err(UserBox::new) {
                 report_panic(&*panic, "in TimerTask::cancelled");
             }
         }
@@ -161,6 +162,8 @@ impl<T: ?Sized + 'static> Drop for UserBox<T> {
         if let Some(task) = self.0.take() {
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(task))) {
                 report_panic(&*panic, "while being dropped");
+                // Its payload may panic when dropped too (`panic_any`): that one is leaked.
+                let _ = catch_unwind(AssertUnwindSafe(|| drop(panic))).map_err(std::mem::forget);
             }
         }
     }
