@@ -241,3 +241,67 @@ fn close_wakes_every_consumer_though_one_waker_panics() {
         assert!(woken, "the other consumer was never woken");
     }
 }
+
+/// A panic payload whose own destructor panics (`panic_any(Bomb)`).
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("the panic payload's destructor panicked");
+    }
+}
+
+/// Panics with a `Bomb` when woken, or when dropped.
+struct Throws;
+
+static THROWN: AtomicUsize = AtomicUsize::new(0);
+
+impl ArcWake for Throws {
+    fn wake_by_ref(_: &Arc<Self>) {
+        THROWN.fetch_add(1, Ordering::SeqCst);
+        std::panic::panic_any(Bomb);
+    }
+}
+
+impl Drop for Throws {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            std::panic::panic_any(Bomb);
+        }
+    }
+}
+
+/// A consumer's waker, and an item's `Drop`, panicking with a payload whose destructor panics
+/// too: the queue catches both panics, as it catches a plain one, and nothing unwinds out of
+/// `insert`, `remove`, `clear` or the last handle's drop.
+#[test]
+fn panics_whose_payloads_panic_on_drop_do_not_escape_the_queue() {
+    let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+    let unwinds = |what: &str, f: &mut dyn FnMut()| {
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        assert!(caught.is_ok(), "{what} unwound");
+    };
+    let queue = timer.delay_queue::<Throws>();
+    let waker = futures::task::waker(Arc::new(Throws));
+    assert!(queue
+        .poll_expired(&mut Context::from_waker(&waker))
+        .is_pending());
+    let mut key = None;
+    unwinds("insert, waking", &mut || {
+        key = queue.insert(Throws, Duration::ZERO).ok()
+    });
+    let key = key.expect("inserted");
+    assert_eq!(THROWN.load(Ordering::SeqCst), 1, "the consumer was woken");
+    let mut removed = None;
+    unwinds("remove", &mut || removed = queue.remove(&key));
+    std::mem::forget(removed.expect("removed")); // ours to drop, and it panics
+    queue.insert(Throws, MS).unwrap();
+    unwinds("clear", &mut || queue.clear());
+    queue.insert(Throws, MS).unwrap();
+    unwinds("the last drop", &mut || drop(queue.clone()));
+    std::mem::forget(waker); // its target panics when dropped
+    let last = std::sync::Mutex::new(Some(queue));
+    unwinds("the last handle's drop", &mut || {
+        drop(last.lock().unwrap().take())
+    });
+}

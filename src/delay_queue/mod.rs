@@ -16,7 +16,7 @@ pub use key::{DelayKey, Expired};
 
 use crate::engine::clock::Nanos;
 use crate::engine::driver::ShutdownHook;
-use crate::engine::entry::task::{panic_message, Listener, Notice, Task};
+use crate::engine::entry::task::{panic_message, Listener, Notice, Task, UserBox};
 use crate::{current_timer, HashedWheelTimer, TimerError};
 pub(crate) use store::shards;
 use store::Store;
@@ -234,7 +234,11 @@ impl<T> DelayQueue<T> {
     /// (a key, an item taken out, a replaced value), so a waker's panic is logged, not raised.
     pub(crate) fn wake_if<R>(&self, due: bool, then: R) -> R {
         let wake = AssertUnwindSafe(|| self.inner.signal.waiters.wake_all());
-        if let Err(panic) = due.then(|| catch_unwind(wake)).transpose() {
+        if let Err(panic) = due
+            .then(|| catch_unwind(wake))
+            .transpose()
+            .map_err(UserBox::new)
+        {
             crate::engine::notice::warn(format_args!(
                 "a DelayQueue consumer's waker panicked: {}",
                 panic_message(&*panic)
@@ -416,7 +420,7 @@ impl<T> Drop for Inner<T> {
 
 /// Drops an item where no panic may escape, logging one.
 pub(crate) fn drop_item<T>(item: T) {
-    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(item))) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(item))).map_err(UserBox::new) {
         crate::engine::notice::warn(format_args!(
             "an item of a DelayQueue or DelayMap panicked while being dropped: {}",
             panic_message(&*panic)
