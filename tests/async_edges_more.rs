@@ -1,0 +1,196 @@
+//! More edges of the async faces, the tower layer and the default timer: user wakers whose drop
+//! panics, `set_default` guards dropped out of order, the tower mirror's module paths, and
+//! `Sleep` / `TimeoutFuture` promises checked exactly, on the manual clock.
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Wake, Waker};
+use std::time::Duration;
+
+use hashed_wheel_timer::{current_timer, default_timer, set_default, HashedWheelTimer};
+use tokio_test::{assert_pending, assert_ready, task};
+
+fn manual() -> HashedWheelTimer {
+    HashedWheelTimer::builder().manual_clock().build().unwrap()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A waker whose last drop panics, as a buggy executor's might.
+struct PanicsOnDrop;
+
+impl Wake for PanicsOnDrop {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("a waker panicked in drop");
+        }
+    }
+}
+
+/// Polls a fresh `sleep(d)` once with a waker that panics when its last clone drops, then drops
+/// both: the entry holds the last clone, and the cancel waits in this thread's batch.
+fn drop_a_sleep_holding_a_panicking_waker(timer: &HashedWheelTimer) {
+    let waker = Waker::from(Arc::new(PanicsOnDrop));
+    let mut sleep = timer.sleep(ms(50));
+    let polled = Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker));
+    assert!(polled.is_pending());
+    drop(waker);
+    drop(sleep);
+}
+
+// ---- A waker's panicking drop is the dropping thread's, not stop()'s or stats()' ----
+
+#[test]
+fn stop_after_a_dropped_sleeps_waker_panicked_in_drop_still_stops_and_wakes_the_rest() {
+    let timer = manual();
+    let mut other = task::spawn(timer.sleep(ms(10)));
+    assert_pending!(other.poll());
+    drop_a_sleep_holding_a_panicking_waker(&timer);
+    let stopped = catch_unwind(AssertUnwindSafe(|| timer.stop()));
+    assert!(stopped.is_ok(), "stop() panicked with a waker's panic");
+    assert!(other.is_woken(), "stop() left a pending sleep unwoken");
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.cancelled), (0, 1), "{stats:?}");
+}
+
+#[test]
+fn stats_after_a_dropped_sleeps_waker_panicked_in_drop_does_not_panic() {
+    let timer = manual();
+    drop_a_sleep_holding_a_panicking_waker(&timer);
+    let stats = catch_unwind(AssertUnwindSafe(|| timer.stats()));
+    let stats = stats.expect("stats() panicked with a waker's panic");
+    assert_eq!((stats.scheduled, stats.cancelled, stats.pending), (1, 1, 0));
+    assert_eq!(timer.pending_timeouts(), 0);
+}
+
+// ---- set_default guards ----
+
+#[test]
+fn set_default_guards_nested_in_order_restore_each_previous_one() {
+    let (a, b) = (manual(), manual());
+    let guard_a = set_default(a.clone());
+    {
+        let _guard_b = set_default(b.clone());
+        assert!(current_timer().is_same(&b));
+    }
+    assert!(current_timer().is_same(&a));
+    drop(guard_a);
+    assert!(current_timer().is_same(default_timer()));
+}
+
+// ---- Sleep ----
+
+#[test]
+fn a_sleep_reset_after_completion_is_pending_until_its_new_deadline() {
+    let timer = manual();
+    let mut sleep = task::spawn(timer.sleep(ms(5)));
+    assert_pending!(sleep.poll());
+    timer.advance(ms(5));
+    assert_ready!(sleep.poll());
+    assert!(sleep.is_elapsed());
+    let again = timer.now() + ms(3); // within the slack a later reset leaves alone
+    sleep.reset(again);
+    assert!(!sleep.is_elapsed());
+    assert_eq!(sleep.deadline(), again);
+    assert_pending!(sleep.poll());
+    timer.advance(ms(2));
+    assert_pending!(sleep.poll());
+    timer.advance(ms(1));
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn a_sleep_reset_to_the_past_before_its_first_poll_is_ready_without_an_entry() {
+    let timer = manual();
+    let mut sleep = task::spawn(timer.sleep(ms(50)));
+    timer.advance(ms(1));
+    sleep.reset(timer.now() - ms(1));
+    assert!(sleep.is_elapsed());
+    assert_ready!(sleep.poll());
+    assert_eq!(timer.stats().scheduled, 0);
+}
+
+// ---- TimeoutFuture ----
+
+#[test]
+fn an_inner_future_ready_at_the_deadline_wins_as_in_tokio() {
+    let timer = manual();
+    let (tx, rx) = tokio::sync::oneshot::channel::<u8>();
+    let mut call = task::spawn(timer.timeout(ms(5), rx));
+    assert_pending!(call.poll());
+    timer.advance(ms(5));
+    tx.send(7).unwrap();
+    assert_eq!(assert_ready!(call.poll()), Ok(Ok(7)));
+}
+
+#[test]
+fn a_zero_timeout_on_a_pending_future_elapses_at_its_first_poll() {
+    let timer = manual();
+    let mut call = task::spawn(timer.timeout(Duration::ZERO, std::future::pending::<()>()));
+    let elapsed = assert_ready!(call.poll()).unwrap_err();
+    assert!(!elapsed.is_shutdown());
+    assert_eq!(elapsed.to_string(), "deadline has elapsed");
+    let io: std::io::Error = elapsed.into();
+    assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+    assert_eq!(timer.stats().scheduled, 0);
+}
+
+#[test]
+fn a_duration_max_timeout_neither_panics_nor_elapses() {
+    let timer = manual();
+    let mut call = task::spawn(timer.timeout(Duration::MAX, std::future::pending::<()>()));
+    assert_pending!(call.poll());
+    timer.advance(Duration::from_secs(3600 * 24 * 365));
+    assert_pending!(call.poll());
+    assert!(call.deadline() > timer.now());
+}
+
+#[test]
+fn into_inner_gives_the_future_back_and_cancels_the_deadline() {
+    let timer = manual();
+    let (tx, rx) = tokio::sync::oneshot::channel::<u8>();
+    let mut call = task::spawn(timer.timeout(ms(5), rx));
+    assert_pending!(call.poll());
+    assert_eq!(timer.pending_timeouts(), 1);
+    let mut call = call.into_inner();
+    assert!(!call.get_ref().is_terminated());
+    call.get_mut().close();
+    let rx = call.into_inner();
+    assert_eq!(timer.pending_timeouts(), 0);
+    drop(tx);
+    assert!(futures::executor::block_on(rx).is_err());
+}
+
+// ---- tower ----
+
+#[cfg(feature = "tower")]
+mod tower_mirror {
+    use super::*;
+    // tower's paths: `tower::timeout::future::ResponseFuture`, `error::Elapsed`.
+    use hashed_wheel_timer::tower::timeout::{error::Elapsed, ResponseFuture, Timeout};
+    use tower::{service_fn, Service};
+
+    #[test]
+    fn the_response_future_is_where_towers_is() {
+        let timer = manual();
+        let _guard = set_default(timer.clone());
+        let mut svc = Timeout::new(
+            service_fn(|()| std::future::pending::<Result<(), std::convert::Infallible>>()),
+            ms(5),
+        );
+        let call: ResponseFuture<_> = svc.call(());
+        let mut call = task::spawn(call);
+        assert_pending!(call.poll());
+        timer.advance(ms(5));
+        assert!(assert_ready!(call.poll()).unwrap_err().is::<Elapsed>());
+    }
+}
