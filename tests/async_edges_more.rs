@@ -74,6 +74,24 @@ fn stats_after_a_dropped_sleeps_waker_panicked_in_drop_does_not_panic() {
 // ---- set_default guards ----
 
 #[test]
+fn set_default_guards_dropped_out_of_order_keep_each_timer_until_its_own_guard_drops() {
+    let (a, b) = (manual(), manual());
+    let guard_a = set_default(a.clone());
+    let guard_b = set_default(b.clone());
+    assert!(current_timer().is_same(&b));
+    drop(guard_a);
+    assert!(
+        current_timer().is_same(&b),
+        "b's guard is alive, yet b is no longer the default"
+    );
+    drop(guard_b);
+    assert!(
+        current_timer().is_same(default_timer()),
+        "every guard dropped, yet a timer is still this thread's default"
+    );
+}
+
+#[test]
 fn set_default_guards_nested_in_order_restore_each_previous_one() {
     let (a, b) = (manual(), manual());
     let guard_a = set_default(a.clone());
