@@ -194,7 +194,7 @@ fn into_inner_gives_the_future_back_and_cancels_the_deadline() {
 mod tower_mirror {
     use super::*;
     // tower's paths: `tower::timeout::future::ResponseFuture`, `error::Elapsed`.
-    use hashed_wheel_timer::tower::timeout::{error::Elapsed, ResponseFuture, Timeout};
+    use hashed_wheel_timer::tower::timeout::{error::Elapsed, future::ResponseFuture, Timeout};
     use tower::{service_fn, Service};
 
     #[test]

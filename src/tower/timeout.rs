@@ -16,6 +16,11 @@ pub mod error {
     pub use tower::timeout::error::Elapsed;
 }
 
+/// tower's `timeout::future`.
+pub mod future {
+    pub use super::ResponseFuture;
+}
+
 /// tower's `TimeoutLayer`: a [`super::TimeoutLayer`] made with tower's
 /// arguments.
 #[derive(Clone, Debug)]
