@@ -188,6 +188,30 @@ fn into_inner_gives_the_future_back_and_cancels_the_deadline() {
     assert!(futures::executor::block_on(rx).is_err());
 }
 
+#[test]
+fn an_inner_future_panicking_in_drop_still_cancels_the_deadline() {
+    struct Bomb;
+    impl Future for Bomb {
+        type Output = ();
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> std::task::Poll<()> {
+            std::task::Poll::Pending
+        }
+    }
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("inner future panicked in drop");
+        }
+    }
+    let timer = manual();
+    let mut call = task::spawn(timer.timeout(ms(5), Bomb));
+    assert_pending!(call.poll());
+    assert_eq!(timer.pending_timeouts(), 1);
+    assert!(catch_unwind(AssertUnwindSafe(move || drop(call))).is_err());
+    assert_eq!(timer.pending_timeouts(), 0);
+    let s = timer.stats();
+    assert_eq!((s.scheduled, s.cancelled, s.fired), (1, 1, 0));
+}
+
 // ---- tower ----
 
 #[cfg(feature = "tower")]
