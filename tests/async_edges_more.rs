@@ -71,6 +71,14 @@ fn stats_after_a_dropped_sleeps_waker_panicked_in_drop_does_not_panic() {
     assert_eq!(timer.pending_timeouts(), 0);
 }
 
+#[test]
+fn dropping_the_last_handle_after_a_dropped_sleeps_waker_panicked_in_drop_does_not_panic() {
+    let timer = manual();
+    drop_a_sleep_holding_a_panicking_waker(&timer);
+    let dropped = catch_unwind(AssertUnwindSafe(move || drop(timer)));
+    assert!(dropped.is_ok(), "the timer's last handle panicked in drop");
+}
+
 // ---- set_default guards ----
 
 #[test]
@@ -235,4 +243,31 @@ mod tower_mirror {
         timer.advance(ms(5));
         assert!(assert_ready!(call.poll()).unwrap_err().is::<Elapsed>());
     }
+}
+
+#[test]
+fn a_sleep_moved_by_a_stop_can_still_be_reset_either_way() {
+    let timer = manual();
+    let mut sleep = task::spawn(timer.sleep(Duration::from_secs(3600)));
+    assert_pending!(sleep.poll());
+    timer.advance(ms(10));
+    timer.stop().unwrap();
+    assert!(sleep.is_woken());
+    assert_pending!(sleep.poll()); // waits out the hour on the default timer
+    assert!(!sleep.is_elapsed());
+    sleep.reset(timer.now()); // its own timer's now: due
+    assert!(
+        sleep.is_elapsed(),
+        "reset to its timer's now is not elapsed"
+    );
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    sleep.reset(timer.now() + Duration::from_secs(3600));
+    assert!(!sleep.is_elapsed());
+    assert_pending!(sleep.poll());
+    sleep.reset(timer.now() + ms(20));
+    assert_pending!(sleep.poll());
+    std::thread::sleep(ms(400)); // 20x the 20 ms left, on the default timer's real clock
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
 }
