@@ -271,3 +271,94 @@ fn a_sleep_moved_by_a_stop_can_still_be_reset_either_way() {
     assert!(sleep.is_woken());
     assert_ready!(sleep.poll());
 }
+
+// ---- Sleep against a model: no lost wake-up through resets, polls and task moves ----
+
+#[derive(Default)]
+struct Count(std::sync::atomic::AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Poll(usize),
+    Reset(i64),
+    Advance(u64),
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0..3usize).prop_map(Op::Poll),
+        (-5..60i64).prop_map(Op::Reset),
+        (0..25u64).prop_map(Op::Advance),
+    ]
+}
+
+/// Runs `ops` on a sleep of `timer` (manual, or on the current paused runtime's clock); the
+/// task that polled last while pending must be woken once the deadline has passed.
+async fn model(timer: HashedWheelTimer, first: u64, ops: Vec<Op>) -> Result<(), String> {
+    let counts: Vec<Arc<Count>> = (0..3).map(|_| Arc::default()).collect();
+    let wakers: Vec<Waker> = counts.iter().map(|c| Waker::from(c.clone())).collect();
+    let woken = |i: usize| counts[i].0.load(std::sync::atomic::Ordering::SeqCst);
+    let mut sleep = timer.sleep(ms(first));
+    // The task that polled last while pending, and its wake count then.
+    let mut waiting: Option<(usize, usize)> = None;
+    for op in ops {
+        match op {
+            Op::Poll(t) => {
+                let cx = &mut Context::from_waker(&wakers[t]);
+                let ready = Pin::new(&mut sleep).poll(cx).is_ready();
+                if ready != (sleep.deadline() <= timer.now()) {
+                    return Err(format!("ready: {ready} at {:?}", timer.now()));
+                }
+                waiting = (!ready).then(|| (t, woken(t)));
+            }
+            Op::Reset(d) if d < 0 => sleep.reset(timer.now() - ms(d.unsigned_abs())),
+            Op::Reset(d) => sleep.reset(timer.now() + ms(d as u64)),
+            Op::Advance(d) if timer.is_manual_clock() => timer.advance(ms(d)),
+            Op::Advance(d) => {
+                tokio::time::advance(ms(d)).await;
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        }
+        match waiting {
+            Some((t, before)) if sleep.deadline() <= timer.now() && woken(t) == before => {
+                return Err(format!("task {t} not woken, due at {:?}", timer.now()));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    #[test]
+    fn a_sleep_is_ready_exactly_when_due_and_its_last_poller_is_woken(
+        first in 0..40u64,
+        ops in proptest::collection::vec(op(), 1..30),
+        paused in proptest::bool::ANY,
+    ) {
+        let result = if paused {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+                model(timer, first, ops).await
+            })
+        } else {
+            futures::executor::block_on(model(manual(), first, ops))
+        };
+        proptest::prop_assert_eq!(result, Ok(()));
+    }
+}
