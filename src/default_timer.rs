@@ -105,7 +105,7 @@ impl std::fmt::Debug for DefaultGuard {
 /// The timer the free functions use on this thread: the one [`set_default`] installed, else the one
 /// [`set_global_default`] set (while it runs), else the process-wide [`default_timer`].
 /// [`DelayQueue::new`](crate::DelayQueue::new) and
-/// [`TimeoutLayer::new`](crate::tower::TimeoutLayer::new) in the `tower` module build on it, as
+/// [`Timeout::new`](crate::tower::timeout::Timeout::new) in the `tower` module build on it, as
 /// tokio-util's and tower's use the ambient runtime.
 ///
 /// ```

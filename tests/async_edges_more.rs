@@ -226,8 +226,10 @@ fn an_inner_future_panicking_in_drop_still_cancels_the_deadline() {
 mod tower_mirror {
     use super::*;
     // tower's paths: `tower::timeout::future::ResponseFuture`, `error::Elapsed`.
-    use hashed_wheel_timer::tower::timeout::{error::Elapsed, future::ResponseFuture, Timeout};
-    use tower::{service_fn, Service};
+    use hashed_wheel_timer::tower::timeout::{
+        error::Elapsed, future::ResponseFuture, Timeout, TimeoutLayer,
+    };
+    use tower::{service_fn, Layer, Service};
 
     #[test]
     fn the_response_future_is_where_towers_is() {
@@ -241,6 +243,22 @@ mod tower_mirror {
         let mut call = task::spawn(call);
         assert_pending!(call.poll());
         timer.advance(ms(5));
+        assert!(assert_ready!(call.poll()).unwrap_err().is::<Elapsed>());
+    }
+
+    /// tower's `TimeoutLayer::new` is a `const fn`: a layer can be a constant.
+    const LAYER: TimeoutLayer = TimeoutLayer::new(Duration::from_millis(5));
+
+    #[test]
+    fn a_const_layer_wraps_each_service_on_the_timer_current_then() {
+        let timer = manual();
+        let _guard = set_default(timer.clone());
+        let pending = || std::future::pending::<Result<(), std::convert::Infallible>>();
+        let mut svc = LAYER.layer(service_fn(move |()| pending()));
+        let mut call = task::spawn(svc.call(()));
+        assert_pending!(call.poll());
+        timer.advance(ms(5));
+        assert!(call.is_woken(), "on the timer set_default installed");
         assert!(assert_ready!(call.poll()).unwrap_err().is::<Elapsed>());
     }
 }
@@ -360,5 +378,27 @@ proptest::proptest! {
             futures::executor::block_on(model(manual(), first, ops))
         };
         proptest::prop_assert_eq!(result, Ok(()));
+    }
+}
+
+#[test]
+fn a_guard_held_in_a_thread_local_drops_its_timer_cleanly_at_thread_exit() {
+    use std::cell::RefCell;
+    thread_local! {
+        static HELD: RefCell<Option<hashed_wheel_timer::DefaultGuard>> = const { RefCell::new(None) };
+    }
+    for polled in [false, true] {
+        let joined = std::thread::spawn(move || {
+            let timer = manual();
+            if polled {
+                let mut sleep = task::spawn(timer.sleep(ms(5)));
+                assert_pending!(sleep.poll());
+                drop(sleep);
+                let _t = timer.new_timeout(|_| {}, ms(5)).unwrap();
+            }
+            HELD.with(|held| *held.borrow_mut() = Some(set_default(timer)));
+        })
+        .join();
+        assert!(joined.is_ok());
     }
 }
