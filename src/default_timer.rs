@@ -2,7 +2,7 @@
 
 use std::cell::RefCell;
 use std::future::IntoFuture;
-use std::marker::PhantomData;
+use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwapOption;
@@ -34,21 +34,21 @@ pub(crate) fn is_process_default(timer: &HashedWheelTimer) -> bool {
 }
 
 thread_local! {
-    /// The timer `set_default` made this thread's default, if any.
-    static CURRENT: RefCell<Option<HashedWheelTimer>> = const { RefCell::new(None) };
+    /// The timers `set_default` made this thread's default, one per live guard: the last rules.
+    static CURRENT: RefCell<Vec<Rc<HashedWheelTimer>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Makes `timer` the one the free functions ([`sleep`], [`timeout`], [`interval`], [`new_timeout`],
 /// ...) use on this thread, until the returned guard is dropped; then the one before comes back.
-/// Guards nest, as `tracing::subscriber::set_default`'s do. So code written against the free
-/// functions can be tested as it is, on a paused tokio runtime's clock
+/// Guards nest, as `tracing::subscriber::set_default`'s do, and one dropped out of order (two in a
+/// struct's fields drop first to last) takes only its own timer away. So code written against the
+/// free functions can be tested as it is, on a paused tokio runtime's clock
 /// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or a manual one; test on a
 /// `current_thread` runtime, as `#[tokio::test]` does by default.
 pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
-    DefaultGuard {
-        previous: CURRENT.with(|current| current.replace(Some(timer))),
-        _not_send: PhantomData,
-    }
+    let timer = Rc::new(timer);
+    CURRENT.with(|current| current.borrow_mut().push(timer.clone()));
+    DefaultGuard(timer)
 }
 
 /// Makes `timer` the one the free functions, [`current_timer`] and the constructors built on it use
@@ -86,16 +86,13 @@ static GLOBAL: ArcSwapOption<HashedWheelTimer> = ArcSwapOption::const_empty();
 /// Restores the previous default timer when dropped; see [`set_default`]. It belongs to the thread
 /// that made it.
 #[must_use = "the default is restored as soon as the guard is dropped"]
-pub struct DefaultGuard {
-    previous: Option<HashedWheelTimer>,
-    _not_send: PhantomData<*const ()>,
-}
+pub struct DefaultGuard(Rc<HashedWheelTimer>);
 
 impl Drop for DefaultGuard {
     fn drop(&mut self) {
-        let previous = self.previous.take();
-        // Dropped outside the thread-local's borrow: the timer's drop may stop it.
-        let _replaced = CURRENT.try_with(|current| current.replace(previous));
+        // Its timer drops with `self.0`, outside the thread-local's borrow: the drop may stop it.
+        let _ =
+            CURRENT.try_with(|current| current.borrow_mut().retain(|t| !Rc::ptr_eq(t, &self.0)));
     }
 }
 
@@ -108,7 +105,7 @@ impl std::fmt::Debug for DefaultGuard {
 /// The timer the free functions use on this thread: the one [`set_default`] installed, else the one
 /// [`set_global_default`] set (while it runs), else the process-wide [`default_timer`].
 /// [`DelayQueue::new`](crate::DelayQueue::new) and
-/// [`TimeoutLayer::new`](crate::tower::TimeoutLayer::new) in the `tower` module build on it, as
+/// [`Timeout::new`](crate::tower::timeout::Timeout::new) in the `tower` module build on it, as
 /// tokio-util's and tower's use the ambient runtime.
 ///
 /// ```
@@ -126,7 +123,7 @@ pub fn current_timer() -> HashedWheelTimer {
 
 /// Runs `f` on this thread's default timer: `set_default`'s, the global or the process-wide one.
 fn with_default<R>(f: impl FnOnce(&HashedWheelTimer) -> R) -> R {
-    match CURRENT.try_with(|current| current.borrow().clone()) {
+    match CURRENT.try_with(|current| current.borrow().last().map(|t| (**t).clone())) {
         Ok(Some(timer)) => f(&timer),
         _ => match &*GLOBAL.load() {
             Some(timer) if !timer.is_shutdown() => f(timer),

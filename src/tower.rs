@@ -53,7 +53,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct TimeoutLayer {
     timer: HashedWheelTimer,
     timeout: Duration,
@@ -71,14 +71,6 @@ impl<S> Layer<S> for TimeoutLayer {
 
     fn layer(&self, inner: S) -> TimeoutService<S> {
         TimeoutService::new(inner, self.timer.clone(), self.timeout)
-    }
-}
-
-impl fmt::Debug for TimeoutLayer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TimeoutLayer")
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
     }
 }
 

@@ -1,7 +1,7 @@
 //! `tower::timeout`, name for name, on the wheel: change the `use` line and
-//! nothing else. [`TimeoutLayer::new`] and [`Timeout::new`] take tower's
-//! arguments and run on the [`current_timer`](crate::current_timer) when
-//! they are called, as tower's run on the ambient tokio runtime.
+//! nothing else. [`Timeout::new`] (also what a [`TimeoutLayer`] wraps with)
+//! takes tower's arguments and runs on the [`current_timer`](crate::current_timer)
+//! when it is called, as tower's run on the ambient tokio runtime.
 
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -16,16 +16,20 @@ pub mod error {
     pub use tower::timeout::error::Elapsed;
 }
 
-/// tower's `TimeoutLayer`: a [`super::TimeoutLayer`] made with tower's
-/// arguments.
+/// tower's `timeout::future`.
+pub mod future {
+    pub use super::ResponseFuture;
+}
+
+/// tower's `TimeoutLayer`: each service it wraps is a [`Timeout::new`], on the
+/// [`current_timer`](crate::current_timer) then.
 #[derive(Clone, Debug)]
-pub struct TimeoutLayer(super::TimeoutLayer);
+pub struct TimeoutLayer(Duration);
 
 impl TimeoutLayer {
-    /// A layer that gives each request `timeout`, on the
-    /// [`current_timer`](crate::current_timer) when it is made.
-    pub fn new(timeout: Duration) -> TimeoutLayer {
-        TimeoutLayer(super::TimeoutLayer::new(crate::current_timer(), timeout))
+    /// A layer that gives each request `timeout`; a `const fn`, as tower's.
+    pub const fn new(timeout: Duration) -> TimeoutLayer {
+        TimeoutLayer(timeout)
     }
 }
 
@@ -33,7 +37,7 @@ impl<S> Layer<S> for TimeoutLayer {
     type Service = Timeout<S>;
 
     fn layer(&self, inner: S) -> Timeout<S> {
-        Timeout(self.0.layer(inner))
+        Timeout::new(inner, self.0)
     }
 }
 

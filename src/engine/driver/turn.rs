@@ -31,7 +31,7 @@ impl Shared {
     /// The time it takes counts as `driver_busy`: one pair of readings.
     pub(crate) fn turn(self: &Arc<Self>, now: Nanos, due: &mut Vec<Key>) -> Turn {
         let started = std::time::Instant::now();
-        let _ = self.catch_task(|| self.cancel_batched()); // first; a waker may panic in drop
+        self.cancel_batched(); // first
         let now_tick = self.clock.ticks_at(now);
         let next = {
             let mut core = self.lock_core();

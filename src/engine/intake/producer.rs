@@ -194,11 +194,11 @@ impl Shared {
         each_then_first_panic(won.into_iter().flatten(), drop); // may run user code: after the count
     }
 
+    /// Most lanes' batches are empty: dead threads', idle ones'. A waker that panics in drop is the
+    /// dropping thread's, not the caller's (a turn, `stop()`, a count's reader), nor other lanes'.
     pub(crate) fn cancel_batched(&self) {
-        self.intake
-            .lanes()
-            .filter(|lane| lane.has_batch()) // most are empty: dead threads' lanes, idle ones
-            .for_each(|lane| self.cancel_all(lane.take_batch()));
+        let batches = self.intake.lanes().filter(|lane| lane.has_batch());
+        batches.for_each(|lane| drop(self.catch_task(|| self.cancel_all(lane.take_batch()))));
     }
 
     /// `cancel`, then `release`: for a `Sleep`, its entry's only holder.
