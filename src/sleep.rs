@@ -91,8 +91,9 @@ pub struct Sleep {
 impl HashedWheelTimer {
     /// A future that completes `duration` from now, on this timer; see [`Sleep`]. A duration too
     /// large to represent saturates at the end of the timer's time, about 73 years on: real time
-    /// never gets there; a manual or paused clock moved there may complete it, as a paused tokio
-    /// clock completes `tokio::time::sleep(Duration::MAX)`.
+    /// never gets there; a paused tokio clock moved there completes it, as it completes
+    /// `tokio::time::sleep(Duration::MAX)`; on a manual clock it never completes, as a saturated
+    /// callback never runs there.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -205,7 +206,8 @@ impl Sleep {
     /// polled since. After the timer stopped, on the clock where the wait went on (see "When the
     /// timer stops").
     pub fn is_elapsed(&self) -> bool {
-        self.deadline_nanos <= self.home().shared().clock.now()
+        let clock = &self.home().shared().clock;
+        clock.has_come(self.deadline_nanos, clock.now())
     }
 
     /// Moves the deadline ([which `Instant`](crate#deadlines)), earlier or later, even after
@@ -272,7 +274,7 @@ impl Sleep {
         let clock = &shared.clock;
         let real_time = clock.reads_real_time();
         if let Some(key) = self.entry {
-            if !real_time && self.deadline_nanos <= clock.now() {
+            if !real_time && clock.has_come(self.deadline_nanos, clock.now()) {
                 return Poll::Ready(done);
             }
             // Our entry holds a waker of this task and will wake it.
@@ -291,7 +293,7 @@ impl Sleep {
         }
         // One reading for "elapsed?" and, if not, the push.
         let now = clock.now();
-        if self.deadline_nanos <= now {
+        if clock.has_come(self.deadline_nanos, now) {
             return Poll::Ready(done);
         }
         match self.home().schedule_key(

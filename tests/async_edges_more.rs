@@ -402,3 +402,30 @@ fn a_guard_held_in_a_thread_local_drops_its_timer_cleanly_at_thread_exit() {
         assert!(joined.is_ok());
     }
 }
+
+/// A saturated deadline on the manual clock never comes (the wheel never fires it there, as a
+/// `Duration::MAX` callback never runs): a `Sleep` or `TimeoutFuture` of `Duration::MAX` must not
+/// read as elapsed, or complete when polled, once the clock stops at the end of time, with no
+/// wake-up to say so (a task awaiting it would wait for good). A long but representable one does
+/// complete, and is woken.
+#[test]
+fn a_saturated_sleep_on_the_manual_clock_neither_completes_nor_waits_unwoken() {
+    let timer = manual();
+    let mut saturated = task::spawn(timer.sleep(Duration::MAX));
+    let mut timeout = task::spawn(timer.timeout(Duration::MAX, std::future::pending::<()>()));
+    let year = Duration::from_secs(365 * 86_400);
+    let mut long = task::spawn(timer.sleep(year * 70));
+    assert_pending!(saturated.poll());
+    assert_pending!(timeout.poll());
+    assert_pending!(long.poll());
+    timer.advance(Duration::MAX);
+    assert!(long.is_woken() && long.is_elapsed());
+    assert_ready!(long.poll());
+    let woken = (saturated.is_woken(), timeout.is_woken());
+    assert_eq!((saturated.is_elapsed(), woken), (false, (false, false)));
+    assert_pending!(saturated.poll());
+    assert_pending!(timeout.poll());
+    let fresh = timer.sleep(Duration::MAX);
+    assert!(!fresh.is_elapsed());
+    assert_pending!(task::spawn(fresh).poll());
+}

@@ -16,7 +16,9 @@ use crate::engine::sync::{AtomicU64, Ordering};
 pub(crate) type Nanos = u64;
 
 /// The end of a timer's time, 2^61 ns (73 years) from its start: no clock reads later, and real
-/// time never gets there (a manual or paused clock moved there may fire what is due there). It fits an entry's state word beside the status (`entry/mod.rs`).
+/// time never gets there (a paused tokio clock moved there fires what is due there, as tokio does;
+/// a manual one never does: `has_come`). It fits an entry's state word beside the status
+/// (`entry/mod.rs`).
 pub(crate) const NEVER: Nanos = u64::MAX >> 3;
 
 /// `d` in nanoseconds, saturated at `NEVER`.
@@ -136,6 +138,12 @@ impl Clock {
     /// that cannot be paused): a reading only grows stale, never wrong.
     pub(crate) fn reads_real_time(&self) -> bool {
         self.real_time
+    }
+
+    /// True once `deadline` has come at `now`: never for a saturated one on the manual clock, whose
+    /// wheel never fires it (a paused tokio clock's does, as tokio's `sleep(Duration::MAX)`).
+    pub(crate) fn has_come(&self, deadline: Nanos, now: Nanos) -> bool {
+        deadline <= now && (deadline < NEVER || !self.is_manual())
     }
 
     pub(crate) fn is_manual(&self) -> bool {
