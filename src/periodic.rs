@@ -45,7 +45,9 @@ impl HashedWheelTimer {
     /// timeout](Self::pending_timeouts): [`cancel`](Timeout::cancel) stops all later runs (one in
     /// progress finishes). A run that panics is caught and logged, suppresses all later runs and
     /// shows in [`Timeout::is_panicked`]; other timeouts carry on. A run falls due at the end of
-    /// its due time's tick, so a period shorter than a tick runs at most once per tick.
+    /// its due time's tick, and a task runs at most once a tick: a period shorter than a tick runs
+    /// once per tick, and a task whose period is a tick or less, once behind, stays behind (its
+    /// [`scheduled_execution_time`](Timeout::scheduled_execution_time) says by how much).
     ///
     /// # Errors
     ///
