@@ -238,7 +238,7 @@ mod intake {
             "a tick after its deadline, it has fired"
         );
         assert!(shared.entry(far).is_waiting());
-        drop(shared.cancel_and_release(far));
+        drop(shared.cancel(far, 1));
         shared.release(stale, 1);
     }
 }

@@ -116,10 +116,11 @@ impl Shared {
         true
     }
 
-    /// For a caller holding a reference to `key`: the task if it won.
+    /// For a caller holding a reference to `key`, giving up `given` of them (1: a `Sleep`, its
+    /// entry's only holder): the task if it won.
     #[inline(always)]
-    pub(crate) fn cancel(&self, key: Key) -> Option<Task> {
-        let (task, counted) = self.cancel_uncounted(key, 0)?;
+    pub(crate) fn cancel(&self, key: Key, given: u32) -> Option<Task> {
+        let (task, counted) = self.cancel_uncounted(key, given)?;
         self.counts.uncount(usize::from(counted), Ended::Cancelled);
         Some(task)
     }
@@ -147,7 +148,7 @@ impl Shared {
         Some((task.unwrap_or_else(|| Task::Wake(None)), counted))
     }
 
-    /// `cancel_and_release`, batched on this thread's lane, for a dropped `Sleep` and a delay
+    /// `cancel(key, 1)`, batched on this thread's lane, for a dropped `Sleep` and a delay
     /// queue's removal: half of them find the entry and its lane cell in another core's cache,
     /// and a batch loads them all at once. Each turn takes the batches before it fires, as
     /// `stop()` and a count's reader do, and a turn comes within 64 ms (`wake_for_batch`).
@@ -158,7 +159,7 @@ impl Shared {
                 Some(batch) => self.cancel_all(batch),
                 None => self.wake_for_batch(lane),
             },
-            _ => drop(self.cancel_and_release(key)),
+            _ => drop(self.cancel(key, 1)),
         }
     }
 
@@ -199,13 +200,6 @@ impl Shared {
             .lanes()
             .filter(|lane| lane.has_batch()) // most are empty: dead threads' lanes, idle ones
             .for_each(|lane| self.cancel_all(lane.take_batch()));
-    }
-
-    /// `cancel`, then `release`: for a `Sleep`, its entry's only holder.
-    pub(crate) fn cancel_and_release(&self, key: Key) -> Option<Task> {
-        let (task, counted) = self.cancel_uncounted(key, 1)?;
-        self.counts.uncount(usize::from(counted), Ended::Cancelled);
-        Some(task)
     }
 
     /// The driver took the cancelled entry: it takes it out of the wheel
