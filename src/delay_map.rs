@@ -164,18 +164,15 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
             return filed.map(|_| None);
         };
         // The map keeps the key it holds: the offered one is dropped unlocked, its panic caught.
-        let old = match slot {
-            Some(slot) => Some((std::mem::replace(slot, (deadline, value)).1, Some(key))),
-            None => shard
-                .insert(key, (deadline, value))
-                .map(|(_, old)| (old, None)),
+        let Some(slot) = slot else {
+            // `old` is `None` unless the key's `Hash` or `Eq` is inconsistent.
+            let old = shard.insert(key, (deadline, value)).map(|(_, old)| old);
+            drop(shard);
+            return Ok(self.queue.wake_if(due, old)); // unlocked: a waker may use the map
         };
-        drop(shard);
-        let old = old.map(|(old, offered)| {
-            drop_item(offered);
-            old
-        });
-        Ok(self.queue.wake_if(due, old)) // unlocked: a consumer's waker may use the map
+        let old = std::mem::replace(slot, (deadline, value)).1;
+        drop_item((shard, key));
+        Ok(self.queue.wake_if(due, Some(old)))
     }
 
     /// Files the deadline of `key` (whose shard the caller holds) at `at`, the clock's reading and
