@@ -80,7 +80,7 @@ impl HashedWheelTimer {
     pub(crate) fn from_config(config: Config, source: Source) -> HashedWheelTimer {
         let owner = Arc::new_cyclic(|weak: &std::sync::Weak<Owner>| {
             let shared = Shared::new(config, source);
-            shared.set_owner(weak.clone());
+            let _ = shared.owner.set(weak.clone());
             Owner {
                 shared: Arc::new(shared),
                 after_stop: OnceLock::new(),
