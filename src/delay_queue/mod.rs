@@ -199,18 +199,16 @@ impl<T> DelayQueue<T> {
     /// has already fired (unlike tokio-util's: it is on its way out).
     pub fn reset(&self, key: &DelayKey, delay: Duration) -> bool {
         let to = self.inner.timer.shared().clock.deadline_after(delay);
-        self.moved(key, true, to)
-            .map(|due| self.wake_if(due, ()))
-            .is_some()
+        let moved = self.moved(key, true, to);
+        self.wake_if(moved == Some(true), moved.is_some())
     }
 
     /// [`reset`](Self::reset) to an absolute deadline on the timer's clock, a `std::time::Instant`
     /// or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn reset_at(&self, key: &DelayKey, deadline: impl Into<Instant>) -> bool {
         let to = self.inner.timer.shared().clock.to_nanos(deadline.into());
-        self.moved(key, true, to)
-            .map(|due| self.wake_if(due, ()))
-            .is_some()
+        let moved = self.moved(key, true, to);
+        self.wake_if(moved == Some(true), moved.is_some())
     }
 
     /// Moves the item `key` names to `to`, on the timer's clock; `None` if it could not. `Some(true)`
@@ -321,14 +319,12 @@ impl<T> DelayQueue<T> {
     /// locking each shard in turn: a snapshot, for tests and occasional looks, not for a loop over
     /// a large queue.
     pub fn peek(&self) -> Option<DelayKey> {
-        if let Some(key) = self.peek_fired() {
-            return Some(key);
-        }
         let firsts = self.inner.store.each().filter_map(|shard| {
             let (index, slot) = shard.slots.iter().min_by_key(|(_, slot)| slot.deadline)?;
             Some((slot.deadline, shard.key_at(index, slot)))
         });
-        firsts.min_by_key(|&(at, _)| at).map(|(_, key)| key)
+        self.peek_fired()
+            .or_else(|| firsts.min_by_key(|&(at, _)| at).map(|(_, key)| key))
     }
 
     /// Ends the queue's stream once it is empty: inserts fail with [`TimerError::QueueClosed`] from
