@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
+use crate::default_timer::DEFAULT;
 use crate::engine::clock::{Nanos, Source};
 use crate::engine::driver::worker;
 use crate::engine::driver::{Config, Shared};
@@ -209,7 +210,7 @@ impl HashedWheelTimer {
         if shared.in_own_task() || shared.is_driving_here() {
             return Err(TimerError::StopFromTimerTask);
         }
-        if crate::default_timer::is_process_default(self) {
+        if DEFAULT.get().is_some_and(|default| default.is_same(self)) {
             return Err(TimerError::StopDefaultTimer);
         }
         let timeout = |key| Timeout::from_parts(key, shared);
