@@ -449,12 +449,6 @@ pub(crate) mod tests {
         }
         assert!(eventually(|| timer.shared().live() == 1), "all freed");
         assert_eq!(in_wheel(&timer), 1);
-        // Nor is it woken for a lane backlog: a full ring is filed by its owner.
-        let ts: Vec<_> = (0..RING + 10)
-            .map(|_| idle(Duration::from_secs(900)))
-            .collect();
-        assert!(in_wheel(&timer) > RING / 2, "filed by this thread at once");
         assert!(keep.cancel());
-        assert!(ts.iter().all(Timeout::cancel));
     }
 }
