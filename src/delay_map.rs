@@ -1,10 +1,7 @@
 //! `DelayMap`: deadlines by the user's own key, a face over the crate's `DelayQueue`, which alone
-//! schedules, resets and cancels. Each key's value and the `DelayKey` of its deadline sit in a
-//! `HashMap` sharded by the key's hash, one lock each; the queue holds a clone of the key under
-//! that `DelayKey`. The shard's lock decides every race on a key: the stream yields a key only if
-//! the map still names the `DelayKey` that came out of the queue (a removed key names none, a
-//! replaced or moved one another, so their old deadline is skipped). Locks are taken in one order,
-//! a map shard's before a queue shard's, never the reverse.
+//! schedules, resets and cancels; the queue holds a clone of each key. The stream yields a key only
+//! if its map shard still names the `DelayKey` that came out of the queue, so a removed, replaced
+//! or moved key's old deadline is skipped. Locks go map shard, then queue shard, never the reverse.
 
 use std::borrow::Borrow;
 use std::collections::hash_map::{HashMap, RandomState};

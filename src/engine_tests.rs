@@ -244,9 +244,8 @@ mod intake {
 }
 
 /// A new delay queue's shutdown hook sweeps out the dead ones only when the list is full, making
-/// room for as many again: with a queue dropped for each one made, 10,000 cost about one sweep
-/// per 64, not one each (100k live queues took 277 s to make), and the list stays within twice
-/// what lives.
+/// room for as many again (`Shared::on_shutdown`): with a queue dropped for each one made, 10,000
+/// cost about one sweep per 64, not one each, and the list stays within twice what lives.
 #[test]
 fn shutdown_hooks_are_swept_once_per_list_full_and_stay_bounded() {
     let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();

@@ -1,7 +1,6 @@
-//! Periodic tasks: `schedule_at_fixed_rate` and `schedule_with_fixed_delay`. The payload
-//! (`Periodic`, `Every`) is the engine's, in `task.rs`; a run and its re-arm (after it returns, so
-//! runs never overlap; see the ground rules in `entry/mod.rs`) are in `dispatch.rs`. From an
-//! executor thread the re-arm wakes the worker if it would otherwise fire the run over a tick late.
+//! Periodic tasks: `schedule_at_fixed_rate` and `schedule_with_fixed_delay`, on the engine's
+//! `Periodic` (`task.rs`), run and re-armed once each run returns, so runs never overlap
+//! (`dispatch.rs`).
 
 use std::any::Any;
 use std::time::Duration;

@@ -1,10 +1,8 @@
 //! The timer's own time: nanoseconds since its start, and tick arithmetic.
 //!
-//! A timer reads one of three clocks (`Time`): the real one; a manual counter that only
-//! [`HashedWheelTimer::advance`](crate::HashedWheelTimer::advance) moves, so tests are exact; or a
-//! tokio runtime's, so a paused runtime's time is the timer's. `Clock::now` is the one reading:
-//! deadlines, `remaining()` and firing all take it (invariant 8). Times and deadlines saturate at
-//! `NEVER`: a huge delay never overflows, and real time never gets there.
+//! A timer reads one of three clocks (`Time`: real, manual or a tokio runtime's). `Clock::now` is
+//! the one reading: deadlines, `remaining()` and firing all take it (invariant 8). Times and
+//! deadlines saturate at `NEVER`: a huge delay never overflows.
 
 use std::time::{Duration, Instant};
 
