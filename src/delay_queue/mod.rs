@@ -165,8 +165,7 @@ impl<T: Send + 'static> DelayQueue<T> {
 
     /// Stores `item` in this thread's shard and schedules its timeout at `at`, the clock's reading
     /// and the deadline, under the shard's lock (scheduling runs no user code), so that the slot is
-    /// filled before the stream can look for it. With the key, whether it is due: the caller wakes
-    /// the consumers (`wake_if`) once it holds no lock, as their wakers are user code.
+    /// filled before the stream can look for it. With the key, whether it is due, for `wake_if`.
     pub(crate) fn put(&self, item: T, at: (Nanos, Nanos)) -> Result<(DelayKey, bool), TimerError> {
         let (now, deadline) = at;
         let inner = &*self.inner;

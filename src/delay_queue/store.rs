@@ -21,9 +21,8 @@ use crate::engine::entry::key::Key;
 pub(crate) struct Slot<T> {
     /// Its key's generation: the rest of the key is where it is, unless `compact` moved it.
     generation: u32,
-    /// Holds one of the entry's references, which the queue gives back when the item leaves: not a
-    /// `Timeout`, whose `Arc` of the timer each insert and removal would count up and down, a
-    /// cache line that both cores write.
+    /// Holds one of the entry's references, given back when the item leaves: not a `Timeout`, whose
+    /// `Arc` of the timer each insert and removal would count on a line both cores write.
     pub(crate) entry: Key,
     /// The entry's deadline, kept as it is reset: reading it loads no entry.
     pub(crate) deadline: Nanos,

@@ -10,11 +10,9 @@
 //! at most once a tick (each turn on a clock that can be paused). A cancel asks only if the plan
 //! is to sleep past the tick's end.
 //!
-//! **Reset** swaps the deadline in the entry's state word; the wheel keeps the entry where it was
-//! filed (tokio's "registered vs true deadline"). Later (a reset on every message): the driver
-//! files it again at the filed deadline, once for a thousand resets. Earlier: the key goes to the
-//! mailbox, waking the driver if it would sleep past the new deadline, and the driver moves the
-//! entry out of its bucket or lane.
+//! **Reset** follows the entry's rule (`entry/mod.rs`: the wheel keeps the entry where it was
+//! filed); an earlier deadline also goes to the mailbox, waking the driver if it would sleep past
+//! it, and the driver moves the entry out of its bucket or lane.
 
 use crate::engine::clock::Nanos;
 use crate::engine::driver::counts::{Ended, Refusal};
