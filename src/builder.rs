@@ -118,9 +118,8 @@ impl Builder {
     /// it ([which to use](crate#deadlines)). [`advance`](HashedWheelTimer::advance) does nothing:
     /// use `tokio::time::advance`.
     ///
-    /// It also suits production code that wants no extra thread, and is the cheaper choice for
-    /// futures in tasks on a multi-thread runtime (one wake-up per fire, queued on the worker that
-    /// fired it: the README's "Measuring the async faces in tasks").
+    /// It also suits production code that wants no extra thread, and costs less for futures in
+    /// tasks (see [`set_global_default`](crate::set_global_default)).
     ///
     /// Callbacks run on the driver task, so a slow one delays its runtime thread as well as later
     /// timeouts: give heavy ones an [`executor`](Builder::executor). The timer shuts down with its

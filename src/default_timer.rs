@@ -26,12 +26,7 @@ pub fn default_timer() -> &'static HashedWheelTimer {
     DEFAULT.get_or_init(HashedWheelTimer::new)
 }
 
-static DEFAULT: OnceLock<HashedWheelTimer> = OnceLock::new();
-
-/// True if `timer` is the process-wide default timer.
-pub(crate) fn is_process_default(timer: &HashedWheelTimer) -> bool {
-    DEFAULT.get().is_some_and(|default| default.is_same(timer))
-}
+pub(crate) static DEFAULT: OnceLock<HashedWheelTimer> = OnceLock::new();
 
 thread_local! {
     /// The timers `set_default` made this thread's default, one per live guard: the last rules.

@@ -1,10 +1,7 @@
 //! `DelayMap`: deadlines by the user's own key, a face over the crate's `DelayQueue`, which alone
-//! schedules, resets and cancels. Each key's value and the `DelayKey` of its deadline sit in a
-//! `HashMap` sharded by the key's hash, one lock each; the queue holds a clone of the key under
-//! that `DelayKey`. The shard's lock decides every race on a key: the stream yields a key only if
-//! the map still names the `DelayKey` that came out of the queue (a removed key names none, a
-//! replaced or moved one another, so their old deadline is skipped). Locks are taken in one order,
-//! a map shard's before a queue shard's, never the reverse.
+//! schedules, resets and cancels; the queue holds a clone of each key. The stream yields a key only
+//! if its map shard still names the `DelayKey` that came out of the queue, so a removed, replaced
+//! or moved key's old deadline is skipped. Locks go map shard, then queue shard, never the reverse.
 
 use std::borrow::Borrow;
 use std::collections::hash_map::{HashMap, RandomState};
@@ -164,18 +161,15 @@ impl<K: Hash + Eq + Clone + Send + 'static, V> DelayMap<K, V> {
             return filed.map(|_| None);
         };
         // The map keeps the key it holds: the offered one is dropped unlocked, its panic caught.
-        let old = match slot {
-            Some(slot) => Some((std::mem::replace(slot, (deadline, value)).1, Some(key))),
-            None => shard
-                .insert(key, (deadline, value))
-                .map(|(_, old)| (old, None)),
+        let Some(slot) = slot else {
+            // `old` is `None` unless the key's `Hash` or `Eq` is inconsistent.
+            let old = shard.insert(key, (deadline, value)).map(|(_, old)| old);
+            drop(shard);
+            return Ok(self.queue.wake_if(due, old)); // unlocked: a waker may use the map
         };
-        drop(shard);
-        let old = old.map(|(old, offered)| {
-            drop_item(offered);
-            old
-        });
-        Ok(self.queue.wake_if(due, old)) // unlocked: a consumer's waker may use the map
+        let old = std::mem::replace(slot, (deadline, value)).1;
+        drop_item((shard, key));
+        Ok(self.queue.wake_if(due, Some(old)))
     }
 
     /// Files the deadline of `key` (whose shard the caller holds) at `at`, the clock's reading and

@@ -238,15 +238,14 @@ mod intake {
             "a tick after its deadline, it has fired"
         );
         assert!(shared.entry(far).is_waiting());
-        drop(shared.cancel_and_release(far));
+        drop(shared.cancel(far, 1));
         shared.release(stale, 1);
     }
 }
 
 /// A new delay queue's shutdown hook sweeps out the dead ones only when the list is full, making
-/// room for as many again: with a queue dropped for each one made, 10,000 cost about one sweep
-/// per 64, not one each (100k live queues took 277 s to make), and the list stays within twice
-/// what lives.
+/// room for as many again (`Shared::on_shutdown`): with a queue dropped for each one made, 10,000
+/// cost about one sweep per 64, not one each, and the list stays within twice what lives.
 #[test]
 fn shutdown_hooks_are_swept_once_per_list_full_and_stay_bounded() {
     let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();

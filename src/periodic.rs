@@ -1,7 +1,6 @@
-//! Periodic tasks: `schedule_at_fixed_rate` and `schedule_with_fixed_delay`. The payload
-//! (`Periodic`, `Every`) is the engine's, in `task.rs`; a run and its re-arm (after it returns, so
-//! runs never overlap; see the ground rules in `entry/mod.rs`) are in `dispatch.rs`. From an
-//! executor thread the re-arm wakes the worker if it would otherwise fire the run over a tick late.
+//! Periodic tasks: `schedule_at_fixed_rate` and `schedule_with_fixed_delay`, on the engine's
+//! `Periodic` (`task.rs`), run and re-armed once each run returns, so runs never overlap
+//! (`dispatch.rs`).
 
 use std::any::Any;
 use std::time::Duration;
@@ -10,24 +9,20 @@ use crate::engine::clock::{saturating_nanos, Nanos};
 use crate::engine::entry::task::{Every, Periodic, Task};
 use crate::{HashedWheelTimer, Timeout, TimerError};
 
-/// The user's task as the engine runs it: with its handle erased (see `Callback`), and whatever it
-/// returns dropped, as Netty's `void run`.
-fn erased<R>(
+/// The user's task as the engine runs it, every `value` (a period or delay, by `make`), refusing
+/// zero: its handle erased (see `Callback`), whatever it returns dropped, as Netty's `void run`.
+fn periodic<R>(
     mut task: impl FnMut(&Timeout) -> R + Send + 'static,
-) -> impl FnMut(&dyn Any) + Send + 'static {
-    move |timeout: &dyn Any| drop(task(crate::timer_task::timeout_of(timeout)))
-}
-
-/// A schedule from a user's period or delay, refusing zero.
-fn every(
     what: &'static str,
     value: Duration,
     make: fn(Nanos) -> Every,
-) -> Result<Every, TimerError> {
+) -> Result<Task, TimerError> {
     if value.is_zero() {
         return Err(TimerError::ZeroPeriod { what, value });
     }
-    Ok(make(saturating_nanos(value)))
+    let run = move |timeout: &dyn Any| drop(task(crate::timer_task::timeout_of(timeout)));
+    let every = make(saturating_nanos(value));
+    Ok(Task::periodic(Periodic::new(run, every)))
 }
 
 impl HashedWheelTimer {
@@ -92,8 +87,8 @@ impl HashedWheelTimer {
     where
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
-        let task = Periodic::new(erased(task), every("period", period, Every::Rate)?);
-        self.schedule_entry(self.now_and_after(initial_delay), Task::periodic(task))
+        let task = periodic(task, "period", period, Every::Rate)?;
+        self.schedule_entry(self.now_and_after(initial_delay), task)
     }
 
     /// Runs `task` first after `initial_delay`, then again and again, each run due `delay` after
@@ -142,7 +137,7 @@ impl HashedWheelTimer {
     where
         F: FnMut(&Timeout) -> R + Send + 'static,
     {
-        let task = Periodic::new(erased(task), every("delay", delay, Every::Delay)?);
-        self.schedule_entry(self.now_and_after(initial_delay), Task::periodic(task))
+        let task = periodic(task, "delay", delay, Every::Delay)?;
+        self.schedule_entry(self.now_and_after(initial_delay), task)
     }
 }

@@ -258,7 +258,7 @@ impl Sleep {
         }
         // Due already: no tick to wait for. A cancel lost to the driver or
         // to `stop()` means the task was woken already.
-        let cancelled = shared.cancel_and_release(key);
+        let cancelled = shared.cancel(key, 1);
         self.entry = None;
         if let Some(Task::Wake(Some(waker))) = cancelled {
             waker.wake();

@@ -16,7 +16,7 @@ impl Timeout {
     /// deadline. See also [`TimerTask::cancelled`](crate::TimerTask::cancelled).
     #[inline]
     pub fn cancel(&self) -> bool {
-        let Some(task) = self.shared().cancel(self.key()) else {
+        let Some(task) = self.shared().cancel(self.key(), 0) else {
             return false;
         };
         task.on_cancel(self);

@@ -22,12 +22,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// [`TimeoutLayer`](https://docs.rs/tower/latest/tower/timeout/struct.TimeoutLayer.html) with a
 /// [`HashedWheelTimer`] in place of `tokio::time`.
 ///
-/// A call that outlasts the deadline fails with a [`BoxError`] holding tower's [`Elapsed`] (also
-/// when the timer was stopped meanwhile: the call still gets its time, but for a `tokio_clock()`
-/// timer whose current-thread runtime is gone, whose calls fail at once); the inner service's own
-/// errors pass through unchanged (boxed); readiness is the inner service's. The deadline costs
-/// nothing for a response that is ready when first polled: the inner future is polled first, and
-/// only a call still pending schedules it.
+/// A call that outlasts the deadline fails with a [`BoxError`] holding tower's [`Elapsed`] (on a
+/// stopped timer, as [`TimeoutFuture`] ends); the inner service's own errors pass through (boxed),
+/// and readiness is the inner service's. A response ready when first polled never touches the wheel.
 ///
 /// # Examples
 ///

@@ -165,8 +165,7 @@ impl<T: Send + 'static> DelayQueue<T> {
 
     /// Stores `item` in this thread's shard and schedules its timeout at `at`, the clock's reading
     /// and the deadline, under the shard's lock (scheduling runs no user code), so that the slot is
-    /// filled before the stream can look for it. With the key, whether it is due: the caller wakes
-    /// the consumers (`wake_if`) once it holds no lock, as their wakers are user code.
+    /// filled before the stream can look for it. With the key, whether it is due, for `wake_if`.
     pub(crate) fn put(&self, item: T, at: (Nanos, Nanos)) -> Result<(DelayKey, bool), TimerError> {
         let (now, deadline) = at;
         let inner = &*self.inner;
@@ -199,18 +198,16 @@ impl<T> DelayQueue<T> {
     /// has already fired (unlike tokio-util's: it is on its way out).
     pub fn reset(&self, key: &DelayKey, delay: Duration) -> bool {
         let to = self.inner.timer.shared().clock.deadline_after(delay);
-        self.moved(key, true, to)
-            .map(|due| self.wake_if(due, ()))
-            .is_some()
+        let moved = self.moved(key, true, to);
+        self.wake_if(moved == Some(true), moved.is_some())
     }
 
     /// [`reset`](Self::reset) to an absolute deadline on the timer's clock, a `std::time::Instant`
     /// or `tokio::time::Instant` ([which to use](crate#deadlines)).
     pub fn reset_at(&self, key: &DelayKey, deadline: impl Into<Instant>) -> bool {
         let to = self.inner.timer.shared().clock.to_nanos(deadline.into());
-        self.moved(key, true, to)
-            .map(|due| self.wake_if(due, ()))
-            .is_some()
+        let moved = self.moved(key, true, to);
+        self.wake_if(moved == Some(true), moved.is_some())
     }
 
     /// Moves the item `key` names to `to`, on the timer's clock; `None` if it could not. `Some(true)`
@@ -325,14 +322,12 @@ impl<T> DelayQueue<T> {
     /// locking each shard in turn: a snapshot, for tests and occasional looks, not for a loop over
     /// a large queue.
     pub fn peek(&self) -> Option<DelayKey> {
-        if let Some(key) = self.peek_fired() {
-            return Some(key);
-        }
         let firsts = self.inner.store.each().filter_map(|shard| {
             let (index, slot) = shard.slots.iter().min_by_key(|(_, slot)| slot.deadline)?;
             Some((slot.deadline, shard.key_at(index, slot)))
         });
-        firsts.min_by_key(|&(at, _)| at).map(|(_, key)| key)
+        self.peek_fired()
+            .or_else(|| firsts.min_by_key(|&(at, _)| at).map(|(_, key)| key))
     }
 
     /// Ends the queue's stream once it is empty: inserts fail with [`TimerError::QueueClosed`] from

@@ -1,8 +1,6 @@
 //! Where a delay queue keeps its items: shards of slabs, one lock each, a thread inserting into
-//! the shard its thread picks. A slot holds the item, its deadline, its key's generation, and the
-//! key of the timer entry that will tell the stream its key. A key names its slot by index;
-//! `compact` moves items into the holes and records where (`moved`, and back: `moved_from`),
-//! where a look-up that misses at the key's index looks.
+//! the shard its thread picks. A key names its slot by index; `compact` moves items into the holes
+//! and records where (`moved`, and back: `moved_from`), where a look-up that misses looks.
 //!
 //! No user code runs under a shard's lock: items are taken out, and dropped or returned after it.
 //! The locks are loom's under `cfg(loom)`, so that the models in `tests/loom/` see them.
@@ -23,9 +21,8 @@ use crate::engine::entry::key::Key;
 pub(crate) struct Slot<T> {
     /// Its key's generation: the rest of the key is where it is, unless `compact` moved it.
     generation: u32,
-    /// Holds one of the entry's references, which the queue gives back when the item leaves: not a
-    /// `Timeout`, whose `Arc` of the timer each insert and removal would count up and down, a
-    /// cache line that both cores write.
+    /// Holds one of the entry's references, given back when the item leaves: not a `Timeout`, whose
+    /// `Arc` of the timer each insert and removal would count on a line both cores write.
     pub(crate) entry: Key,
     /// The entry's deadline, kept as it is reset: reading it loads no entry.
     pub(crate) deadline: Nanos,

@@ -1,9 +1,7 @@
 //! The consumers of a delay queue waiting for an item, and how the driver wakes them without a
 //! lost wake-up and, mostly, without a lock.
 //!
-//! A consumer is a handle: the queue, or one of its clones. Each handle that has waited has one
-//! slot here, its [`Seat`], holding the waker of its latest poll; a replaced waker that would wake
-//! another task is woken (see `DelayQueue`'s docs), and a dropped handle gives its slot up.
+//! A consumer is a handle: the queue, or one of its clones, each with a [`Seat`] here.
 //!
 //! A consumer that finds nothing registers its waker, arms the flag, and looks again. The driver
 //! pushes, then reads the flag, and takes the lock only if it is armed. A full fence on each side,

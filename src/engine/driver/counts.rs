@@ -18,7 +18,7 @@ pub(crate) enum Refusal {
     WorkerSpawn(String),
 }
 
-/// How a timeout left the pending count, other than by a cancel.
+/// How a timeout left the pending count: its total's index in `Counts::ended_by`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ended {
     /// Its deadline came (run, woken or handed off), or a periodic run panicked.
@@ -37,9 +37,8 @@ pub(crate) struct Counts {
     /// Set when a shutdown has stopped everything: what `pending` still holds is a schedule racing
     /// it, which will be refused (`unreserve`), so the totals count it nowhere.
     ended: AtomicBool,
-    cancelled: AtomicU64,
-    fired: AtomicU64,
-    stopped: AtomicU64,
+    /// Timeouts that left `pending`, by how they ended (`Ended`).
+    ended_by: [AtomicU64; 3],
     /// Times a sleeping driver woke; nanoseconds it spent turning. Only the
     /// driver writes these and `lateness`: no read-modify-write.
     driver_wakeups: AtomicU64,
@@ -110,12 +109,7 @@ impl Counts {
         if n == 0 {
             return;
         }
-        let total = match how {
-            Ended::Fired => &self.fired,
-            Ended::Stopped => &self.stopped,
-            Ended::Cancelled => &self.cancelled,
-        };
-        total.fetch_add(n as u64, Ordering::Release);
+        self.ended_by[how as usize].fetch_add(n as u64, Ordering::Release);
         self.pending.fetch_sub(n, Ordering::AcqRel);
     }
 
@@ -133,9 +127,8 @@ impl Counts {
         if self.ended.load(Ordering::Acquire) {
             pending = 0; // schedules racing the shutdown, each to be refused
         }
-        let fired = self.fired.load(Ordering::Acquire);
-        let cancelled = self.cancelled.load(Ordering::Acquire);
-        let stopped = self.stopped.load(Ordering::Acquire);
+        let [fired, stopped, cancelled] =
+            std::array::from_fn(|i| self.ended_by[i].load(Ordering::Acquire));
         Totals {
             scheduled: (pending as u64) + fired + cancelled + stopped,
             fired,

@@ -2,8 +2,8 @@
 //! `entry/task.rs`), and ending a periodic run (`rearm`). A task runs marked as its timer's
 //! (`stop()` in it is an error, not a deadlock); a panic is caught (its payload's drop too: a
 //! `UserBox`), logged and recorded on the entry. Wakers and notices run where they fired, even with
-//! an executor: cheap, and in firing order. An executor costs a boxed job per fire and a short lock
-//! on the table of jobs, from which `stop()` takes back those not started.
+//! an executor: cheap, and in firing order. With an executor, each fire is a boxed job, in the table
+//! of jobs until it starts.
 
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};

@@ -1,8 +1,6 @@
 //! loom models of engine paths the public API cannot reach from `tests/loom/`: a driver's plan to
-//! sleep, against a producer queueing a timeout or moving one earlier.
-//!
-//!     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
-//!         cargo test --release --lib --target-dir target/loom -- loom_models
+//! sleep, against a producer queueing a timeout or moving one earlier. How to run them: see
+//! ARCHITECTURE.md, "Testing each layer".
 
 use std::time::Duration;
 

@@ -133,7 +133,7 @@ pub(crate) struct Shared {
     /// How producers wake the driver, once it runs.
     wake: OnceLock<Unpark>,
     /// The face's handle, weakly, for `Timeout::timer()`, kept unnamed.
-    owner: OnceLock<Weak<dyn Any + Send + Sync>>,
+    pub(crate) owner: OnceLock<Weak<dyn Any + Send + Sync>>,
     pub(crate) shutdown_hooks: Mutex<Vec<Weak<dyn ShutdownHook>>>,
 }
 
@@ -170,10 +170,6 @@ impl Shared {
             owner: OnceLock::new(),
             shutdown_hooks: Mutex::new(Vec::new()),
         }
-    }
-
-    pub(crate) fn set_owner(&self, owner: Weak<dyn Any + Send + Sync>) {
-        let _ = self.owner.set(owner);
     }
 
     pub(crate) fn owner(&self) -> Option<Arc<dyn Any + Send + Sync>> {

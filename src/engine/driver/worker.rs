@@ -5,12 +5,10 @@
 //! parked, every new timeout would wake it, to file timeouts about to be cancelled.
 //!
 //! **On a tokio runtime** (`Builder::tokio_clock`) the driver is a task (`spawn_on_tokio`): the
-//! same rounds, waiting on `sleep_until` or a producer's `Notify`, so a paused runtime moves the
-//! timer as its own timers. The sleep's waker turns the wheel before it wakes the task
-//! (`TurnOnWake`): what is due at an instant has fired when tokio's own timers of that instant
-//! wake. It sleeps to the start of the next tick with work, not its end (`tokio_wake`). A round
-//! holds the driver lock (`stop()` waits for it), never across an `await`. The runtime's shutdown
-//! drops the task, which shuts the timer down.
+//! same rounds, waiting on `sleep_until` (`tokio_wake`) or a producer's `Notify`, so a paused
+//! runtime moves the timer as its own timers. The sleep's waker turns the wheel before it wakes the
+//! task (`TurnOnWake`): what is due at an instant has fired when tokio's own timers of that instant
+//! wake. A round holds the driver lock (`stop()` waits for it), never across an `await`.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -10,11 +10,9 @@
 //! at most once a tick (each turn on a clock that can be paused). A cancel asks only if the plan
 //! is to sleep past the tick's end.
 //!
-//! **Reset** swaps the deadline in the entry's state word; the wheel keeps the entry where it was
-//! filed (tokio's "registered vs true deadline"). Later (a reset on every message): the driver
-//! files it again at the filed deadline, once for a thousand resets. Earlier: the key goes to the
-//! mailbox, waking the driver if it would sleep past the new deadline, and the driver moves the
-//! entry out of its bucket or lane.
+//! **Reset** follows the entry's rule (`entry/mod.rs`: the wheel keeps the entry where it was
+//! filed); an earlier deadline also goes to the mailbox, waking the driver if it would sleep past
+//! it, and the driver moves the entry out of its bucket or lane.
 
 use crate::engine::clock::Nanos;
 use crate::engine::driver::counts::{Ended, Refusal};
@@ -116,10 +114,11 @@ impl Shared {
         true
     }
 
-    /// For a caller holding a reference to `key`: the task if it won.
+    /// For a caller holding a reference to `key`, giving up `given` of them (1: a `Sleep`, its
+    /// entry's only holder): the task if it won.
     #[inline(always)]
-    pub(crate) fn cancel(&self, key: Key) -> Option<Task> {
-        let (task, counted) = self.cancel_uncounted(key, 0)?;
+    pub(crate) fn cancel(&self, key: Key, given: u32) -> Option<Task> {
+        let (task, counted) = self.cancel_uncounted(key, given)?;
         self.counts.uncount(usize::from(counted), Ended::Cancelled);
         Some(task)
     }
@@ -147,7 +146,7 @@ impl Shared {
         Some((task.unwrap_or_else(|| Task::Wake(None)), counted))
     }
 
-    /// `cancel_and_release`, batched on this thread's lane, for a dropped `Sleep` and a delay
+    /// `cancel(key, 1)`, batched on this thread's lane, for a dropped `Sleep` and a delay
     /// queue's removal: half of them find the entry and its lane cell in another core's cache,
     /// and a batch loads them all at once. Each turn takes the batches before it fires, as
     /// `stop()` and a count's reader do, and a turn comes within 64 ms (`wake_for_batch`).
@@ -158,7 +157,7 @@ impl Shared {
                 Some(batch) => self.cancel_all(batch),
                 None => self.wake_for_batch(lane),
             },
-            _ => drop(self.cancel_and_release(key)),
+            _ => drop(self.cancel(key, 1)),
         }
     }
 
@@ -199,13 +198,6 @@ impl Shared {
     pub(crate) fn cancel_batched(&self) {
         let batches = self.intake.lanes().filter(|lane| lane.has_batch());
         batches.for_each(|lane| drop(self.catch_task(|| self.cancel_all(lane.take_batch()))));
-    }
-
-    /// `cancel`, then `release`: for a `Sleep`, its entry's only holder.
-    pub(crate) fn cancel_and_release(&self, key: Key) -> Option<Task> {
-        let (task, counted) = self.cancel_uncounted(key, 1)?;
-        self.counts.uncount(usize::from(counted), Ended::Cancelled);
-        Some(task)
     }
 
     /// The driver took the cancelled entry: it takes it out of the wheel
