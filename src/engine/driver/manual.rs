@@ -54,14 +54,14 @@ impl Shared {
         fired
     }
 
-    /// `HashedWheelTimer::advance_to_next`.
+    /// `HashedWheelTimer::advance_to_next`; in a task of an outer `advance`, one move of the clock.
     pub(crate) fn advance_to_next(self: &Arc<Self>) -> Option<Duration> {
         self.clock.manual_target()?;
-        let start = self.clock.now();
+        let (start, nested) = (self.clock.now(), self.is_driving_here());
         loop {
             let now = self.clock.now();
             let due = self.next_due_time()?;
-            if self.advance(Duration::from_nanos(due.saturating_sub(now))) {
+            if self.advance(Duration::from_nanos(due.saturating_sub(now))) || nested {
                 return Some(Duration::from_nanos(self.clock.now() - start));
             }
         }
