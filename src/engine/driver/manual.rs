@@ -73,6 +73,7 @@ impl Shared {
         if self.is_shutdown() {
             return None;
         }
+        self.cancel_batched(); // dropped `Sleep`s' cancels, as a turn takes them first
         let mut core = self.lock_core();
         let now = self.clock.now();
         while self.prepare(&mut core, now, true).more {}
