@@ -263,3 +263,16 @@ fn advance_to_next_past_only_cancelled_waits_moves_no_time() {
     assert_eq!(timer.advance_to_next(), None, "a filed, cancelled timeout");
     assert_eq!(timer.now() - start, Duration::ZERO);
 }
+
+#[test]
+fn advance_to_next_follows_a_reset() {
+    let timer = manual(MS);
+    let t = timer.new_timeout(|_| {}, 5 * MS).unwrap();
+    timer.advance(Duration::ZERO);
+    assert!(t.reset(20 * MS));
+    assert_eq!(timer.advance_to_next(), Some(20 * MS));
+    assert!(t.is_expired());
+    let t = timer.new_timeout(|_| {}, Duration::ZERO).unwrap();
+    assert_eq!(timer.advance_to_next(), Some(Duration::ZERO));
+    assert!(t.is_expired());
+}

@@ -39,8 +39,8 @@ impl Shared {
         while !self.is_shutdown() {
             let now = self.clock.now();
             let turn = self.turn(now, &mut due);
+            fired |= turn.ran; // not for an entry a reset moved later: it is not due
             if turn.fired {
-                fired = true;
                 continue;
             }
             let target = target.load(Ordering::Acquire);
