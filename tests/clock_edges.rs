@@ -155,8 +155,14 @@ async fn tokio_instants_on_a_paused_clock_are_the_timers_time() {
     assert_eq!(t.remaining(), 5 * MS);
     let s = timer.sleep_until(at);
     assert_eq!(s.deadline(), at.into_std());
+    let theirs = tokio::spawn(async move {
+        tokio::time::sleep_until(at).await;
+        tokio::time::Instant::now()
+    });
     s.await;
-    assert_eq!(tokio::time::Instant::now(), at);
+    let ours = tokio::time::Instant::now();
+    assert!(ours >= at && ours - at <= MS, "{:?}", ours - at);
+    assert_eq!(ours, theirs.await.unwrap(), "as tokio's own sleep_until");
     tokio::task::yield_now().await;
     assert!(t.is_expired());
     assert!(seen.lock().unwrap()[0] >= at.into_std());
@@ -275,4 +281,87 @@ fn advance_to_next_follows_a_reset() {
     let t = timer.new_timeout(|_| {}, Duration::ZERO).unwrap();
     assert_eq!(timer.advance_to_next(), Some(Duration::ZERO));
     assert!(t.is_expired());
+    let q = timer.delay_queue();
+    let k = q.insert((), 5 * MS).unwrap();
+    timer.advance(Duration::ZERO);
+    assert!(q.reset(&k, 20 * MS));
+    assert_eq!(timer.advance_to_next(), Some(20 * MS));
+    assert_eq!(q.peek(), Some(k));
+}
+
+/// Small steps, every face: each fires at the end of its deadline's tick, exactly.
+#[test]
+fn small_steps_fire_every_face_at_its_ticks_end() {
+    for (tick, deadline, step) in [
+        (MS, MS * 3 / 2, Duration::from_micros(1)),
+        (MS, 150 * MS + NS, Duration::from_micros(100)),
+        (3 * MS, 100 * MS, Duration::from_micros(7)),
+        (
+            Duration::from_micros(100),
+            99 * MS + NS,
+            Duration::from_micros(3),
+        ),
+    ] {
+        let timer = manual(tick);
+        let start = timer.now();
+        let (seen, task) = recorder();
+        let _t = timer.new_timeout(task, deadline).unwrap();
+        let mut s = task::spawn(timer.sleep(deadline));
+        assert_pending!(s.poll());
+        let q = timer.delay_queue();
+        q.insert_at((), start + deadline).unwrap();
+        let mut qr = &q;
+        let mut next = task::spawn(futures::StreamExt::next(&mut qr));
+        assert_pending!(next.poll());
+        let due = start + tick * (deadline.as_nanos() as u32).div_ceil(tick.as_nanos() as u32);
+        while timer.now() < due {
+            let ready = !seen.lock().unwrap().is_empty();
+            assert!(!ready, "early: {tick:?} {deadline:?}");
+            assert_eq!(s.is_elapsed(), timer.now() >= start + deadline);
+            assert_pending!(next.poll(), "early: {tick:?} {deadline:?}");
+            timer.advance(step.min(due - timer.now()));
+        }
+        assert_eq!(
+            seen.lock().unwrap().as_slice(),
+            &[due],
+            "{tick:?} {deadline:?}"
+        );
+        assert!(s.is_woken() && next.is_woken());
+        assert_ready!(s.poll());
+        let e = assert_ready!(next.poll()).unwrap();
+        assert_eq!(e.deadline(), start + deadline);
+    }
+}
+
+#[tokio::test]
+async fn a_runtime_paused_after_the_timer_was_built_moves_it_by_advance() {
+    let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+    let (seen, task) = recorder();
+    let t0 = timer.new_timeout(|_| {}, MS).unwrap();
+    tokio::time::sleep(20 * MS).await; // real time: 20 ticks of margin
+    assert!(t0.is_expired());
+    tokio::time::pause();
+    let at = tokio::time::Instant::now() + Duration::from_secs(3600);
+    let t = timer.new_timeout_at(task, at).unwrap();
+    let s = timer.sleep_until(at);
+    assert_eq!(t.remaining(), Duration::from_secs(3600));
+    tokio::time::advance(Duration::from_secs(3599)).await;
+    common::paused::settle().await;
+    assert!(!t.is_expired());
+    assert_eq!(t.remaining(), Duration::from_secs(1));
+    let theirs = tokio::spawn(async move {
+        tokio::time::sleep_until(at).await;
+        tokio::time::Instant::now()
+    });
+    s.await;
+    let ours = tokio::time::Instant::now();
+    assert!(ours >= at && ours - at <= MS, "{:?}", ours - at);
+    assert_eq!(ours, theirs.await.unwrap(), "as tokio's own sleep_until");
+    common::paused::settle().await;
+    assert!(t.is_expired());
+    assert!(seen.lock().unwrap()[0] >= at.into_std());
+    tokio::time::resume();
+    let s = std::time::Instant::now();
+    timer.sleep(10 * MS).await;
+    assert!(s.elapsed() >= 10 * MS);
 }
