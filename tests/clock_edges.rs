@@ -365,3 +365,39 @@ async fn a_runtime_paused_after_the_timer_was_built_moves_it_by_advance() {
     timer.sleep(10 * MS).await;
     assert!(s.elapsed() >= 10 * MS);
 }
+
+/// `DelayQueue::insert`: "A zero delay is due at once: it wakes the consumers, and on a manual or
+/// tokio clock comes out at their next poll" — also in the middle of a tick.
+#[test]
+fn a_zero_delay_item_comes_out_at_the_next_poll_mid_tick_on_the_manual_clock() {
+    let timer = manual(MS);
+    timer.advance(MS / 2);
+    let q = timer.delay_queue();
+    let k = q.insert("zero", Duration::ZERO).unwrap();
+    let mut qr = &q;
+    let mut next = task::spawn(futures::StreamExt::next(&mut qr));
+    let e = assert_ready!(next.poll()).expect("an item");
+    assert_eq!(e.key(), k);
+    drop(next);
+    let k = q.insert_at("now", timer.now()).unwrap();
+    let mut next = task::spawn(futures::StreamExt::next(&mut qr));
+    assert_eq!(assert_ready!(next.poll()).expect("an item").key(), k);
+    drop(next);
+    let map = timer.delay_map();
+    map.insert_at(7u8, "past", timer.now() - MS / 4).unwrap();
+    let mut mr = &map;
+    let mut next = task::spawn(futures::StreamExt::next(&mut mr));
+    assert_eq!(assert_ready!(next.poll()), Some((7, "past")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_delay_item_comes_out_at_the_next_poll_mid_tick_on_a_paused_clock() {
+    use futures::FutureExt;
+    let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
+    tokio::time::advance(Duration::from_micros(500)).await;
+    let q = timer.delay_queue();
+    let k = q.insert("zero", Duration::ZERO).unwrap();
+    let mut qr = &q;
+    let e = futures::StreamExt::next(&mut qr).now_or_never();
+    assert_eq!(e.flatten().expect("an item").key(), k);
+}

@@ -179,7 +179,11 @@ impl<T: Send + 'static> DelayQueue<T> {
             to: inner.listener.clone(),
             token: key.into(),
         });
-        match inner.timer.schedule_key(now, deadline, notice) {
+        // Due already: due by its tick's start, so a turn now fires it, not the tick's end.
+        let clock = &inner.timer.shared().clock;
+        let due_by = (deadline <= now).then(|| clock.time_of(clock.ticks_at(now)));
+        let filed = due_by.map_or(deadline, |start| start.min(deadline));
+        match inner.timer.schedule_key(now, filed, notice) {
             Ok(entry) => {
                 shard.put(key, entry, deadline, item);
                 Ok((key, deadline <= now))
