@@ -401,3 +401,22 @@ async fn a_zero_delay_item_comes_out_at_the_next_poll_mid_tick_on_a_paused_clock
     let e = futures::StreamExt::next(&mut qr).now_or_never();
     assert_eq!(e.flatten().expect("an item").key(), k);
 }
+
+#[test]
+fn advance_to_next_with_periodic_runs_and_saturated_periods() {
+    let timer = manual(MS);
+    let start = timer.now();
+    let (seen, task) = recorder();
+    let p = timer
+        .schedule_at_fixed_rate(move |t: &Timeout| task(t), 3 * MS, Duration::MAX)
+        .unwrap();
+    assert_eq!(timer.advance_to_next(), Some(3 * MS));
+    assert_eq!(seen.lock().unwrap().as_slice(), &[start + 3 * MS]);
+    assert!(p.is_pending());
+    assert_eq!(timer.advance_to_next(), None, "its next run never comes");
+    assert_eq!(timer.now() - start, 3 * MS);
+    let t = timer.new_timeout(|_| {}, 50 * MS).unwrap();
+    assert!(t.reset(2 * MS), "earlier, still in its lane");
+    assert_eq!(timer.advance_to_next(), Some(2 * MS));
+    assert!(t.is_expired());
+}
