@@ -420,3 +420,30 @@ fn advance_to_next_with_periodic_runs_and_saturated_periods() {
     assert_eq!(timer.advance_to_next(), Some(2 * MS));
     assert!(t.is_expired());
 }
+
+#[test]
+fn an_item_reset_to_a_past_deadline_comes_out_at_the_next_poll_mid_tick() {
+    let timer = manual(MS);
+    timer.advance(MS / 2);
+    let q = timer.delay_queue();
+    let k = q.insert("later", 5 * MS).unwrap();
+    let mut qr = &q;
+    let mut next = task::spawn(futures::StreamExt::next(&mut qr));
+    assert_pending!(next.poll());
+    assert!(q.reset_at(&k, timer.now()));
+    assert!(next.is_woken());
+    assert_eq!(assert_ready!(next.poll()).expect("an item").key(), k);
+}
+
+#[test]
+fn at_the_manual_clocks_end_an_item_inserted_never_comes_out() {
+    let timer = manual(MS);
+    timer.advance(Duration::MAX);
+    let q = timer.delay_queue();
+    q.insert("never", Duration::from_secs(1)).unwrap();
+    timer.advance(Duration::from_secs(1));
+    let mut qr = &q;
+    let mut next = task::spawn(futures::StreamExt::next(&mut qr));
+    assert_pending!(next.poll());
+    assert_eq!(q.len(), 1);
+}
