@@ -200,11 +200,8 @@ impl Clock {
     /// `deadline`, or once it has come at `now`, at most `now`'s tick's start: a turn now fires it.
     pub(crate) fn due_by(&self, deadline: Nanos, now: Nanos) -> Nanos {
         let start = self.time_of(self.ticks_at(now));
-        deadline.min(if self.has_come(deadline, now) {
-            start
-        } else {
-            deadline
-        })
+        let come = self.has_come(deadline, now);
+        deadline.min(if come { start } else { deadline })
     }
 
     /// When tick `tick` ends.
