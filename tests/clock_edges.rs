@@ -433,6 +433,14 @@ fn an_item_reset_to_a_past_deadline_comes_out_at_the_next_poll_mid_tick() {
     assert!(q.reset_at(&k, timer.now()));
     assert!(next.is_woken());
     assert_eq!(assert_ready!(next.poll()).expect("an item").key(), k);
+    let map = timer.delay_map();
+    map.insert(1u8, "later", 5 * MS).unwrap();
+    let mut mr = &map;
+    let mut next = task::spawn(futures::StreamExt::next(&mut mr));
+    assert_pending!(next.poll());
+    assert!(map.reset_at(&1u8, timer.now() - MS / 4));
+    assert!(next.is_woken());
+    assert_eq!(assert_ready!(next.poll()), Some((1, "later")));
 }
 
 #[test]
@@ -446,4 +454,47 @@ fn at_the_manual_clocks_end_an_item_inserted_never_comes_out() {
     let mut next = task::spawn(futures::StreamExt::next(&mut qr));
     assert_pending!(next.poll());
     assert_eq!(q.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn periodic_runs_on_a_paused_clock_are_never_early_and_at_most_a_tick_late() {
+    for (tick, step) in [
+        (MS, MS),
+        (Duration::from_micros(250), Duration::from_micros(100)),
+    ] {
+        let timer = HashedWheelTimer::builder()
+            .tokio_clock()
+            .tick_duration(tick)
+            .build()
+            .unwrap();
+        let runs = Arc::new(Mutex::new(Vec::new()));
+        let r = runs.clone();
+        let _p = timer
+            .schedule_at_fixed_rate(
+                move |t: &Timeout| {
+                    let now = tokio::time::Instant::now().into_std();
+                    r.lock().unwrap().push((now, t.scheduled_execution_time()));
+                },
+                3 * MS,
+                10 * MS,
+            )
+            .unwrap();
+        let start = timer.now();
+        for _ in 0..(100 * MS).as_micros() / step.as_micros() {
+            tokio::time::advance(step).await;
+            tokio::task::yield_now().await;
+        }
+        common::paused::settle().await;
+        let runs = runs.lock().unwrap();
+        assert!(runs.len() >= 9, "{tick:?}: {}", runs.len());
+        for (i, (now, due)) in runs.iter().enumerate() {
+            assert_eq!(*due - start, 3 * MS + 10 * MS * i as u32, "{tick:?}");
+            assert!(now >= due, "{tick:?}: early");
+            assert!(
+                *now - *due <= MS.max(tick),
+                "{tick:?}: {:?} late",
+                *now - *due
+            );
+        }
+    }
 }
