@@ -179,7 +179,9 @@ impl<T: Send + 'static> DelayQueue<T> {
             to: inner.listener.clone(),
             token: key.into(),
         });
-        match inner.timer.schedule_key(now, deadline, notice) {
+        // Due already: filed by its tick's start, so a turn now fires it, not the tick's end.
+        let filed = inner.timer.shared().clock.due_by(deadline, now);
+        match inner.timer.schedule_key(now, filed, notice) {
             Ok(entry) => {
                 shard.put(key, entry, deadline, item);
                 Ok((key, deadline <= now))
@@ -217,10 +219,12 @@ impl<T> DelayQueue<T> {
     pub(crate) fn moved(&self, key: &DelayKey, wake_if_earlier: bool, to: Nanos) -> Option<bool> {
         let shared = self.inner.timer.shared();
         let moved = self.with_slot(key, |slot| {
-            let earlier = to < slot.deadline;
-            shared.reset(slot.entry, to).then(|| {
+            // Only an earlier deadline reads the clock; one due is filed as `put` files it.
+            let now = (to < slot.deadline).then(|| shared.clock.now());
+            let filed = now.map_or(to, |now| shared.clock.due_by(to, now));
+            shared.reset(slot.entry, filed).then(|| {
                 slot.deadline = to;
-                earlier && (wake_if_earlier || to <= shared.clock.now())
+                now.is_some_and(|now| wake_if_earlier || to <= now)
             })
         });
         moved.flatten()

@@ -197,6 +197,13 @@ impl Clock {
         (now / self.tick_nanos).min(self.last_tick)
     }
 
+    /// `deadline`, or once it has come at `now`, at most `now`'s tick's start: a turn now fires it.
+    pub(crate) fn due_by(&self, deadline: Nanos, now: Nanos) -> Nanos {
+        let start = self.time_of(self.ticks_at(now));
+        let come = self.has_come(deadline, now);
+        deadline.min(if come { start } else { deadline })
+    }
+
     /// When tick `tick` ends.
     pub(crate) fn time_of(&self, tick: u64) -> Nanos {
         tick.saturating_mul(self.tick_nanos)

@@ -39,8 +39,8 @@ impl Shared {
         while !self.is_shutdown() {
             let now = self.clock.now();
             let turn = self.turn(now, &mut due);
+            fired |= turn.ran; // not for an entry a reset moved later: it is not due
             if turn.fired {
-                fired = true;
                 continue;
             }
             let target = target.load(Ordering::Acquire);
@@ -73,6 +73,7 @@ impl Shared {
         if self.is_shutdown() {
             return None;
         }
+        self.cancel_batched(); // dropped `Sleep`s' cancels, as a turn takes them first
         let mut core = self.lock_core();
         let now = self.clock.now();
         while self.prepare(&mut core, now, true).more {}

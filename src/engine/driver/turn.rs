@@ -23,6 +23,8 @@ pub const DRAIN_CAP_PER_TICK: usize = 100_000;
 pub(crate) struct Turn {
     /// Something came due: a task may have scheduled work due before `next`.
     pub(crate) fired: bool,
+    /// A task ran or a waker was woken: not only entries a reset moved later.
+    pub(crate) ran: bool,
     /// When to turn again, on the timer's clock; `None`: when something arrives.
     pub(crate) next: Option<Nanos>,
 }
@@ -53,11 +55,11 @@ impl Shared {
             self.next_turn(&core, now_tick, drained)
         };
         let fired = !due.is_empty();
-        self.fire(due);
+        let ran = self.fire(due);
         self.counts.note_busy(saturating_nanos(started.elapsed()));
         #[cfg(feature = "metrics")]
         self.config.publish.turned(self, now, next);
-        Turn { fired, next }
+        Turn { fired, ran, next }
     }
 
     /// The start of a turn: mailbox, then arrivals (`all`: held ones too).
@@ -222,10 +224,11 @@ impl Shared {
     }
 
     /// Fires `due` by deadline, ties in order, skipping the cancelled and filing
-    /// again those a reset moved later. After a stop, nothing more starts.
-    pub(crate) fn fire(self: &Arc<Self>, due: &mut Vec<Key>) {
+    /// again those a reset moved later. After a stop, nothing more starts. True if any fired.
+    pub(crate) fn fire(self: &Arc<Self>, due: &mut Vec<Key>) -> bool {
+        let mut ran = false;
         if due.is_empty() {
-            return;
+            return ran;
         }
         // By the deadline in force, each read once: a sort whose keys change
         // under it (a reset on another thread) panics.
@@ -243,13 +246,14 @@ impl Shared {
         while let Some(key) = keys.next() {
             if self.is_shutdown() {
                 self.set_aside(std::iter::once(key).chain(keys).chain(moved));
-                return;
+                return ran;
             }
             let entry = self.entry(key);
             match entry.fire_due(now) {
                 Fire::Lost => self.slots.release(key),
                 Fire::Later => moved.push(key),
                 Fire::Won => {
+                    ran = true;
                     if !entry.is_periodic() {
                         // A periodic entry stays counted while it runs.
                         self.counts.uncount(1, Ended::Fired);
@@ -274,6 +278,7 @@ impl Shared {
         if !moved.is_empty() {
             self.file_again(moved);
         }
+        ran
     }
 
     #[cold]
