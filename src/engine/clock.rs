@@ -199,9 +199,10 @@ impl Clock {
 
     /// `deadline`, or once it has come at `now`, at most `now`'s tick's start: a turn now fires it.
     pub(crate) fn due_by(&self, deadline: Nanos, now: Nanos) -> Nanos {
-        let start = self.time_of(self.ticks_at(now));
-        let come = self.has_come(deadline, now);
-        deadline.min(if come { start } else { deadline })
+        match self.has_come(deadline, now) {
+            true => deadline.min(self.time_of(self.ticks_at(now))), // a division: only if due
+            false => deadline,
+        }
     }
 
     /// When tick `tick` ends.
