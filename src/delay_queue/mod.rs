@@ -33,7 +33,8 @@ use waiters::Seat;
 /// keep its [`DelayKey`]; [`remove`](Self::remove) it when it is done with, or
 /// [`reset`](Self::reset) its deadline. Items whose deadline passes come out of the queue's
 /// [`Stream`](futures::Stream) of [`Expired`] items, in deadline order, never before their
-/// deadline.
+/// deadline. One exception, as tokio-util's: an item inserted or reset already due comes out at the
+/// next poll, before one due earlier in the same tick that the tick's end fires.
 ///
 /// # Shared, not owned
 ///
