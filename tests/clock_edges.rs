@@ -155,14 +155,7 @@ async fn tokio_instants_on_a_paused_clock_are_the_timers_time() {
     assert_eq!(t.remaining(), 5 * MS);
     let s = timer.sleep_until(at);
     assert_eq!(s.deadline(), at.into_std());
-    let theirs = tokio::spawn(async move {
-        tokio::time::sleep_until(at).await;
-        tokio::time::Instant::now()
-    });
-    s.await;
-    let ours = tokio::time::Instant::now();
-    assert!(ours >= at && ours - at <= MS, "{:?}", ours - at);
-    assert_eq!(ours, theirs.await.unwrap(), "as tokio's own sleep_until");
+    completes_with_tokios_sleep_until(s, at).await;
     tokio::task::yield_now().await;
     assert!(t.is_expired());
     assert!(seen.lock().unwrap()[0] >= at.into_std());
@@ -349,14 +342,7 @@ async fn a_runtime_paused_after_the_timer_was_built_moves_it_by_advance() {
     common::paused::settle().await;
     assert!(!t.is_expired());
     assert_eq!(t.remaining(), Duration::from_secs(1));
-    let theirs = tokio::spawn(async move {
-        tokio::time::sleep_until(at).await;
-        tokio::time::Instant::now()
-    });
-    s.await;
-    let ours = tokio::time::Instant::now();
-    assert!(ours >= at && ours - at <= MS, "{:?}", ours - at);
-    assert_eq!(ours, theirs.await.unwrap(), "as tokio's own sleep_until");
+    completes_with_tokios_sleep_until(s, at).await;
     common::paused::settle().await;
     assert!(t.is_expired());
     assert!(seen.lock().unwrap()[0] >= at.into_std());
@@ -497,4 +483,20 @@ async fn periodic_runs_on_a_paused_clock_are_never_early_and_at_most_a_tick_late
             );
         }
     }
+}
+
+/// Awaits `ours`, due at `at`, beside tokio's own `sleep_until(at)`: both complete at the same
+/// paused instant, never before `at` and within a tick of it.
+async fn completes_with_tokios_sleep_until(
+    ours: hashed_wheel_timer::Sleep,
+    at: tokio::time::Instant,
+) {
+    let theirs = tokio::spawn(async move {
+        tokio::time::sleep_until(at).await;
+        tokio::time::Instant::now()
+    });
+    ours.await;
+    let now = tokio::time::Instant::now();
+    assert!(now >= at && now - at <= MS, "{:?}", now - at);
+    assert_eq!(now, theirs.await.unwrap(), "as tokio's own sleep_until");
 }

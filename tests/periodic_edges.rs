@@ -45,6 +45,14 @@ impl Drop for Bomb {
     }
 }
 
+/// True if `f` unwound; its payload (maybe a [`Bomb`]) is leaked, not dropped.
+fn unwinds(f: impl FnOnce()) -> bool {
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    let unwound = caught.is_err();
+    std::mem::forget(caught);
+    unwound
+}
+
 // `advance`'s docs: "fires on this thread every timeout due by then, tick by tick. During each
 // callback now() reads that tick's time. A periodic task runs once for each of its runs due by
 // then."
@@ -287,11 +295,10 @@ fn a_periodic_run_panicking_with_a_payload_that_panics_on_drop_is_caught() {
             MS * 20,
         )
         .unwrap();
-    let advanced =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| timer.advance(MS * 50)));
-    let unwound = advanced.is_err();
-    std::mem::forget(advanced); // a payload we would not drop either
-    assert!(!unwound, "advance unwound with the task's payload");
+    assert!(
+        !unwinds(|| timer.advance(MS * 50)),
+        "advance unwound with the task's payload"
+    );
     assert!(t.is_panicked() && t.is_expired());
     assert_eq!(other.load(SeqCst), 1, "the timer carried on");
     assert_stats_add_up(&timer);
@@ -330,10 +337,7 @@ fn an_executor_never_sees_a_periodic_runs_payload_panic() {
         .unwrap();
     timer.advance(MS * 2);
     let job = exec.take().expect("the run's job");
-    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-    let unwound = ran.is_err();
-    std::mem::forget(ran);
-    assert!(!unwound, "the job unwound into the executor");
+    assert!(!unwinds(job), "the job unwound into the executor");
     assert!(t.is_panicked() && timer.pending_timeouts() == 0);
     assert_stats_add_up(&timer);
 }
@@ -351,11 +355,10 @@ fn an_executor_panicking_in_execute_with_a_payload_that_panics_on_drop_is_caught
         .build()
         .unwrap();
     let t = timer.schedule_at_fixed_rate(|_| {}, MS, MS * 10).unwrap();
-    let advanced =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| timer.advance(MS * 50)));
-    let unwound = advanced.is_err();
-    std::mem::forget(advanced);
-    assert!(!unwound, "advance unwound with the executor's payload");
+    assert!(
+        !unwinds(|| timer.advance(MS * 50)),
+        "advance unwound with the executor's payload"
+    );
     assert!(t.is_stopped() && timer.pending_timeouts() == 0);
     assert_stats_add_up(&timer);
 }
@@ -386,11 +389,10 @@ fn a_periodic_task_cancelling_itself_whose_drop_panics_with_such_a_payload_is_ca
             MS * 10,
         )
         .unwrap();
-    let advanced =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| timer.advance(MS * 50)));
-    let unwound = advanced.is_err();
-    std::mem::forget(advanced);
-    assert!(!unwound, "advance unwound with the task's drop's payload");
+    assert!(
+        !unwinds(|| timer.advance(MS * 50)),
+        "advance unwound with the task's drop's payload"
+    );
     assert!(t.is_cancelled() && timer.pending_timeouts() == 0);
     assert_stats_add_up(&timer);
 }
