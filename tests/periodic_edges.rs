@@ -45,6 +45,12 @@ impl Drop for Bomb {
     }
 }
 
+/// Advances `timer` 50 ms, failing if that unwinds with `whose` payload.
+fn advance_50ms_without_unwinding(timer: &HashedWheelTimer, whose: &str) {
+    let unwound = unwinds(|| timer.advance(MS * 50));
+    assert!(!unwound, "advance unwound with {whose}");
+}
+
 /// True if `f` unwound; its payload (maybe a [`Bomb`]) is leaked, not dropped.
 fn unwinds(f: impl FnOnce()) -> bool {
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
@@ -295,10 +301,7 @@ fn a_periodic_run_panicking_with_a_payload_that_panics_on_drop_is_caught() {
             MS * 20,
         )
         .unwrap();
-    assert!(
-        !unwinds(|| timer.advance(MS * 50)),
-        "advance unwound with the task's payload"
-    );
+    advance_50ms_without_unwinding(&timer, "the task's payload");
     assert!(t.is_panicked() && t.is_expired());
     assert_eq!(other.load(SeqCst), 1, "the timer carried on");
     assert_stats_add_up(&timer);
@@ -355,10 +358,7 @@ fn an_executor_panicking_in_execute_with_a_payload_that_panics_on_drop_is_caught
         .build()
         .unwrap();
     let t = timer.schedule_at_fixed_rate(|_| {}, MS, MS * 10).unwrap();
-    assert!(
-        !unwinds(|| timer.advance(MS * 50)),
-        "advance unwound with the executor's payload"
-    );
+    advance_50ms_without_unwinding(&timer, "the executor's payload");
     assert!(t.is_stopped() && timer.pending_timeouts() == 0);
     assert_stats_add_up(&timer);
 }
@@ -389,10 +389,7 @@ fn a_periodic_task_cancelling_itself_whose_drop_panics_with_such_a_payload_is_ca
             MS * 10,
         )
         .unwrap();
-    assert!(
-        !unwinds(|| timer.advance(MS * 50)),
-        "advance unwound with the task's drop's payload"
-    );
+    advance_50ms_without_unwinding(&timer, "the task's drop's payload");
     assert!(t.is_cancelled() && timer.pending_timeouts() == 0);
     assert_stats_add_up(&timer);
 }
