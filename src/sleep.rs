@@ -34,9 +34,10 @@ use crate::{HashedWheelTimer, TimerError};
 /// # Cancellation
 ///
 /// Dropping a `Sleep` cancels it. The cancel may wait in its thread's batch of 16, which the
-/// timer's next turn takes before it fires anything; `pending_timeouts()`, `stats()` and `stop()`
-/// take the batches first, so they see it cancelled at once. Until then (64 ms at most) its entry
-/// keeps the task's waker.
+/// timer's next turn takes before it fires anything; `pending_timeouts()`, `stats()`, `stop()` and
+/// a schedule refused at `max_pending_timeouts` take the batches first, so they see it cancelled
+/// at once: its place under the limit is free. Until then (64 ms at most) its entry keeps the
+/// task's waker.
 ///
 /// # When the timer stops
 ///

@@ -165,8 +165,9 @@ impl<T: Send + 'static> DelayQueue<T> {
     }
 
     /// Stores `item` in this thread's shard and schedules its timeout at `at`, the clock's reading
-    /// and the deadline, under the shard's lock (scheduling runs no user code), so that the slot is
-    /// filled before the stream can look for it. With the key, whether it is due, for `wake_if`.
+    /// and the deadline, under the shard's lock (scheduling runs no user code but, at the pending
+    /// limit, drops of batched cancels' wakers, their panics caught), so that the slot is filled
+    /// before the stream can look for it. With the key, whether it is due, for `wake_if`.
     pub(crate) fn put(&self, item: T, at: (Nanos, Nanos)) -> Result<(DelayKey, bool), TimerError> {
         let (now, deadline) = at;
         let inner = &*self.inner;
@@ -253,7 +254,7 @@ impl<T> DelayQueue<T> {
     /// of the stream. `None` if the key names no item in the queue (removed, or yielded by the
     /// stream); one whose deadline fired is in it until yielded, and exactly one of `remove` and
     /// the stream gets it. The timeout's cancel waits in this thread's batch, as a dropped
-    /// [`Sleep`](crate::Sleep#cancellation)'s does: no count shows the wait.
+    /// [`Sleep`](crate::Sleep#cancellation)'s does: no count, nor the pending limit, shows the wait.
     pub fn remove(&self, key: &DelayKey) -> Option<T> {
         self.try_remove(key).map(Expired::into_inner)
     }

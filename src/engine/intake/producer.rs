@@ -37,7 +37,10 @@ impl Shared {
         // One look-up of this thread's lane for the whole schedule.
         let lane = self.intake.lane_here();
         let now = lane.map_or(now, |lane| lane.not_before(now));
-        self.counts.reserve(&task)?;
+        if self.counts.reserve(&task).is_err() {
+            self.cancel_batched(); // at the limit: cancels waiting in batches have ended theirs
+            self.counts.reserve(&task)?;
+        }
         let taken = lane
             .and_then(|lane| lane.pop_free(&self.slots))
             .or_else(|| self.slots.take_key().map(|key| (key, self.entry(key))));

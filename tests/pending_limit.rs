@@ -1,0 +1,84 @@
+//! `max_pending_timeouts` on every face, at and around the limit: what is
+//! refused (with `TimerError::AtCapacity`), what never is, and that the
+//! counts add up. A cancel that waits in a thread's batch (a dropped `Sleep`,
+//! a delay queue's removal) has ended its timeout for the user: it must not
+//! hold a place under the limit.
+
+mod common;
+
+use common::assert_stats_add_up;
+use hashed_wheel_timer::{HashedWheelTimer, TimerError};
+use std::time::Duration;
+use tokio_test::{assert_pending, task};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn limited(max: usize) -> HashedWheelTimer {
+    HashedWheelTimer::builder()
+        .manual_clock()
+        .max_pending_timeouts(max)
+        .build()
+        .unwrap()
+}
+
+/// A removed item's timeout is cancelled: its place under the limit is free
+/// for the next insert, on this thread.
+#[test]
+fn a_removed_items_place_is_free_for_the_next_insert() {
+    let timer = limited(2);
+    let queue = timer.delay_queue();
+    let a = queue.insert("a", MS * 10).unwrap();
+    queue.insert("b", MS * 10).unwrap();
+    assert_eq!(queue.remove(&a), Some("a"));
+    assert_eq!(queue.len(), 1);
+    let c = queue.insert("c", MS * 10);
+    assert!(c.is_ok(), "one item pending, limit 2: {c:?}");
+    assert!(queue.insert("d", MS).unwrap_err().is_at_capacity());
+    timer.advance(MS * 10);
+    assert_eq!(common::drain(&queue).len(), 2);
+    assert_stats_add_up(&timer);
+}
+
+/// The same for a `DelayMap`: a removed key frees its place for a new one.
+#[test]
+fn a_removed_keys_place_is_free_for_the_next_key() {
+    let timer = limited(1);
+    let map = timer.delay_map();
+    map.insert(1, "a", MS * 10).unwrap();
+    assert_eq!(map.remove(&1), Some("a"));
+    let b = map.insert(2, "b", MS * 10);
+    assert_eq!(b, Ok(None), "nothing pending, limit 1");
+    assert_stats_add_up(&timer);
+}
+
+/// A dropped `Sleep` is cancelled: its place is free for a callback.
+#[test]
+fn a_dropped_sleeps_place_is_free_for_a_callback() {
+    let timer = limited(1);
+    let mut sleep = task::spawn(timer.sleep(MS * 10));
+    assert_pending!(sleep.poll());
+    drop(sleep);
+    let t = timer.new_timeout(|_| {}, MS);
+    assert!(t.is_ok(), "nothing pending, limit 1: {:?}", t.err());
+    assert_eq!(
+        timer.new_timeout(|_| {}, MS).unwrap_err(),
+        TimerError::AtCapacity { pending: 1, max: 1 }
+    );
+    assert_stats_add_up(&timer);
+}
+
+/// A removal made on another thread, which has ended, frees its place too.
+#[test]
+fn a_removal_on_a_thread_that_ended_frees_its_place() {
+    let timer = limited(1);
+    let queue = timer.delay_queue();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let key = queue.insert(1, MS * 10).unwrap();
+            assert_eq!(queue.remove(&key), Some(1));
+        });
+    });
+    let again = queue.insert(2, MS * 10);
+    assert!(again.is_ok(), "nothing pending, limit 1: {again:?}");
+    assert_stats_add_up(&timer);
+}
