@@ -82,3 +82,67 @@ fn a_removal_on_a_thread_that_ended_frees_its_place() {
     assert!(again.is_ok(), "nothing pending, limit 1: {again:?}");
     assert_stats_add_up(&timer);
 }
+/// Threads at the limit remove items from their delay queues, and then,
+/// once every removal has returned, insert as many: no insert is refused,
+/// though the removals' cancels wait in the threads' batches, and other
+/// threads (turning the wheel, reading the counts, refused inserts) take
+/// those batches at the same time. No reading shows more than the limit.
+#[test]
+fn inserts_after_as_many_removals_are_never_refused() {
+    const THREADS: usize = 4;
+    const SHARE: usize = 8;
+    let timer = limited(THREADS * SHARE);
+    let queues: Vec<_> = (0..THREADS).map(|_| timer.delay_queue()).collect();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let removed = std::sync::Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                timer.advance(Duration::from_nanos(1));
+                let pending = timer.pending_timeouts();
+                assert!(pending <= THREADS * SHARE, "{pending} pending");
+            }
+        });
+        let producers: Vec<_> = (queues.iter().zip(0..))
+            .map(|(queue, seed)| {
+                let removed = &removed;
+                s.spawn(move || {
+                    let (mut rng, mut refused) = (fastrand::Rng::with_seed(seed), Vec::new());
+                    let mut held: Vec<_> = (0..SHARE)
+                        .map(|i| queue.insert(i, Duration::from_secs(60)).unwrap())
+                        .collect();
+                    for round in 0..2_000 {
+                        let n = rng.usize(0..=held.len());
+                        for _ in 0..n {
+                            let key = held.swap_remove(rng.usize(..held.len()));
+                            assert!(queue.remove(&key).is_some());
+                        }
+                        removed.wait();
+                        for i in 0..n {
+                            match queue.insert(i, Duration::from_secs(60)) {
+                                Ok(key) => held.push(key),
+                                Err(e) => refused.push(format!("round {round}, {i} of {n}: {e}")),
+                            }
+                        }
+                        removed.wait();
+                    }
+                    refused
+                })
+            })
+            .collect();
+        let refused: Vec<String> = producers
+            .into_iter()
+            .flat_map(|p| p.join().unwrap())
+            .collect();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(refused.is_empty(), "refused: {refused:?}");
+    });
+    assert_eq!(timer.pending_timeouts(), THREADS * SHARE);
+    assert_stats_add_up(&timer);
+    drop(queues);
+    assert_eq!(
+        timer.pending_timeouts(),
+        0,
+        "a dropped queue's items are cancelled"
+    );
+}

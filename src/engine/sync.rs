@@ -12,6 +12,7 @@ pub(crate) use base::sync::atomic::{
     fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 pub(crate) use base::sync::{Mutex, MutexGuard};
+pub(crate) use base::thread::yield_now;
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;

@@ -34,6 +34,8 @@ pub(crate) struct Counts {
     /// `max_pending_timeouts`, or the arena's size.
     limit: usize,
     pending: AtomicUsize,
+    /// Takers of batched cancels still counting them (`Shared::cancel_all`).
+    pub(crate) counting: AtomicUsize,
     /// Set when a shutdown has stopped everything: what `pending` still holds is a schedule racing
     /// it, which will be refused (`unreserve`), so the totals count it nowhere.
     ended: AtomicBool,

@@ -147,15 +147,15 @@ impl Lane {
         }
     }
 
-    /// Owner only: puts `key` in the batch; the batch's keys once it is full, to cancel now.
+    /// Owner only: puts `key` in the batch; true once it is full, to cancel now.
     /// Every cell past `batched` is empty: only the owner fills one, and only in order.
     #[inline(always)]
-    pub(crate) fn batch_cancel(&self, key: Key) -> Option<[Option<Key>; CANCEL_BATCH]> {
+    pub(crate) fn batch_cancel(&self, key: Key) -> bool {
         let at = self.producer.batched.load(Ordering::Relaxed) as usize;
         self.batch[at].store(key.pack(), Ordering::Release);
         let next = (at + 1) % CANCEL_BATCH;
         self.producer.batched.store(next as u32, Ordering::Relaxed);
-        (next == 0).then(|| self.take_batch())
+        next == 0
     }
 
     /// True if a cancel waits in the batch: for the driver's plan, after its fence.

@@ -22,8 +22,8 @@ use crate::engine::entry::arena::MAX_ENTRIES;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::engine::entry::{prefetch, CancelOutcome, Entry};
-use crate::engine::intake::lane::{Lane, BATCH_WAIT_NANOS, CANCEL_BATCH};
-use crate::engine::sync::{fence, Ordering};
+use crate::engine::intake::lane::{Lane, BATCH_WAIT_NANOS};
+use crate::engine::sync::{fence, yield_now, Ordering};
 
 impl Shared {
     /// Counts, queues and, if needed, wakes the driver. `now`, a reading no later than the clock's
@@ -38,7 +38,13 @@ impl Shared {
         let lane = self.intake.lane_here();
         let now = lane.map_or(now, |lane| lane.not_before(now));
         if self.counts.reserve(&task).is_err() {
-            self.cancel_batched(); // at the limit: cancels waiting in batches have ended theirs
+            // At the limit: the cancels waiting in batches have ended their timeouts for their
+            // users; counts them, and waits for those another thread took to be counted.
+            self.cancel_batched();
+            fence(Ordering::Acquire); // a taker of a cell found empty is seen counting
+            while self.counts.counting.load(Ordering::Acquire) > 0 {
+                yield_now();
+            }
             self.counts.reserve(&task)?;
         }
         let taken = lane
@@ -157,8 +163,8 @@ impl Shared {
     pub(crate) fn cancel_later(&self, key: Key) {
         match self.intake.lane_if_made() {
             Some(lane) if !self.is_shutdown() => match lane.batch_cancel(key) {
-                Some(batch) => self.cancel_all(batch),
-                None => self.wake_for_batch(lane),
+                true => self.cancel_all(lane),
+                false => self.wake_for_batch(lane),
             },
             _ => drop(self.cancel(key, 1)),
         }
@@ -172,17 +178,25 @@ impl Shared {
     fn wake_for_batch(&self, lane: &Lane) {
         fence(Ordering::SeqCst);
         // `planned_wake` is a tick before the wake-up; `BUSY` (0): awake, it will look.
+        self.look_if_asleep_past(Some(lane), BATCH_WAIT_NANOS);
+    }
+
+    /// Asks the driver to look if it plans to sleep more than `slack` from now. The last reading
+    /// of `lane` (this thread's), no later than the clock's, spares a reading under load.
+    #[inline(always)]
+    fn look_if_asleep_past(&self, lane: Option<&Lane>, slack: Nanos) {
         let planned = self.planned_wake.load(Ordering::SeqCst);
-        // The owner's last reading, no later than the clock's, spares a reading under load.
-        if planned > lane.not_before(0).saturating_add(BATCH_WAIT_NANOS)
-            && planned > self.clock.now().saturating_add(BATCH_WAIT_NANOS)
+        let seen = lane.map_or(0, |lane| lane.not_before(0));
+        if planned > seen.saturating_add(slack) && planned > self.clock.now().saturating_add(slack)
         {
             self.request_housekeeping();
         }
     }
 
-    /// Cancels and releases each of `keys`, their entries and lane cells loaded first.
-    fn cancel_all(&self, keys: [Option<Key>; CANCEL_BATCH]) {
+    /// Cancels and releases each key of `lane`'s batch, their entries and lane cells loaded first.
+    fn cancel_all(&self, lane: &Lane) {
+        self.counts.counting.fetch_add(1, Ordering::AcqRel); // before the keys leave the cells
+        let keys = lane.take_batch();
         let entries = || keys.iter().flatten().map(|&key| self.entry(key));
         entries().for_each(prefetch);
         entries().for_each(|entry| self.intake.prefetch_cell(entry));
@@ -193,6 +207,7 @@ impl Shared {
             Some(task)
         });
         self.counts.uncount(counted, Ended::Cancelled);
+        self.counts.counting.fetch_sub(1, Ordering::Release);
         each_then_first_panic(won.into_iter().flatten(), drop); // may run user code: after the count
     }
 
@@ -200,7 +215,7 @@ impl Shared {
     /// dropping thread's, not the caller's (a turn, `stop()`, a count's reader), nor other lanes'.
     pub(crate) fn cancel_batched(&self) {
         let batches = self.intake.lanes().filter(|lane| lane.has_batch());
-        batches.for_each(|lane| drop(self.catch_task(|| self.cancel_all(lane.take_batch()))));
+        batches.for_each(|lane| drop(self.catch_task(|| self.cancel_all(lane))));
     }
 
     /// The driver took the cancelled entry: it takes it out of the wheel
@@ -213,15 +228,7 @@ impl Shared {
             self.mail(key);
         }
         // A driver waking within a tick takes it then (invariant 6): only a longer sleep is cut.
-        // The lane's last reading, no later than the clock's, spares a reading under load.
-        let planned = self.planned_wake.load(Ordering::SeqCst);
-        let seen = self
-            .intake
-            .lane_if_made()
-            .map_or(0, |lane| lane.not_before(0));
-        if planned > seen && planned > self.clock.now() {
-            self.request_housekeeping();
-        }
+        self.look_if_asleep_past(self.intake.lane_if_made(), 0);
     }
 
     /// Puts `key` in the driver's mailbox, with a reference. The fence pairs with the
