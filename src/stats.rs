@@ -32,7 +32,8 @@ pub struct TimerStats {
     pub fired: u64,
     /// Timeouts whose cancel won (a dropped pending `Sleep` included).
     pub cancelled: u64,
-    /// Timeouts that `stop()` ended before they ran, or between two runs.
+    /// Timeouts that `stop()` ended before they ran, or between two runs or during one: those it
+    /// returned (but one-shot jobs it took back: `fired`), pending futures' entries, woken instead.
     pub stopped: u64,
     /// Timeouts pending now, as [`HashedWheelTimer::pending_timeouts`].
     pub pending: usize,

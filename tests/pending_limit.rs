@@ -8,6 +8,7 @@ mod common;
 
 use common::assert_stats_add_up;
 use hashed_wheel_timer::{HashedWheelTimer, TimerError};
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 use tokio_test::{assert_pending, task};
 
@@ -145,4 +146,75 @@ fn inserts_after_as_many_removals_are_never_refused() {
         0,
         "a dropped queue's items are cancelled"
     );
+}
+
+/// At the limit nothing that moves or re-arms an existing timeout is refused
+/// or counted again: a `Timeout::reset`, a periodic task's next run (fixed
+/// rate and fixed delay), an `Interval`'s next tick (futures are filed past
+/// the limit), a `DelayQueue::reset`. A fired timeout's reset is false.
+#[test]
+fn at_the_limit_resets_rearms_and_ticks_go_on_and_count_once() {
+    let timer = limited(4);
+    let fired = timer.new_timeout(|_| {}, MS).unwrap();
+    let one_shot = timer.new_timeout(|_| {}, MS * 50).unwrap();
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (r1, r2) = (runs.clone(), runs.clone());
+    let rate = timer
+        .schedule_at_fixed_rate(move |_| drop(r1.fetch_add(1, SeqCst)), MS, MS)
+        .unwrap();
+    let delay = timer
+        .schedule_with_fixed_delay(move |_| drop(r2.fetch_add(1, SeqCst)), MS, MS)
+        .unwrap();
+    assert!(timer.new_timeout(|_| {}, MS).unwrap_err().is_at_capacity());
+    timer.advance(MS);
+    assert!(fired.is_expired());
+    assert!(!fired.reset(MS * 5), "a fired timeout is not reset");
+    let queue = timer.delay_queue();
+    let item = queue.insert("item", MS * 40).unwrap();
+    assert!(queue.insert("x", MS).unwrap_err().is_at_capacity());
+    let mut interval = task::spawn(timer.interval(MS * 3));
+    for _ in 0..20 {
+        assert!(one_shot.reset(MS * 50), "a reset at the limit");
+        assert!(queue.reset(&item, MS * 40), "a queue's reset at the limit");
+        while interval.enter(|cx, mut iv| iv.poll_tick(cx)).is_ready() {}
+        assert_eq!(timer.pending_timeouts(), 5, "4 and the interval's entry");
+        timer.advance(MS);
+    }
+    assert_eq!(runs.load(SeqCst), 2 * 21, "every run re-armed");
+    assert!(rate.is_pending() && delay.is_pending() && one_shot.is_pending());
+    let s = timer.stats();
+    assert_eq!((s.cancelled, s.stopped), (0, 0), "{s:?}");
+    drop(interval);
+    assert_eq!(timer.pending_timeouts(), 4);
+    assert_stats_add_up(&timer);
+}
+
+/// `stop()` returns what it stopped that a user can still run or look at:
+/// callbacks, periodic tasks between runs, delay queue items' timeouts. A
+/// pending `Sleep`'s entry counts as stopped too, but is woken, not returned;
+/// a dropped one's batched cancel counts as cancelled.
+#[test]
+fn stop_returns_what_it_stopped_but_pending_futures() {
+    let timer = limited(3);
+    let t = timer.new_timeout(|_| {}, MS * 10).unwrap();
+    let p = timer.schedule_at_fixed_rate(|_| {}, MS, MS).unwrap();
+    let queue = timer.delay_queue();
+    queue.insert(1, MS * 10).unwrap();
+    let mut sleep = task::spawn(timer.sleep(MS * 10));
+    assert_pending!(sleep.poll());
+    let mut dropped = task::spawn(timer.sleep(MS * 10));
+    assert_pending!(dropped.poll());
+    drop(dropped);
+    timer.advance(MS * 2);
+    let stopped = timer.stop().unwrap();
+    assert_eq!(stopped.len(), 3, "the callback, the periodic task, the item");
+    assert!(stopped.contains(&t) && stopped.contains(&p));
+    let s = timer.stats();
+    assert_eq!(
+        (s.scheduled, s.cancelled, s.stopped, s.pending),
+        (5, 1, 4, 0),
+        "{s:?}"
+    );
+    assert!(sleep.is_woken());
+    assert_stats_add_up(&timer);
 }
