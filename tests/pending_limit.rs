@@ -207,7 +207,11 @@ fn stop_returns_what_it_stopped_but_pending_futures() {
     drop(dropped);
     timer.advance(MS * 2);
     let stopped = timer.stop().unwrap();
-    assert_eq!(stopped.len(), 3, "the callback, the periodic task, the item");
+    assert_eq!(
+        stopped.len(),
+        3,
+        "the callback, the periodic task, the item"
+    );
     assert!(stopped.contains(&t) && stopped.contains(&p));
     let s = timer.stats();
     assert_eq!(
