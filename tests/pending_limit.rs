@@ -160,10 +160,22 @@ fn at_the_limit_resets_rearms_and_ticks_go_on_and_count_once() {
     let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (r1, r2) = (runs.clone(), runs.clone());
     let rate = timer
-        .schedule_at_fixed_rate(move |_| drop(r1.fetch_add(1, SeqCst)), MS, MS)
+        .schedule_at_fixed_rate(
+            move |_| {
+                r1.fetch_add(1, SeqCst);
+            },
+            MS,
+            MS,
+        )
         .unwrap();
     let delay = timer
-        .schedule_with_fixed_delay(move |_| drop(r2.fetch_add(1, SeqCst)), MS, MS)
+        .schedule_with_fixed_delay(
+            move |_| {
+                r2.fetch_add(1, SeqCst);
+            },
+            MS,
+            MS,
+        )
         .unwrap();
     assert!(timer.new_timeout(|_| {}, MS).unwrap_err().is_at_capacity());
     timer.advance(MS);
@@ -221,4 +233,74 @@ fn stop_returns_what_it_stopped_but_pending_futures() {
     );
     assert!(sleep.is_woken());
     assert_stats_add_up(&timer);
+}
+
+/// A key whose deadline fired but that no consumer has taken holds no place
+/// under the limit: replacing it needs a new one, and at the limit that is
+/// refused as the docs of `DelayMap::insert` say: the old value and its
+/// fired deadline stay, and it comes out.
+#[test]
+fn replacing_a_fired_key_at_the_limit_keeps_the_old_value() {
+    let timer = limited(1);
+    let map = timer.delay_map();
+    map.insert("k", 1, MS).unwrap();
+    timer.advance(MS);
+    assert_eq!(timer.pending_timeouts(), 0, "fired, not yet taken");
+    let _full = timer.new_timeout(|_| {}, MS * 100).unwrap();
+    let refused = map.insert("k", 2, MS * 5).unwrap_err();
+    assert_eq!(refused, TimerError::AtCapacity { pending: 1, max: 1 });
+    assert!(!map.reset("k", MS * 5), "a reset of it is refused too");
+    assert_eq!(map.get("k"), Some(1));
+    let mut t = task::spawn(());
+    let got = t.enter(|cx, _| map.poll_expired(cx));
+    assert_eq!(got, std::task::Poll::Ready(Some(("k", 1))));
+    assert_stats_add_up(&timer);
+}
+
+/// Producers at the limit (callbacks, queue items inserted and removed,
+/// sleeps dropped) race `stop()`: each call either succeeds or is refused
+/// with a typed error, none panics or hangs, and afterwards the counts add
+/// up with nothing pending and `stopped` no less than what `stop()` returned.
+#[test]
+fn producers_at_the_limit_racing_stop_leave_counts_that_add_up() {
+    for round in 0..20u64 {
+        let timer = limited(16);
+        let started = std::sync::Barrier::new(4);
+        let stopped = std::thread::scope(|s| {
+            for seed in 0..3 {
+                let (timer, started) = (&timer, &started);
+                s.spawn(move || {
+                    let mut rng = fastrand::Rng::with_seed(round * 3 + seed);
+                    let queue = timer.delay_queue();
+                    started.wait();
+                    for i in 0..2_000 {
+                        match rng.u8(0..3) {
+                            0 => match timer.new_timeout(|_| {}, MS * rng.u32(1..50)) {
+                                Ok(t) if rng.bool() => drop(t.cancel()),
+                                Ok(_) => {}
+                                Err(e) => assert!(e.is_at_capacity() || e.is_shutdown(), "{e}"),
+                            },
+                            1 => match queue.insert(i, MS * rng.u32(1..50)) {
+                                Ok(key) => drop(queue.remove(&key)),
+                                Err(e) => assert!(e.is_at_capacity() || e.is_shutdown(), "{e}"),
+                            },
+                            _ => {
+                                let mut sleep = task::spawn(timer.sleep(MS * rng.u32(1..50)));
+                                let _ = sleep.poll();
+                            }
+                        }
+                    }
+                });
+            }
+            started.wait();
+            timer.advance(MS * 3);
+            timer.stop().unwrap()
+        });
+        let s = timer.stats();
+        assert_eq!(s.pending, 0, "round {round}: {s:?}");
+        assert!(s.stopped >= stopped.len() as u64, "round {round}: {s:?}");
+        // A producer may cancel one after `stop()` returned it (`is_stopped`'s docs).
+        assert!(stopped.iter().all(|t| t.is_stopped() || t.is_cancelled()));
+        assert_stats_add_up(&timer);
+    }
 }
