@@ -400,3 +400,44 @@ fn an_executor_whose_drop_panics_is_caught_wherever_the_timer_lets_it_go() {
         logs.text()
     );
 }
+
+// stop() docs: a periodic task whose run is in progress "ends is_stopped"; on the thread that
+// advances the clock its task is kept in place for take_task, as a task returned by `stop()` or
+// one whose job an executor dropped is. On an executor, the same.
+#[test]
+fn a_periodic_task_stopped_during_its_run_on_an_executor_keeps_its_task() {
+    let queue = QueueExecutor::default();
+    let timer = manual_on(queue.clone());
+    let (started_tx, started) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = count.clone();
+    let p = timer
+        .schedule_at_fixed_rate(
+            move |_: &Timeout| {
+                if c.fetch_add(1, SeqCst) == 0 {
+                    started_tx.send(()).unwrap();
+                    go_rx.lock().unwrap().recv().unwrap();
+                }
+            },
+            MS,
+            MS,
+        )
+        .unwrap();
+    timer.advance(MS);
+    let run = std::thread::spawn(queue.take().expect("the first run's job"));
+    started.recv().unwrap();
+    assert!(timer.stop().unwrap().is_empty(), "its run is in progress");
+    assert!(p.is_stopped() && !p.is_pending());
+    go.send(()).unwrap();
+    run.join().unwrap();
+    assert!(p.is_stopped());
+    let task = p
+        .take_task()
+        .expect("the task is kept, as when the run is not on an executor");
+    task.run(&p);
+    assert_eq!(count.load(SeqCst), 2);
+    assert_eq!((timer.pending_timeouts(), timer.stats().stopped), (0, 1));
+    assert_stats_add_up(&timer);
+}

@@ -92,14 +92,13 @@ impl Shared {
         self.as_own_task(|| catch_unwind(AssertUnwindSafe(f)).map_err(UserBox::new))
     }
 
-    /// A fired task that will not run, or a periodic one not re-armed: ends stopped, the task kept
-    /// for `Timeout::take_task`. If cancelled meanwhile, returns the task, to drop outside locks.
+    /// A fired task that will not run, or a periodic one not re-armed: ends stopped (if `stop()`
+    /// has not), the task kept for `Timeout::take_task`; if cancelled, returns it, to drop unlocked.
     pub(crate) fn end_unrun(&self, entry: &Entry) -> Option<Task> {
-        let Some(counted) = entry.try_stop_fired() else {
-            return entry.take_task();
-        };
-        self.counts.uncount(usize::from(counted), Ended::Stopped);
-        None
+        if let Some(counted) = entry.try_stop_fired() {
+            self.counts.uncount(usize::from(counted), Ended::Stopped);
+        }
+        entry.is_cancelled().then(|| entry.take_task()).flatten()
     }
 
     /// Re-arms a periodic entry whose run returned, unless cancelled or stopped
@@ -108,14 +107,10 @@ impl Shared {
         let entry = self.entry(key);
         let next = task.every.next_due(entry.deadline(), self.clock.now());
         entry.put_task(Task::Periodic(task));
-        if self.is_shutdown() {
-            // Running at `stop()`: it ends stopped, not in the list returned.
+        if self.is_shutdown() || !entry.try_rearm(next) {
+            // Running at `stop()` (it ends stopped, not in the list returned; on an executor
+            // `stop()` may have ended it), or cancelled during the run (the canceller counted it).
             return self.end_unrun(entry);
-        }
-        if !entry.try_rearm(next) {
-            // Cancelled during the run (the canceller counted it), or ended
-            // stopped by `stop()` on an executor.
-            return entry.take_task();
         }
         self.slots.retain(key); // the queue's reference
         if !self.enqueue(key) && self.entry(key).try_stop() {
