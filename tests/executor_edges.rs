@@ -221,7 +221,10 @@ fn a_cancel_from_another_thread_during_a_run_on_a_runtime_stops_every_later_run(
     }
     drop(rt); // waits for nothing queued: there is nothing
     assert_eq!(count.load(SeqCst), 3, "no run after the cancel");
-    assert!(p.is_cancelled());
+    assert!(
+        p.is_cancelled() && !p.is_panicked(),
+        "the checks in run 3 held"
+    );
     assert_eq!(timer.stats().cancelled, 1);
     assert_stats_add_up(&timer);
 }
@@ -440,4 +443,65 @@ fn a_periodic_task_stopped_during_its_run_on_an_executor_keeps_its_task() {
     assert_eq!(count.load(SeqCst), 2);
     assert_eq!((timer.pending_timeouts(), timer.stats().stopped), (0, 1));
     assert_stats_add_up(&timer);
+}
+
+/// Runs `f` on a thread of its own; fails if it has not returned within a minute (a hang).
+fn within<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || tx.send(f()).unwrap());
+    let got = rx.recv_timeout(Duration::from_secs(60));
+    got.unwrap_or_else(|_| panic!("hung: {what}"))
+}
+
+// advance() docs: "Called from a task that this advance is running, it stands for a task that
+// takes `by` to run". An executor may wait in `execute` until its job returns (rayon's `install`,
+// a thread per job joined): the job runs on another thread, but the `advance` that handed it off
+// is running it all the same, and cannot go on until it returns. Such a job's `advance` and
+// `advance_to_next` move the clock at once, as in a task run inline, and the outer `advance`
+// fires what fell due; they used to wait for the outer one, which waited for them.
+#[test]
+fn advance_from_a_job_its_executor_waits_for_does_not_hang() {
+    let (clock_moved, fired, to_next) = within("advance in a job that execute waits for", || {
+        let timer = manual_on(|job: Job| std::thread::spawn(job).join().unwrap());
+        let start = timer.now();
+        let slow = timer
+            .new_timeout(|t: &Timeout| t.timer().unwrap().advance(MS * 30), MS)
+            .unwrap();
+        let moved = Arc::new(Mutex::new(None));
+        let m = moved.clone();
+        let next = timer
+            .new_timeout(
+                move |t: &Timeout| *m.lock().unwrap() = Some(t.timer().unwrap().advance_to_next()),
+                MS * 5,
+            )
+            .unwrap();
+        let probe = Arc::new(Mutex::new(None));
+        let at = probe.clone();
+        let late = timer
+            .new_timeout(
+                move |t: &Timeout| *at.lock().unwrap() = Some(t.timer().unwrap().now()),
+                MS * 60,
+            )
+            .unwrap();
+        timer.advance(MS);
+        assert!(slow.is_expired() && next.is_expired() && late.is_expired());
+        let fired = probe.lock().unwrap().map(|at| at - start);
+        let to_next = moved.lock().unwrap().take();
+        (timer.now() - start, fired, to_next)
+    });
+    assert_eq!(
+        to_next,
+        Some(Some(MS * 29)),
+        "the second job ran at 31 ms, and moved the clock to the deadline at 60 ms"
+    );
+    assert_eq!(
+        clock_moved,
+        MS * 60,
+        "1 ms, 30 ms in one job, 29 in the other"
+    );
+    assert_eq!(
+        fired,
+        Some(MS * 60),
+        "the outer advance went on to what fell due meanwhile"
+    );
 }

@@ -15,7 +15,7 @@ use crate::engine::entry::handle::Timeout;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::{panic_message, Handoff, JobState, Jobs, Periodic, Task, UserBox};
 use crate::engine::entry::Entry;
-use crate::engine::sync::{lock, MutexGuard};
+use crate::engine::sync::{lock, MutexGuard, Ordering};
 
 /// A fired task handed to the executor. The task waits in its entry until the
 /// job starts, so `stop()` can take it back; a job dropped unrun ends stopped.
@@ -33,7 +33,9 @@ impl Shared {
             Some(executor) if !matches!(task, Task::Wake(_) | Task::Notice(_)) => {
                 timeout.entry().put_task(task);
                 lock(&self.jobs).insert(key, JobState::Queued);
+                self.handing_off.store(true, Ordering::SeqCst);
                 hand_off(executor, timeout);
+                self.handing_off.store(false, Ordering::SeqCst);
             }
             _ => run(&timeout, task),
         }
@@ -101,9 +103,11 @@ impl Shared {
         entry.is_cancelled().then(|| entry.take_task()).flatten()
     }
 
-    /// Re-arms a periodic entry whose run returned, unless cancelled or stopped
-    /// meanwhile. No user code: returns any task left, to drop outside locks.
-    pub(crate) fn rearm(&self, key: Key, task: UserBox<Periodic>) -> Option<Task> {
+    /// Re-arms a periodic entry whose run returned, unless cancelled or stopped meanwhile, its job
+    /// ended and the table locked throughout (`job_done`). No user code: returns any task left, to
+    /// drop outside locks.
+    fn rearm(&self, key: Key, task: UserBox<Periodic>) -> Option<Task> {
+        let _jobs = self.job_done(key);
         let entry = self.entry(key);
         let next = task.every.next_due(entry.deadline(), self.clock.now());
         entry.put_task(Task::Periodic(task));
@@ -183,13 +187,7 @@ fn run_periodic(timeout: &Timeout, mut task: UserBox<Periodic>) {
         return;
     }
     match shared.catch_task(|| task.run_once(timeout)) {
-        Ok(()) => {
-            let leftover = {
-                let _jobs = shared.job_done(timeout.key());
-                shared.rearm(timeout.key(), task)
-            };
-            drop(leftover); // may run user code: after the lock
-        }
+        Ok(()) => drop(shared.rearm(timeout.key(), task)), // may run user code: after the lock
         Err(panic) => {
             shared.end_job(timeout.key());
             if entry.try_end_panicked() {
