@@ -505,3 +505,46 @@ fn advance_from_a_job_its_executor_waits_for_does_not_hang() {
         "the outer advance went on to what fell due meanwhile"
     );
 }
+
+// A `tokio_clock()` timer whose jobs run on its own current-thread runtime, dropped with the jobs
+// it handed off maybe still queued (and its driver task with them), paused or not. The README: the
+// timer "shuts down with it: ... pending callbacks are dropped unrun". Each timeout ran or ended
+// stopped, counted once; each task is dropped once; `stop()` has nothing left to return.
+#[test]
+fn a_runtime_dropped_with_its_timers_driver_and_jobs_queued_loses_nothing() {
+    for paused in [false, true] {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(paused)
+            .build()
+            .unwrap();
+        let (runs, drops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (timer, pair) = rt.block_on(async {
+            let here = TokioExecutor::spawn(tokio::runtime::Handle::current());
+            let timer = HashedWheelTimer::builder()
+                .tokio_clock()
+                .executor(here)
+                .build()
+                .unwrap();
+            let pair = counted_pair(&timer, &runs, &drops);
+            timer.sleep(MS).await; // woken in the turn that hands both off
+            (timer, pair)
+        });
+        drop(rt);
+        let ended = |t: &Timeout| (t.is_stopped() || t.is_expired()) && !t.is_panicked();
+        assert!(
+            pair.iter().all(ended),
+            "each ran or ended stopped: {pair:?}"
+        );
+        assert!(runs.load(SeqCst) <= 2 && !pair[0].is_pending() && !pair[1].is_pending());
+        assert_eq!(timer.pending_timeouts(), 0);
+        assert_stats_add_up(&timer);
+        assert!(timer.stop().unwrap().is_empty());
+        drop(pair);
+        assert_eq!(
+            drops.load(SeqCst),
+            2,
+            "each task dropped once; paused: {paused}"
+        );
+    }
+}
