@@ -548,3 +548,26 @@ fn a_runtime_dropped_with_its_timers_driver_and_jobs_queued_loses_nothing() {
         );
     }
 }
+
+// The warning for a job an executor drops unrun says its timeout "is now stopped": true for a task
+// that would have run, but a periodic task cancelled while its run waited on the executor lost
+// nothing and ends cancelled. No warning for that one.
+#[test]
+fn an_executor_dropping_a_cancelled_periodic_run_warns_of_nothing() {
+    let logs = Logs::default();
+    let queue = QueueExecutor::default();
+    let timer = manual_on(queue.clone());
+    let cancelled = timer.schedule_at_fixed_rate(|_| {}, MS, MS).unwrap();
+    let dropped = timer.schedule_at_fixed_rate(|_| {}, MS, MS).unwrap();
+    timer.advance(MS);
+    assert_eq!(queue.len(), 2);
+    assert!(cancelled.cancel());
+    tracing::subscriber::with_default(logs.subscriber(), || {
+        drop(queue.take()); // the cancelled task's run
+        drop(queue.take());
+    });
+    assert!(cancelled.is_cancelled() && dropped.is_stopped());
+    assert_eq!(logs.count("without running it"), 1, "{}", logs.text());
+    assert_eq!(timer.stats().cancelled, 1);
+    assert_stats_add_up(&timer);
+}

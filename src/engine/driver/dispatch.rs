@@ -214,15 +214,16 @@ fn report_panic(timeout: &Timeout, panic: &(dyn Any + Send)) {
 impl Drop for Dispatch {
     fn drop(&mut self) {
         let (key, shared) = (self.timeout.key(), self.timeout.shared());
-        if self.started || lock(&shared.jobs).remove(&key).is_none() {
-            return; // it started, or `stop()` took it back
+        let entry = self.timeout.entry();
+        if self.started || lock(&shared.jobs).remove(&key).is_none() || entry.is_cancelled() {
+            return; // it started, `stop()` took it back, or a cancel won: nothing is lost
         }
         tracing::warn!(
             target: "hashed_wheel_timer",
-            deadline = ?shared.clock.to_instant(self.timeout.entry().deadline()),
+            deadline = ?shared.clock.to_instant(entry.deadline()),
             "the executor dropped a timer task without running it; its timeout is now stopped"
         );
-        drop(shared.end_unrun(self.timeout.entry()));
+        drop(shared.end_unrun(entry));
     }
 }
 
