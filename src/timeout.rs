@@ -8,9 +8,9 @@ use crate::engine::entry::handle::Timeout;
 
 impl Timeout {
     /// Cancels the timeout. Returns true only for the call that wins, and then the task never runs
-    /// (again); false if it already ran or is running (one-shot), was cancelled before, or a
-    /// periodic run panicked. A periodic task can be cancelled even from inside its own run: that
-    /// run finishes, and no later one starts.
+    /// (again); false if it ran, is running, or was handed to an executor (one-shot: as Netty, not
+    /// Java's executor), was cancelled before, or a periodic run panicked. A periodic task can be
+    /// cancelled even from inside its own run: that run finishes, and no later one starts.
     ///
     /// The entry leaves the wheel within one tick, so its memory comes back long before its
     /// deadline. See also [`TimerTask::cancelled`](crate::TimerTask::cancelled).
@@ -28,8 +28,8 @@ impl Timeout {
         self.entry().is_cancelled()
     }
 
-    /// True if the task ran for the last time: a one-shot task ran (or is running), or a run of a
-    /// periodic task panicked.
+    /// True if the task ran for the last time: a one-shot task ran (or is running, or its job waits
+    /// on an executor), or a run of a periodic task panicked.
     pub fn is_expired(&self) -> bool {
         self.entry().is_expired()
     }

@@ -245,7 +245,8 @@ impl HashedWheelTimer {
     /// run: the clock moves on by `by` at once, and the running `advance` goes on to the later
     /// time, firing what fell due meanwhile late. (A periodic task that does this on every run
     /// never lets the running `advance` end.) From a job on an [`Executor`](crate::Executor)
-    /// thread, it is an ordinary `advance`.
+    /// thread, it is an ordinary `advance`, but while the running one is still in `execute` (which
+    /// may wait for that job to return), it is as from a task that `advance` runs.
     ///
     /// On a timer with a real clock it does nothing but log a warning. (Example:
     /// [`Sleep`](crate::Sleep).)

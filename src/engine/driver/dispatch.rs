@@ -15,7 +15,7 @@ use crate::engine::entry::handle::Timeout;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::{panic_message, Handoff, JobState, Jobs, Periodic, Task, UserBox};
 use crate::engine::entry::Entry;
-use crate::engine::sync::{lock, MutexGuard};
+use crate::engine::sync::{lock, MutexGuard, Ordering};
 
 /// A fired task handed to the executor. The task waits in its entry until the
 /// job starts, so `stop()` can take it back; a job dropped unrun ends stopped.
@@ -33,7 +33,9 @@ impl Shared {
             Some(executor) if !matches!(task, Task::Wake(_) | Task::Notice(_)) => {
                 timeout.entry().put_task(task);
                 lock(&self.jobs).insert(key, JobState::Queued);
+                self.handing_off.store(true, Ordering::SeqCst);
                 hand_off(executor, timeout);
+                self.handing_off.store(false, Ordering::SeqCst);
             }
             _ => run(&timeout, task),
         }
@@ -92,30 +94,27 @@ impl Shared {
         self.as_own_task(|| catch_unwind(AssertUnwindSafe(f)).map_err(UserBox::new))
     }
 
-    /// A fired task that will not run, or a periodic one not re-armed: ends stopped, the task kept
-    /// for `Timeout::take_task`. If cancelled meanwhile, returns the task, to drop outside locks.
+    /// A fired task that will not run, or a periodic one not re-armed: ends stopped (if `stop()`
+    /// has not), the task kept for `Timeout::take_task`; if cancelled, returns it, to drop unlocked.
     pub(crate) fn end_unrun(&self, entry: &Entry) -> Option<Task> {
-        let Some(counted) = entry.try_stop_fired() else {
-            return entry.take_task();
-        };
-        self.counts.uncount(usize::from(counted), Ended::Stopped);
-        None
+        if let Some(counted) = entry.try_stop_fired() {
+            self.counts.uncount(usize::from(counted), Ended::Stopped);
+        }
+        entry.is_cancelled().then(|| entry.take_task()).flatten()
     }
 
-    /// Re-arms a periodic entry whose run returned, unless cancelled or stopped
-    /// meanwhile. No user code: returns any task left, to drop outside locks.
-    pub(crate) fn rearm(&self, key: Key, task: UserBox<Periodic>) -> Option<Task> {
+    /// Re-arms a periodic entry whose run returned, unless cancelled or stopped meanwhile, its job
+    /// ended and the table locked throughout (`job_done`). No user code: returns any task left, to
+    /// drop outside locks.
+    fn rearm(&self, key: Key, task: UserBox<Periodic>) -> Option<Task> {
+        let _jobs = self.job_done(key);
         let entry = self.entry(key);
         let next = task.every.next_due(entry.deadline(), self.clock.now());
         entry.put_task(Task::Periodic(task));
-        if self.is_shutdown() {
-            // Running at `stop()`: it ends stopped, not in the list returned.
+        if self.is_shutdown() || !entry.try_rearm(next) {
+            // Running at `stop()` (it ends stopped, not in the list returned; on an executor
+            // `stop()` may have ended it), or cancelled during the run (the canceller counted it).
             return self.end_unrun(entry);
-        }
-        if !entry.try_rearm(next) {
-            // Cancelled during the run (the canceller counted it), or ended
-            // stopped by `stop()` on an executor.
-            return entry.take_task();
         }
         self.slots.retain(key); // the queue's reference
         if !self.enqueue(key) && self.entry(key).try_stop() {
@@ -188,13 +187,7 @@ fn run_periodic(timeout: &Timeout, mut task: UserBox<Periodic>) {
         return;
     }
     match shared.catch_task(|| task.run_once(timeout)) {
-        Ok(()) => {
-            let leftover = {
-                let _jobs = shared.job_done(timeout.key());
-                shared.rearm(timeout.key(), task)
-            };
-            drop(leftover); // may run user code: after the lock
-        }
+        Ok(()) => drop(shared.rearm(timeout.key(), task)), // may run user code: after the lock
         Err(panic) => {
             shared.end_job(timeout.key());
             if entry.try_end_panicked() {
@@ -221,15 +214,16 @@ fn report_panic(timeout: &Timeout, panic: &(dyn Any + Send)) {
 impl Drop for Dispatch {
     fn drop(&mut self) {
         let (key, shared) = (self.timeout.key(), self.timeout.shared());
-        if self.started || lock(&shared.jobs).remove(&key).is_none() {
-            return; // it started, or `stop()` took it back
+        let entry = self.timeout.entry();
+        if self.started || lock(&shared.jobs).remove(&key).is_none() || entry.is_cancelled() {
+            return; // it started, `stop()` took it back, or a cancel won: nothing is lost
         }
         tracing::warn!(
             target: "hashed_wheel_timer",
-            deadline = ?shared.clock.to_instant(self.timeout.entry().deadline()),
+            deadline = ?shared.clock.to_instant(entry.deadline()),
             "the executor dropped a timer task without running it; its timeout is now stopped"
         );
-        drop(shared.end_unrun(self.timeout.entry()));
+        drop(shared.end_unrun(entry));
     }
 }
 

@@ -127,6 +127,8 @@ pub(crate) struct Shared {
     pub(crate) jobs: Mutex<Jobs>,
     /// Held while turning by any driver but the worker thread.
     pub(crate) driver: Mutex<()>,
+    /// Set while the driver is in `Executor::execute`, which may wait for the job it was handed.
+    pub(crate) handing_off: AtomicBool,
     /// The thread driving, `here()` there, or 0: std's, unseen by loom (each reads its writes).
     driving: std::sync::atomic::AtomicU64,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
@@ -164,6 +166,7 @@ impl Shared {
             unparks: AtomicUsize::new(0),
             jobs: Mutex::new(Jobs::new()),
             driver: Mutex::new(()),
+            handing_off: AtomicBool::new(false),
             driving: std::sync::atomic::AtomicU64::new(0),
             worker: Mutex::new(None),
             wake: OnceLock::new(),
@@ -238,9 +241,11 @@ impl Shared {
         marked(|ids| RUNNING_TASK_OF.with(|c| c.replace(ids)), ids, f)
     }
 
-    /// True on the worker thread, and while this thread turns under the driver lock.
+    /// True on the worker thread, while this thread turns under the driver lock, and in a task of
+    /// this timer while the driver is in `Executor::execute`, which may wait for that task's job.
     pub(crate) fn is_driving_here(&self) -> bool {
         self.driving.load(Ordering::Relaxed) == here()
+            || self.in_own_task() && self.handing_off.load(Ordering::SeqCst)
     }
 
     /// Runs `f` marked as driving this timer, for `is_driving_here`.

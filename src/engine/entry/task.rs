@@ -188,13 +188,13 @@ pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> &str {
 /// A fired callback, ready to run.
 pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
 
-/// Hands jobs to the timer's executor.
+/// Hands jobs to the timer's executor, user code whose drop may panic too.
 #[derive(Clone)]
-pub(crate) struct Handoff(Arc<dyn Fn(Job) + Send + Sync>);
+pub(crate) struct Handoff(Arc<UserBox<dyn Fn(Job) + Send + Sync>>);
 
 impl Handoff {
     pub(crate) fn new(execute: impl Fn(Job) + Send + Sync + 'static) -> Handoff {
-        Handoff(Arc::new(execute))
+        Handoff(Arc::new(UserBox::new(Box::new(execute))))
     }
 
     pub(crate) fn execute(&self, job: Job) {
