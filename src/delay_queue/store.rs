@@ -2,7 +2,7 @@
 //! the shard its thread picks. A key names its slot by index; `compact` moves items into the holes
 //! and records where (`moved`, and back: `moved_from`), where a look-up that misses looks.
 //!
-//! No user code runs under a shard's lock: items are taken out, and dropped or returned after it.
+//! No user code runs under a shard's lock (but wakers a refused `put` drops): items leave it first.
 //! The locks are loom's under `cfg(loom)`, so that the models in `tests/loom/` see them.
 
 use crate::engine::sync::{lock, Mutex, MutexGuard};
