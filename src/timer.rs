@@ -54,8 +54,7 @@ impl Drop for Owner {
     fn drop(&mut self) {
         // From inside one of its own tasks (or its own thread) the driver cannot wait for itself:
         // it sees the shutdown between tasks, starts no other, and exits once this task returns.
-        let wait = !self.shared.in_own_task() && !self.shared.is_driving_here();
-        self.shared.shut_down_dropping(wait);
+        self.shared.shut_down_dropping(!self.shared.in_own_task()); // wait, unless in its own task
     }
 }
 
@@ -207,7 +206,7 @@ impl HashedWheelTimer {
     /// ```
     pub fn stop(&self) -> Result<Vec<Timeout>, TimerError> {
         let shared = self.shared();
-        if shared.in_own_task() || shared.is_driving_here() {
+        if shared.in_own_task() {
             return Err(TimerError::StopFromTimerTask);
         }
         if DEFAULT.get().is_some_and(|default| default.is_same(self)) {

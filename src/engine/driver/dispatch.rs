@@ -89,7 +89,9 @@ impl Shared {
     }
 
     pub(crate) fn catch_task(&self, f: impl FnOnce()) -> Result<(), UserBox<dyn Any + Send>> {
-        self.as_own_task(|| catch_unwind(AssertUnwindSafe(f)).map_err(UserBox::new))
+        self.mark(false, || {
+            catch_unwind(AssertUnwindSafe(f)).map_err(UserBox::new)
+        }) // as a task
     }
 
     /// A fired task that will not run, or a periodic one not re-armed: ends stopped, the task kept

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::engine::clock::{later, saturating_nanos, Nanos};
 use crate::engine::driver::Shared;
-use crate::engine::sync::{lock, AtomicU64, Ordering};
+use crate::engine::sync::{AtomicU64, Ordering};
 
 impl Shared {
     /// `HashedWheelTimer::advance`, turning at each time with work on the way; true if any fired.
@@ -26,8 +26,7 @@ impl Shared {
             target.fetch_max(to, Ordering::AcqRel);
             return false;
         }
-        let _driving = lock(&self.driver);
-        self.as_driver(|| self.drive_to(target, by))
+        self.drive(|| self.drive_to(target, by))
     }
 
     /// Turns now, at each time a turn asks for, and at the target; after a

@@ -37,31 +37,21 @@ pub(crate) const IDLE: u64 = u64::MAX;
 
 #[cfg(not(loom))]
 thread_local! {
-    /// Ids of the timers whose tasks run here, the innermost 4 (one may drive another), or 0s.
-    static RUNNING_TASK_OF: Cell<[u64; 4]> = const { Cell::new([0; 4]) };
+    /// The innermost timer this thread drives or runs a task of (one may drive another), if any.
+    static RUNNING: Cell<Option<&'static Running>> = const { Cell::new(None) };
 }
 
 #[cfg(loom)]
 loom::thread_local! {
-    static RUNNING_TASK_OF: Cell<[u64; 4]> = Cell::new([0; 4]);
+    static RUNNING: Cell<Option<&'static Running>> = Cell::new(None);
 }
 
-/// Runs `f` with `set(new)` in force, the value it replaced restored after, even on a panic.
-#[inline]
-fn marked<T: Copy, S: Fn(T) -> T, R>(set: S, new: T, f: impl FnOnce() -> R) -> R {
-    struct Restore<T: Copy, S: Fn(T) -> T>(S, T);
-    impl<T: Copy, S: Fn(T) -> T> Drop for Restore<T, S> {
-        fn drop(&mut self) {
-            (self.0)(self.1);
-        }
-    }
-    let _restore = Restore(&set, set(new));
-    f()
-}
-
-/// This thread's name in `Shared::driving`: where its `RUNNING_TASK_OF` is.
-fn here() -> u64 {
-    RUNNING_TASK_OF.with(|cell| cell as *const Cell<[u64; 4]> as u64)
+/// A timer this thread drives or runs a task of, on the stack of `Shared::mark`, and the one
+/// outside it: a list of them all, however deep, at no cost but to whoever looks.
+struct Running {
+    id: u64,
+    driving: bool,
+    outer: Option<&'static Running>,
 }
 
 /// How producers wake a driver: the worker thread, or a tokio task.
@@ -127,8 +117,6 @@ pub(crate) struct Shared {
     pub(crate) jobs: Mutex<Jobs>,
     /// Held while turning by any driver but the worker thread.
     pub(crate) driver: Mutex<()>,
-    /// The thread driving, `here()` there, or 0: std's, unseen by loom (each reads its writes).
-    driving: std::sync::atomic::AtomicU64,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
     /// How producers wake the driver, once it runs.
     wake: OnceLock<Unpark>,
@@ -164,7 +152,6 @@ impl Shared {
             unparks: AtomicUsize::new(0),
             jobs: Mutex::new(Jobs::new()),
             driver: Mutex::new(()),
-            driving: std::sync::atomic::AtomicU64::new(0),
             worker: Mutex::new(None),
             wake: OnceLock::new(),
             owner: OnceLock::new(),
@@ -227,25 +214,49 @@ impl Shared {
         }
     }
 
+    /// True in a task of this timer, or where it is driven (a task's drop), however deeply nested.
     pub(crate) fn in_own_task(&self) -> bool {
-        RUNNING_TASK_OF.with(|ids| ids.get().contains(&self.id))
-    }
-
-    /// Runs `f` marked as a task of this timer, for `in_own_task`.
-    pub(crate) fn as_own_task<R>(&self, f: impl FnOnce() -> R) -> R {
-        let [inner, outer, outermost, _] = RUNNING_TASK_OF.with(Cell::get);
-        let ids = [self.id, inner, outer, outermost];
-        marked(|ids| RUNNING_TASK_OF.with(|c| c.replace(ids)), ids, f)
+        self.runs_here(false)
     }
 
     /// True on the worker thread, and while this thread turns under the driver lock.
     pub(crate) fn is_driving_here(&self) -> bool {
-        self.driving.load(Ordering::Relaxed) == here()
+        self.runs_here(true)
     }
 
-    /// Runs `f` marked as driving this timer, for `is_driving_here`.
-    pub(crate) fn as_driver<R>(&self, f: impl FnOnce() -> R) -> R {
-        marked(|t| self.driving.swap(t, Ordering::Relaxed), here(), f)
+    fn runs_here(&self, driving: bool) -> bool {
+        let innermost = RUNNING.with(Cell::get);
+        std::iter::successors(innermost, |running| running.outer)
+            .any(|running| running.id == self.id && running.driving >= driving)
+    }
+
+    /// Runs `f` as this timer's driver, under the driver lock (the worker thread drives without).
+    pub(crate) fn drive<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _driving = lock(&self.driver);
+        self.mark(true, f)
+    }
+
+    /// Runs `f` marked as a task of this timer (`in_own_task`), or as its driver, the mark taken
+    /// off after, even on a panic.
+    #[inline]
+    pub(crate) fn mark<R>(&self, driving: bool, f: impl FnOnce() -> R) -> R {
+        struct Unmark(Option<&'static Running>);
+        impl Drop for Unmark {
+            fn drop(&mut self) {
+                RUNNING.with(|cell| cell.set(self.0));
+            }
+        }
+        let outer = RUNNING.with(Cell::get);
+        let running = Running {
+            id: self.id,
+            driving,
+            outer,
+        };
+        // SAFETY: `_unmark`, dropped before `running` even on a panic, takes it out of `RUNNING`,
+        // the one place that holds it, so it is never read after it goes (the marks nest).
+        let _unmark =
+            Unmark(RUNNING.with(|c| c.replace(Some(unsafe { &*(&running as *const _) }))));
+        f()
     }
 
     #[inline]

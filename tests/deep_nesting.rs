@@ -1,0 +1,139 @@
+//! Timers' tasks nested deeper than a few levels: timer `a`'s task advances manual timer `b`, whose
+//! task advances `c`, and so on. From the innermost task, `a.stop()` is still called from a task
+//! of `a` (`StopFromTimerTask`), and `a`'s last handle dropped there must not wait for the driver
+//! it runs inside. Every test is bounded: a hang shows as a failure, not a stuck run.
+
+use hashed_wheel_timer::{Builder, HashedWheelTimer, Job, TimerError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+const MS: Duration = Duration::from_millis(1);
+/// How long a test waits for what should take microseconds: a hang, not a slow machine.
+const HANG: Duration = Duration::from_secs(20);
+
+/// Runs `f` on a thread of its own and returns its result, failing the test if it takes `HANG`.
+fn within<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(HANG) {
+        Ok(r) => r,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("hang: {what}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("panicked: {what}"),
+    }
+}
+
+fn manual() -> HashedWheelTimer {
+    HashedWheelTimer::builder().manual_clock().build().unwrap()
+}
+
+/// A timer whose executor runs each job on a thread of its own and waits for it: the thread
+/// driving the timer (the caller of `advance`, or the worker) is blocked while the job runs.
+fn waits_for_its_jobs(builder: Builder) -> HashedWheelTimer {
+    let executor = |job: Job| thread::scope(|s| drop(s.spawn(job)));
+    builder.executor(executor).build().unwrap()
+}
+
+/// Schedules on `a` a task that advances a manual timer, whose task advances the next, `levels`
+/// timers in all with `a`; the innermost task runs `innermost`, then counts in the result.
+fn nest(
+    a: &HashedWheelTimer,
+    levels: usize,
+    innermost: impl FnOnce() + Send + 'static,
+) -> Arc<AtomicUsize> {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let ran2 = ran.clone();
+    let mut task: Box<dyn FnOnce() + Send> = Box::new(move || {
+        innermost();
+        ran2.fetch_add(1, Ordering::SeqCst);
+    });
+    for _ in 1..levels {
+        let inner = manual();
+        inner.new_timeout(move |_| task(), MS).unwrap();
+        task = Box::new(move || inner.advance(MS));
+    }
+    a.new_timeout(move |_| task(), MS).unwrap();
+    ran
+}
+
+/// `a.stop()` from the innermost of `levels` nested tasks; whether the innermost task ran, and
+/// what `stop` returned.
+fn stop_from_the_innermost(a: HashedWheelTimer, levels: usize) -> (bool, Option<TimerError>) {
+    let got = Arc::new(Mutex::new(None));
+    let (a2, got2) = (a.clone(), got.clone());
+    let ran = nest(&a, levels, move || {
+        *got2.lock().unwrap() = Some(a2.stop().map(|never_ran| never_ran.len()));
+    });
+    a.advance(MS);
+    let got = got.lock().unwrap().take();
+    assert!(!a.is_shutdown(), "a stopped from inside its own task");
+    (ran.load(Ordering::SeqCst) == 1, got.map(|r| r.unwrap_err()))
+}
+
+#[test]
+fn stop_from_a_task_nested_five_and_six_deep_in_this_timers_task_is_refused() {
+    for levels in [2, 4, 5, 6, 9] {
+        let got = within(&format!("a.stop() {levels} deep"), move || {
+            stop_from_the_innermost(manual(), levels)
+        });
+        assert_eq!(got, (true, Some(TimerError::StopFromTimerTask)), "{levels}");
+    }
+}
+
+/// The same where `a`'s task runs on an executor's thread while the caller of `a.advance` waits
+/// for it: only the nesting of tasks says the innermost runs inside `a`'s task, and a `stop` let
+/// through would wait for the driver, which waits for the task.
+#[test]
+fn stop_nested_deep_in_this_timers_job_on_an_executor_that_waits_is_refused() {
+    for levels in [2, 4, 5, 6, 9] {
+        let got = within(
+            &format!("a.stop() {levels} deep on an executor"),
+            move || {
+                stop_from_the_innermost(
+                    waits_for_its_jobs(HashedWheelTimer::builder().manual_clock()),
+                    levels,
+                )
+            },
+        );
+        assert_eq!(got, (true, Some(TimerError::StopFromTimerTask)), "{levels}");
+    }
+}
+
+/// `a`'s last handle dropped in the innermost task, `a`'s task run by an executor its worker thread
+/// waits for: the drop must not wait for the worker; afterwards `a` is gone and its far timeout
+/// never ran.
+#[test]
+fn the_last_handle_dropped_nested_deep_in_this_timers_job_does_not_hang() {
+    for levels in [2, 5, 6, 9] {
+        let what = format!("a's last handle dropped {levels} deep");
+        let (ran, far_ran, gone) = within(&what, move || {
+            let a = waits_for_its_jobs(HashedWheelTimer::builder());
+            let far_ran = Arc::new(AtomicUsize::new(0));
+            let far_ran2 = far_ran.clone();
+            let far = a.new_timeout(
+                move |_| {
+                    far_ran2.fetch_add(1, Ordering::SeqCst);
+                },
+                HANG * 10,
+            );
+            let slot = Arc::new(Mutex::new(Some(a.clone())));
+            let (slot2, (tx, rx)) = (slot.clone(), mpsc::channel());
+            let ran = nest(&a, levels, move || {
+                drop(slot2.lock().unwrap().take());
+                tx.send(()).unwrap();
+            });
+            drop(a);
+            rx.recv().unwrap();
+            let gone = far.unwrap().timer().is_none();
+            (
+                ran.load(Ordering::SeqCst),
+                far_ran.load(Ordering::SeqCst),
+                gone,
+            )
+        });
+        assert_eq!((ran, far_ran, gone), (1, 0, true), "{levels}");
+    }
+}
