@@ -244,7 +244,8 @@ impl HashedWheelTimer {
     /// run: the clock moves on by `by` at once, and the running `advance` goes on to the later
     /// time, firing what fell due meanwhile late. (A periodic task that does this on every run
     /// never lets the running `advance` end.) From a job on an [`Executor`](crate::Executor)
-    /// thread, it is an ordinary `advance`.
+    /// thread, it is an ordinary `advance`, unless an `advance` of this timer runs meanwhile
+    /// (which may wait for the job): then it is as from a task of that one.
     ///
     /// On a timer with a real clock it does nothing but log a warning. (Example:
     /// [`Sleep`](crate::Sleep).)

@@ -89,9 +89,7 @@ impl Shared {
     }
 
     pub(crate) fn catch_task(&self, f: impl FnOnce()) -> Result<(), UserBox<dyn Any + Send>> {
-        self.mark(false, || {
-            catch_unwind(AssertUnwindSafe(f)).map_err(UserBox::new)
-        }) // as a task
+        self.mark(|| catch_unwind(AssertUnwindSafe(f)).map_err(UserBox::new))
     }
 
     /// A fired task that will not run, or a periodic one not re-armed: ends stopped, the task kept

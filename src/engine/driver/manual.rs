@@ -19,8 +19,8 @@ impl Shared {
             return false;
         };
         let by = saturating_nanos(by);
-        if self.is_driving_here() {
-            // In a task of an outer `advance` (see its docs): move the clock now.
+        if self.is_nested() {
+            // In a task of a running `advance` (see its docs): move the clock now.
             let to = later(self.clock.now(), by);
             self.clock.set_manual(to);
             target.fetch_max(to, Ordering::AcqRel);
@@ -56,7 +56,7 @@ impl Shared {
     /// `HashedWheelTimer::advance_to_next`; in a task of an outer `advance`, one move of the clock.
     pub(crate) fn advance_to_next(self: &Arc<Self>) -> Option<Duration> {
         self.clock.manual_target()?;
-        let (start, nested) = (self.clock.now(), self.is_driving_here());
+        let (start, nested) = (self.clock.now(), self.is_nested());
         loop {
             let now = self.clock.now();
             let due = self.next_due_time()?;

@@ -50,7 +50,6 @@ loom::thread_local! {
 /// outside it: a list of them all, however deep, at no cost but to whoever looks.
 struct Running {
     id: u64,
-    driving: bool,
     outer: Option<&'static Running>,
 }
 
@@ -216,30 +215,27 @@ impl Shared {
 
     /// True in a task of this timer, or where it is driven (a task's drop), however deeply nested.
     pub(crate) fn in_own_task(&self) -> bool {
-        self.runs_here(false)
-    }
-
-    /// True on the worker thread, and while this thread turns under the driver lock.
-    pub(crate) fn is_driving_here(&self) -> bool {
-        self.runs_here(true)
-    }
-
-    fn runs_here(&self, driving: bool) -> bool {
         let innermost = RUNNING.with(Cell::get);
         std::iter::successors(innermost, |running| running.outer)
-            .any(|running| running.id == self.id && running.driving >= driving)
+            .any(|running| running.id == self.id)
+    }
+
+    /// True in a task of this timer, or on its driver, while a driver other than the worker thread
+    /// turns: on this thread, or on one that may wait for this task (an executor's job).
+    pub(crate) fn is_nested(&self) -> bool {
+        self.in_own_task() && self.driver.try_lock().is_err()
     }
 
     /// Runs `f` as this timer's driver, under the driver lock (the worker thread drives without).
     pub(crate) fn drive<R>(&self, f: impl FnOnce() -> R) -> R {
         let _driving = lock(&self.driver);
-        self.mark(true, f)
+        self.mark(f)
     }
 
-    /// Runs `f` marked as a task of this timer (`in_own_task`), or as its driver, the mark taken
+    /// Runs `f` marked as a task of this timer, or as its driver (`in_own_task`), the mark taken
     /// off after, even on a panic.
     #[inline]
-    pub(crate) fn mark<R>(&self, driving: bool, f: impl FnOnce() -> R) -> R {
+    pub(crate) fn mark<R>(&self, f: impl FnOnce() -> R) -> R {
         struct Unmark(Option<&'static Running>);
         impl Drop for Unmark {
             fn drop(&mut self) {
@@ -247,11 +243,7 @@ impl Shared {
             }
         }
         let outer = RUNNING.with(Cell::get);
-        let running = Running {
-            id: self.id,
-            driving,
-            outer,
-        };
+        let running = Running { id: self.id, outer };
         // SAFETY: `_unmark`, dropped before `running` even on a panic, takes it out of `RUNNING`,
         // the one place that holds it, so it is never read after it goes (the marks nest).
         let _unmark =

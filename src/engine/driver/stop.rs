@@ -50,9 +50,8 @@ impl Shared {
         self.shutdown.store(true, Ordering::SeqCst);
         self.unpark_worker();
         if wait {
-            // Until the worker thread exits (a second caller waits too: the first holds `worker`
-            // until it joined) and no other driver turns (not from a driver: `stop` refuses, a
-            // drop does not wait).
+            // Until the worker exits (a second caller waits too: the first holds `worker` until it
+            // joined) and no other driver turns (never called from a driver: see `in_own_task`).
             if let Some(handle) = lock(&self.worker).take() {
                 // The worker may not have published its `Thread` when
                 // `shut_down` tried to unpark it: unpark it here too.

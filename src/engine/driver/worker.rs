@@ -44,7 +44,7 @@ fn start(shared: &Arc<Shared>) -> Result<(), Refusal> {
     let (marker, for_thread) = (Arc::clone(shared), Arc::clone(shared));
     let handle = thread::Builder::new()
         .name(shared.config.thread_name.clone())
-        .spawn(move || marker.mark(true, || run(ShutDownOnDrop(for_thread))))
+        .spawn(move || marker.mark(|| run(ShutDownOnDrop(for_thread))))
         .map_err(|e| Refusal::WorkerSpawn(e.to_string()))?;
     let _ = shared.wake.set(Unpark::Thread(handle.thread().clone()));
     *worker = Some(handle);
@@ -152,7 +152,7 @@ impl Shared {
         let Ok(_driving) = self.driver.try_lock() else {
             return false;
         };
-        self.mark(true, || self.turn(self.clock.now(), &mut Vec::new()));
+        self.mark(|| self.turn(self.clock.now(), &mut Vec::new()));
         true
     }
 }
