@@ -3,6 +3,9 @@
 //! of `a` (`StopFromTimerTask`), and `a`'s last handle dropped there must not wait for the driver
 //! it runs inside. Every test is bounded: a hang shows as a failure, not a stuck run.
 
+mod common;
+
+use common::{within, HANG};
 use hashed_wheel_timer::{Builder, HashedWheelTimer, Job, TimerError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -10,23 +13,8 @@ use std::thread;
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
-/// How long a test waits for what should take microseconds: a hang, not a slow machine.
-const HANG: Duration = Duration::from_secs(if cfg!(miri) { 1200 } else { 20 });
 /// How deep the tests nest: under Miri, only past the old limit of four.
 const LEVELS: &[usize] = if cfg!(miri) { &[5] } else { &[2, 4, 5, 6, 9] };
-
-/// Runs `f` on a thread of its own and returns its result, failing the test if it takes `HANG`.
-fn within<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(HANG) {
-        Ok(r) => r,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("hang: {what}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("panicked: {what}"),
-    }
-}
 
 fn manual() -> HashedWheelTimer {
     HashedWheelTimer::builder().manual_clock().build().unwrap()
