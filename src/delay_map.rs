@@ -49,7 +49,7 @@ use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 /// `K`'s `Hash`, `Eq`, `Clone` and `Drop` may run under a shard's lock, as in any `Mutex<HashMap>`;
 /// of `V`'s code only `Clone`, in [`get`](Self::get). Each key is kept twice: in the map, and with
 /// its deadline; for large keys use `Arc<str>` and the like. A key whose `Hash` or `Eq` panics as
-/// the stream looks it up, its deadline come, is logged and never yielded: it stays in the map for
+/// the stream looks it up, its deadline come, is never yielded (the panic is caught): it stays for
 /// [`remove`](Self::remove) and [`clear`](Self::clear), and the stream goes on with the others.
 ///
 /// # Examples
