@@ -7,6 +7,7 @@ use std::borrow::Borrow;
 use std::collections::hash_map::{HashMap, RandomState};
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -47,7 +48,9 @@ use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 ///
 /// `K`'s `Hash`, `Eq`, `Clone` and `Drop` may run under a shard's lock, as in any `Mutex<HashMap>`;
 /// of `V`'s code only `Clone`, in [`get`](Self::get). Each key is kept twice: in the map, and with
-/// its deadline; for large keys use `Arc<str>` and the like.
+/// its deadline; for large keys use `Arc<str>` and the like. A key whose `Hash` or `Eq` panics as
+/// the stream looks it up, its deadline come, is never yielded (the panic is caught): it stays for
+/// [`remove`](Self::remove) and [`clear`](Self::clear), and the stream goes on with the others.
 ///
 /// # Examples
 ///
@@ -311,14 +314,21 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
     /// [closed](Self::close), or its timer stopped.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<(K, V)>> {
         while let Some(expired) = ready!(self.queue.poll_expired(cx)) {
-            let mut shard = self.map.lock(expired.get_ref());
-            match shard.remove_entry(expired.get_ref()) {
-                Some((key, (deadline, value))) if deadline == expired.key() => {
+            let look_up = AssertUnwindSafe(|| {
+                let mut shard = self.map.lock(expired.get_ref());
+                let found = shard.remove_entry(expired.get_ref());
+                (shard, found)
+            });
+            match catch_unwind(look_up).map_err(drop_item) {
+                Ok((shard, Some((key, (deadline, value))))) if deadline == expired.key() => {
                     drop_item((shard, expired)); // the queue's clone of the key, unlocked
                     return Poll::Ready(Some((key, value)));
                 }
-                Some((key, newer)) => drop_item((shard.insert(key, newer), shard, expired)),
-                None => drop_item((shard, expired)), // removed, or yielded
+                Ok((mut shard, Some((key, newer)))) => {
+                    drop_item((shard.insert(key, newer), shard, expired));
+                }
+                // Removed, or yielded; or its `Hash` or `Eq` panicked: it stays ("Keys" above).
+                other => drop_item((other, expired)),
             }
         }
         Poll::Ready(None)

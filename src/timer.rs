@@ -54,8 +54,7 @@ impl Drop for Owner {
     fn drop(&mut self) {
         // From inside one of its own tasks (or its own thread) the driver cannot wait for itself:
         // it sees the shutdown between tasks, starts no other, and exits once this task returns.
-        let wait = !self.shared.in_own_task() && !self.shared.is_driving_here();
-        self.shared.shut_down_dropping(wait);
+        self.shared.shut_down_dropping(!self.shared.in_own_task()); // wait, unless in its own task
     }
 }
 
@@ -207,7 +206,7 @@ impl HashedWheelTimer {
     /// ```
     pub fn stop(&self) -> Result<Vec<Timeout>, TimerError> {
         let shared = self.shared();
-        if shared.in_own_task() || shared.is_driving_here() {
+        if shared.in_own_task() {
             return Err(TimerError::StopFromTimerTask);
         }
         if DEFAULT.get().is_some_and(|default| default.is_same(self)) {
@@ -245,8 +244,8 @@ impl HashedWheelTimer {
     /// run: the clock moves on by `by` at once, and the running `advance` goes on to the later
     /// time, firing what fell due meanwhile late. (A periodic task that does this on every run
     /// never lets the running `advance` end.) From a job on an [`Executor`](crate::Executor)
-    /// thread, it is an ordinary `advance`, but while the running one is still in `execute` (which
-    /// may wait for that job to return), it is as from a task that `advance` runs.
+    /// thread, it is an ordinary `advance`, unless an `advance` of this timer runs meanwhile
+    /// (which may wait for the job): then it is as from a task of that one.
     ///
     /// On a timer with a real clock it does nothing but log a warning. (Example:
     /// [`Sleep`](crate::Sleep).)

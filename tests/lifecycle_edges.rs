@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_stats_add_up, Counter, QueueExecutor};
+use common::{assert_stats_add_up, within, Counter, QueueExecutor, HANG};
 use hashed_wheel_timer::{Executor, HashedWheelTimer, Job, Timeout, TimerError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -14,24 +14,9 @@ use std::thread;
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
-/// How long a test waits for what should take microseconds: a hang, not a slow machine.
-const HANG: Duration = Duration::from_secs(20);
 
 fn manual() -> HashedWheelTimer {
     HashedWheelTimer::builder().manual_clock().build().unwrap()
-}
-
-/// Runs `f` on a thread of its own and returns its result, failing the test if it takes `HANG`.
-fn within<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(HANG) {
-        Ok(r) => r,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("hang: {what}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("panicked: {what}"),
-    }
 }
 
 /// Threads of this process named `name` (the kernel keeps 15 bytes of a name).

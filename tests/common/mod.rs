@@ -9,6 +9,22 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio_test::task;
 
+/// How long a test waits for what should take microseconds: a hang, not a slow machine (nor Miri).
+pub const HANG: Duration = Duration::from_secs(if cfg!(miri) { 1200 } else { 20 });
+
+/// Runs `f` on a thread of its own and returns its result, failing the test if it takes `HANG`.
+pub fn within<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(HANG) {
+        Ok(r) => r,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("hang: {what}"),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("panicked: {what}"),
+    }
+}
+
 pub fn manual(tick: Duration) -> HashedWheelTimer {
     HashedWheelTimer::builder()
         .manual_clock()

@@ -15,7 +15,7 @@ use crate::engine::entry::handle::Timeout;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::{panic_message, Handoff, JobState, Jobs, Periodic, Task, UserBox};
 use crate::engine::entry::Entry;
-use crate::engine::sync::{lock, MutexGuard, Ordering};
+use crate::engine::sync::{lock, MutexGuard};
 
 /// A fired task handed to the executor. The task waits in its entry until the
 /// job starts, so `stop()` can take it back; a job dropped unrun ends stopped.
@@ -33,9 +33,7 @@ impl Shared {
             Some(executor) if !matches!(task, Task::Wake(_) | Task::Notice(_)) => {
                 timeout.entry().put_task(task);
                 lock(&self.jobs).insert(key, JobState::Queued);
-                self.handing_off.store(true, Ordering::SeqCst);
                 hand_off(executor, timeout);
-                self.handing_off.store(false, Ordering::SeqCst);
             }
             _ => run(&timeout, task),
         }
@@ -91,7 +89,7 @@ impl Shared {
     }
 
     pub(crate) fn catch_task(&self, f: impl FnOnce()) -> Result<(), UserBox<dyn Any + Send>> {
-        self.as_own_task(|| catch_unwind(AssertUnwindSafe(f)).map_err(UserBox::new))
+        self.mark(|| catch_unwind(AssertUnwindSafe(f)).map_err(UserBox::new))
     }
 
     /// A fired task that will not run, or a periodic one not re-armed: ends stopped (if `stop()`

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::engine::clock::{later, saturating_nanos, Nanos};
 use crate::engine::driver::Shared;
-use crate::engine::sync::{lock, AtomicU64, Ordering};
+use crate::engine::sync::{AtomicU64, Ordering};
 
 impl Shared {
     /// `HashedWheelTimer::advance`, turning at each time with work on the way; true if any fired.
@@ -19,15 +19,14 @@ impl Shared {
             return false;
         };
         let by = saturating_nanos(by);
-        if self.is_driving_here() {
-            // In a task of an outer `advance` (see its docs): move the clock now.
+        if self.is_nested() {
+            // In a task of a running `advance` (see its docs): move the clock now.
             let to = later(self.clock.now(), by);
             self.clock.set_manual(to);
             target.fetch_max(to, Ordering::AcqRel);
             return false;
         }
-        let _driving = lock(&self.driver);
-        self.as_driver(|| self.drive_to(target, by))
+        self.drive(|| self.drive_to(target, by))
     }
 
     /// Turns now, at each time a turn asks for, and at the target; after a
@@ -57,7 +56,7 @@ impl Shared {
     /// `HashedWheelTimer::advance_to_next`; in a task of an outer `advance`, one move of the clock.
     pub(crate) fn advance_to_next(self: &Arc<Self>) -> Option<Duration> {
         self.clock.manual_target()?;
-        let (start, nested) = (self.clock.now(), self.is_driving_here());
+        let (start, nested) = (self.clock.now(), self.is_nested());
         loop {
             let now = self.clock.now();
             let due = self.next_due_time()?;

@@ -13,7 +13,7 @@ pub(crate) mod turn;
 pub(crate) mod worker;
 
 use std::any::Any;
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
 
@@ -37,31 +37,14 @@ pub(crate) const IDLE: u64 = u64::MAX;
 
 #[cfg(not(loom))]
 thread_local! {
-    /// Ids of the timers whose tasks run here, the innermost 4 (one may drive another), or 0s.
-    static RUNNING_TASK_OF: Cell<[u64; 4]> = const { Cell::new([0; 4]) };
+    /// Ids of the timers this thread drives or runs a task of, innermost last (one may drive
+    /// another), however deep.
+    static RUNNING: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 #[cfg(loom)]
 loom::thread_local! {
-    static RUNNING_TASK_OF: Cell<[u64; 4]> = Cell::new([0; 4]);
-}
-
-/// Runs `f` with `set(new)` in force, the value it replaced restored after, even on a panic.
-#[inline]
-fn marked<T: Copy, S: Fn(T) -> T, R>(set: S, new: T, f: impl FnOnce() -> R) -> R {
-    struct Restore<T: Copy, S: Fn(T) -> T>(S, T);
-    impl<T: Copy, S: Fn(T) -> T> Drop for Restore<T, S> {
-        fn drop(&mut self) {
-            (self.0)(self.1);
-        }
-    }
-    let _restore = Restore(&set, set(new));
-    f()
-}
-
-/// This thread's name in `Shared::driving`: where its `RUNNING_TASK_OF` is.
-fn here() -> u64 {
-    RUNNING_TASK_OF.with(|cell| cell as *const Cell<[u64; 4]> as u64)
+    static RUNNING: RefCell<Vec<u64>> = RefCell::new(Vec::new());
 }
 
 /// How producers wake a driver: the worker thread, or a tokio task.
@@ -127,10 +110,6 @@ pub(crate) struct Shared {
     pub(crate) jobs: Mutex<Jobs>,
     /// Held while turning by any driver but the worker thread.
     pub(crate) driver: Mutex<()>,
-    /// Set while the driver is in `Executor::execute`, which may wait for the job it was handed.
-    pub(crate) handing_off: AtomicBool,
-    /// The thread driving, `here()` there, or 0: std's, unseen by loom (each reads its writes).
-    driving: std::sync::atomic::AtomicU64,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
     /// How producers wake the driver, once it runs.
     wake: OnceLock<Unpark>,
@@ -166,8 +145,6 @@ impl Shared {
             unparks: AtomicUsize::new(0),
             jobs: Mutex::new(Jobs::new()),
             driver: Mutex::new(()),
-            handing_off: AtomicBool::new(false),
-            driving: std::sync::atomic::AtomicU64::new(0),
             worker: Mutex::new(None),
             wake: OnceLock::new(),
             owner: OnceLock::new(),
@@ -230,27 +207,38 @@ impl Shared {
         }
     }
 
+    /// True in a task of this timer, or where it is driven (a task's drop), however deeply nested.
     pub(crate) fn in_own_task(&self) -> bool {
-        RUNNING_TASK_OF.with(|ids| ids.get().contains(&self.id))
+        let ids = RUNNING.try_with(|ids| ids.borrow().contains(&self.id));
+        ids.unwrap_or(false) // none, once the thread's locals are gone
     }
 
-    /// Runs `f` marked as a task of this timer, for `in_own_task`.
-    pub(crate) fn as_own_task<R>(&self, f: impl FnOnce() -> R) -> R {
-        let [inner, outer, outermost, _] = RUNNING_TASK_OF.with(Cell::get);
-        let ids = [self.id, inner, outer, outermost];
-        marked(|ids| RUNNING_TASK_OF.with(|c| c.replace(ids)), ids, f)
+    /// True in a task of this timer, or on its driver, while a driver other than the worker thread
+    /// turns: on this thread, or on one that may wait for this task (an executor's job).
+    pub(crate) fn is_nested(&self) -> bool {
+        self.in_own_task() && self.driver.try_lock().is_err()
     }
 
-    /// True on the worker thread, while this thread turns under the driver lock, and in a task of
-    /// this timer while the driver is in `Executor::execute`, which may wait for that task's job.
-    pub(crate) fn is_driving_here(&self) -> bool {
-        self.driving.load(Ordering::Relaxed) == here()
-            || self.in_own_task() && self.handing_off.load(Ordering::SeqCst)
+    /// Runs `f` as this timer's driver, under the driver lock (the worker thread drives without).
+    pub(crate) fn drive<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _driving = lock(&self.driver);
+        self.mark(f)
     }
 
-    /// Runs `f` marked as driving this timer, for `is_driving_here`.
-    pub(crate) fn as_driver<R>(&self, f: impl FnOnce() -> R) -> R {
-        marked(|t| self.driving.swap(t, Ordering::Relaxed), here(), f)
+    /// Runs `f` marked as a task of this timer, or as its driver (`in_own_task`), the mark taken
+    /// off after, even on a panic.
+    #[inline]
+    pub(crate) fn mark<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Unmark;
+        impl Drop for Unmark {
+            fn drop(&mut self) {
+                let _ = RUNNING.try_with(|ids| ids.borrow_mut().pop());
+            }
+        }
+        let _unmark = RUNNING
+            .try_with(|ids| ids.borrow_mut().push(self.id))
+            .map(|()| Unmark);
+        f()
     }
 
     #[inline]

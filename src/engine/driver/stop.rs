@@ -50,7 +50,15 @@ impl Shared {
         self.shutdown.store(true, Ordering::SeqCst);
         self.unpark_worker();
         if wait {
-            self.wait_for_driver();
+            // Until the worker exits (a second caller waits too: the first holds `worker` until it
+            // joined) and no other driver turns (never called from a driver: see `in_own_task`).
+            if let Some(handle) = lock(&self.worker).take() {
+                // The worker may not have published its `Thread` when
+                // `shut_down` tried to unpark it: unpark it here too.
+                handle.thread().unpark();
+                let _ = handle.join();
+            }
+            drop(lock(&self.driver));
         }
         self.cancel_batched(); // dropped `Sleep`s, removed items: cancelled, not stopped
         fence(Ordering::SeqCst);
@@ -86,23 +94,6 @@ impl Shared {
             .collect();
         let _ = self.catch_task(|| each_then_first_panic(&hooks, |h| h.shut_down())); // may panic
         all
-    }
-
-    /// Waits until the worker thread exits and no other driver turns. A
-    /// second caller waits too: the first holds `worker` until it joined.
-    fn wait_for_driver(&self) {
-        {
-            let mut worker = lock(&self.worker);
-            if let Some(handle) = worker.take() {
-                // The worker may not have published its `Thread` when
-                // `shut_down` tried to unpark it: unpark it here too.
-                handle.thread().unpark();
-                let _ = handle.join();
-            }
-        }
-        if !self.is_driving_here() {
-            drop(lock(&self.driver));
-        }
     }
 
     /// Wakes a stopped future's entry, to be polled and end, and releases it; true if it was one.

@@ -44,7 +44,7 @@ fn start(shared: &Arc<Shared>) -> Result<(), Refusal> {
     let (marker, for_thread) = (Arc::clone(shared), Arc::clone(shared));
     let handle = thread::Builder::new()
         .name(shared.config.thread_name.clone())
-        .spawn(move || marker.as_driver(|| run(ShutDownOnDrop(for_thread))))
+        .spawn(move || marker.mark(|| run(ShutDownOnDrop(for_thread))))
         .map_err(|e| Refusal::WorkerSpawn(e.to_string()))?;
     let _ = shared.wake.set(Unpark::Thread(handle.thread().clone()));
     *worker = Some(handle);
@@ -101,10 +101,7 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
     let shared = &guard.0;
     let mut due = Vec::new();
     loop {
-        let planned = {
-            let _driving = lock(&shared.driver);
-            shared.as_driver(|| round(shared, &mut due))
-        };
+        let planned = shared.drive(|| round(shared, &mut due));
         match planned {
             Round::Exit => return,
             Round::Again => tokio::task::yield_now().await,
@@ -155,7 +152,7 @@ impl Shared {
         let Ok(_driving) = self.driver.try_lock() else {
             return false;
         };
-        self.as_driver(|| self.turn(self.clock.now(), &mut Vec::new()));
+        self.mark(|| self.turn(self.clock.now(), &mut Vec::new()));
         true
     }
 }
