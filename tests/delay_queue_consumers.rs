@@ -7,8 +7,6 @@ mod common;
 use common::{manual, within};
 use futures::{FutureExt, StreamExt};
 use hashed_wheel_timer::{DelayKey, DelayQueue, HashedWheelTimer, TimerError};
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -244,7 +242,7 @@ fn clear_with_fired_items_and_waiting_consumers() {
     let keys: Vec<_> = (0..5).map(|i| queue.insert(i, ms(1)).unwrap()).collect();
     timer.advance(ms(1));
     queue.clear();
-    assert!(queue.is_empty() && queue.len() == 0);
+    assert_eq!((queue.len(), queue.is_empty()), (0, true));
     assert!(keys.iter().all(|k| queue.deadline(k).is_none()));
     assert!(queue.peek().is_none());
     assert!(waiter.poll().is_pending(), "cleared, not closed");
@@ -302,7 +300,6 @@ fn a_dropped_consumer_leaves_nobody_asleep() {
     within("threads", || {
         let timer = manual(ms(1));
         let queue: DelayQueue<u32> = timer.delay_queue();
-        let stop = Arc::new(AtomicBool::new(false));
         let handles: Vec<_> = (0..3)
             .map(|_| {
                 let q = queue.clone();
@@ -318,10 +315,8 @@ fn a_dropped_consumer_leaves_nobody_asleep() {
         drop(doomed);
         timer.advance(ms(10));
         queue.close();
-        stop.store(true, Ordering::SeqCst);
         let n: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
         assert_eq!(n, 500);
-        let _ = HashSet::<u32>::new();
     });
 }
 
@@ -421,4 +416,66 @@ fn consumers_on_a_multi_thread_runtime_on_its_tokio_clock() {
             assert_eq!(all, want, "each key once, with its last value");
         });
     });
+}
+
+/// Panics when woken, or, if armed, when its last reference drops.
+struct Hostile(bool);
+
+impl futures::task::ArcWake for Hostile {
+    fn wake_by_ref(_: &Arc<Self>) {
+        panic!("a consumer's waker panicked when woken");
+    }
+}
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        if self.0 && !std::thread::panicking() {
+            panic!("a consumer's waker panicked when dropped");
+        }
+    }
+}
+
+/// A handle polled by one task, then by another (its waker replaced, so the first is woken to poll
+/// again): the first task's waker panics when woken, and the second task's poll neither panics nor
+/// loses the item.
+#[test]
+fn a_replaced_waker_that_panics_does_not_escape_the_next_poll() {
+    let timer = manual(ms(1));
+    let queue: DelayQueue<u32> = timer.delay_queue();
+    let first = futures::task::waker(Arc::new(Hostile(false)));
+    assert!(queue
+        .poll_expired(&mut std::task::Context::from_waker(&first))
+        .is_pending());
+    queue.insert(5, ms(1)).unwrap();
+    let second = futures::task::noop_waker();
+    let poll = std::panic::AssertUnwindSafe(|| {
+        queue
+            .poll_expired(&mut std::task::Context::from_waker(&second))
+            .is_pending()
+    });
+    let polled = std::panic::catch_unwind(poll);
+    assert!(
+        matches!(polled, Ok(true)),
+        "the poll panicked or found an item not yet due"
+    );
+    timer.advance(ms(1));
+    assert_eq!(drain_now(&queue), vec![5]);
+}
+
+/// A handle dropped while it keeps a consumer's waker whose drop panics: the drop does not unwind.
+#[test]
+fn a_handle_dropped_holding_a_waker_that_panics_when_dropped_does_not_unwind() {
+    let timer = manual(ms(1));
+    let queue: DelayQueue<u32> = timer.delay_queue();
+    let consumer = queue.clone();
+    let waker = futures::task::waker(Arc::new(Hostile(true)));
+    assert!(consumer
+        .poll_expired(&mut std::task::Context::from_waker(&waker))
+        .is_pending());
+    drop(waker); // the handle holds the last reference
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(consumer)));
+    assert!(dropped.is_ok(), "the handle's drop unwound");
+    queue.insert(1, ms(1)).unwrap();
+    timer.advance(ms(1));
+    assert_eq!(drain_now(&queue), vec![1]);
 }

@@ -236,17 +236,8 @@ impl<T> DelayQueue<T> {
     /// code, which may call into the queue or a `DelayMap` on it. The caller holds what it returns
     /// (a key, an item taken out, a replaced value), so a waker's panic is logged, not raised.
     pub(crate) fn wake_if<R>(&self, due: bool, then: R) -> R {
-        let wake = AssertUnwindSafe(|| self.inner.signal.waiters.wake_all());
-        if let Err(panic) = due
-            .then(|| catch_unwind(wake))
-            .transpose()
-            .map_err(UserBox::new)
-        {
-            crate::engine::notice::warn(format_args!(
-                "a DelayQueue consumer's waker panicked: {}",
-                panic_message(&*panic)
-            ));
-        }
+        let wake = || self.inner.signal.waiters.wake_all();
+        due.then(|| caught("consumer's waker", wake));
         then
     }
 
@@ -421,10 +412,16 @@ impl<T> Drop for Inner<T> {
 
 /// Drops an item where no panic may escape, logging one.
 pub(crate) fn drop_item<T>(item: T) {
-    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(item))).map_err(UserBox::new) {
+    caught("item, dropped,", || drop(item));
+}
+
+/// Runs `f`, user code (a drop, or consumers' wakers), where no panic may escape: one is logged,
+/// as the queue's `what` panicked.
+pub(crate) fn caught(what: &str, f: impl FnOnce()) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(f)).map_err(UserBox::new) {
+        let message = panic_message(&*panic);
         crate::engine::notice::warn(format_args!(
-            "an item of a DelayQueue or DelayMap panicked while being dropped: {}",
-            panic_message(&*panic)
+            "a DelayQueue's or DelayMap's {what} panicked: {message}"
         ));
     }
 }

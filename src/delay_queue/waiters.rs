@@ -13,6 +13,7 @@ use std::task::Waker;
 
 use slab::Slab;
 
+use crate::delay_queue::caught;
 use crate::engine::driver::dispatch::each_then_first_panic;
 use crate::engine::sync::{fence, lock, AtomicBool, Mutex, Ordering};
 
@@ -51,9 +52,9 @@ impl Waiters {
             displaced
         };
         fence(Ordering::SeqCst);
-        // Outside the lock: a waker may run user code.
+        // Outside the lock: a waker may run user code, another task's, whose panic is caught.
         if let Some(displaced) = displaced {
-            displaced.wake();
+            caught("consumer's replaced waker", || displaced.wake());
         }
     }
 
@@ -64,7 +65,7 @@ impl Waiters {
         };
         let waker = lock(&self.seats).try_remove(index);
         seat.0.store(0, Ordering::Relaxed);
-        drop(waker); // outside the lock
+        caught("consumer's waker, dropped,", || drop(waker)); // outside the lock
     }
 
     /// After an item was pushed, or anything else a waiting consumer must see: wakes every one.
