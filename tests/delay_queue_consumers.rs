@@ -187,12 +187,17 @@ fn keys_stay_valid_after_compact_with_fired_items_not_taken() {
         assert!(!queue.reset(k, ms(5)), "fired: on its way out");
         assert!(queue.remove(k).is_some());
     }
-    assert_eq!(
-        queue.peek().map(|k| queue.deadline(&k).is_some()),
-        Some(true)
-    );
-    let out = drain_now(&queue);
+    let first = queue.peek().expect("fired items left");
+    assert!(keys.contains(&first), "peek names an item by its own key");
+    let mut stream = &queue;
+    let out: Vec<_> = std::iter::from_fn(|| stream.next().now_or_never().flatten()).collect();
+    assert_eq!(out.first().map(|e| e.key()), Some(first));
     assert_eq!(out.len(), 10);
+    assert!(
+        out.iter().all(|e| keys[*e.get_ref() as usize] == e.key()),
+        "each comes out with the key it was inserted with"
+    );
+    let out: Vec<u32> = out.into_iter().map(|e| e.into_inner()).collect();
     assert!(out.iter().all(|i| i % 4 == 3), "{out:?}");
     assert!(queue.is_empty());
     // Pending ones across a compact: reset by old keys moves them.
@@ -478,4 +483,31 @@ fn a_handle_dropped_holding_a_waker_that_panics_when_dropped_does_not_unwind() {
     queue.insert(1, ms(1)).unwrap();
     timer.advance(ms(1));
     assert_eq!(drain_now(&queue), vec![1]);
+}
+
+/// `clear()` of a closed queue whose consumers wait for items not yet due: they end.
+#[test]
+fn clear_of_a_closed_queue_ends_the_waiting_consumers() {
+    let timer = manual(ms(1));
+    let map = timer.delay_map::<u8, u8>();
+    let queue: DelayQueue<u32> = timer.delay_queue();
+    let mut waiter = tokio_test::task::spawn(queue.clone().into_future());
+    let mut map_waiter = tokio_test::task::spawn(map.clone().into_future());
+    queue.insert(1, ms(10)).unwrap();
+    map.insert(1, 1, ms(10)).unwrap();
+    assert!(waiter.poll().is_pending() && map_waiter.poll().is_pending());
+    queue.close();
+    map.close();
+    assert!(
+        waiter.poll().is_pending() && map_waiter.poll().is_pending(),
+        "items left"
+    );
+    queue.clear();
+    map.clear();
+    assert!(waiter.is_woken() && map_waiter.is_woken());
+    assert!(matches!(waiter.poll(), std::task::Poll::Ready((None, _))));
+    assert!(matches!(
+        map_waiter.poll(),
+        std::task::Poll::Ready((None, _))
+    ));
 }

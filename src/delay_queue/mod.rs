@@ -284,7 +284,8 @@ impl<T> DelayQueue<T> {
     }
 
     /// Makes room for `additional` more items inserted from this thread (into its shard) without
-    /// allocating, as many as the timer can hold at most, and if the memory is there.
+    /// allocating, as many as the timer can hold at most, if the memory is there: a hint, which
+    /// never panics nor aborts (tokio-util's panics if the capacity would overflow).
     pub fn reserve(&self, additional: usize) {
         let limit = self.inner.timer.shared().counts.limit();
         self.inner.store.lock_mine().reserve(additional, limit);
