@@ -511,3 +511,84 @@ fn clear_of_a_closed_queue_ends_the_waiting_consumers() {
         std::task::Poll::Ready((None, _))
     ));
 }
+
+/// Consumers on threads, a producer inserting, resetting and removing, a thread compacting,
+/// shrinking, reserving and peeking, and one advancing the manual clock: every item is removed or
+/// yielded, exactly once, never before its deadline, with the key it was inserted with.
+#[test]
+fn consumers_against_housekeeping_and_removals_on_threads() {
+    within("housekeeping against consumers", || {
+        let timer = manual(ms(1));
+        let queue: DelayQueue<u32> = timer.delay_queue();
+        let consumers: Vec<_> = (0..3)
+            .map(|_| {
+                let (q, timer) = (queue.clone(), timer.clone());
+                std::thread::spawn(move || {
+                    let mut got = Vec::new();
+                    for e in futures::executor::block_on_stream(q) {
+                        assert!(e.deadline() <= timer.now(), "yielded before its deadline");
+                        got.push((e.key(), e.into_inner()));
+                    }
+                    got
+                })
+            })
+            .collect();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let keeper = {
+            let (q, done) = (queue.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    q.compact();
+                    q.shrink_to_fit();
+                    q.reserve(3);
+                    if let Some(k) = q.peek() {
+                        let _ = q.deadline(&k);
+                    }
+                    let _ = (q.len(), q.capacity());
+                    std::thread::yield_now();
+                }
+            })
+        };
+        let clock = {
+            let (timer, done) = (timer.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    timer.advance(ms(1));
+                    std::thread::yield_now();
+                }
+            })
+        };
+        let mut keys = Vec::new();
+        let mut removed = Vec::new();
+        for i in 0..3_000u32 {
+            let key = queue.insert(i, ms(u64::from(i % 13))).unwrap();
+            keys.push(key);
+            match i % 5 {
+                0 => {
+                    let old = keys[(i / 2) as usize];
+                    if let Some(v) = queue.remove(&old) {
+                        removed.push((old, v));
+                    }
+                }
+                1 => {
+                    let _ = queue.reset(&keys[(i / 3) as usize], ms(u64::from(i % 7)));
+                }
+                _ => {}
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        keeper.join().unwrap();
+        clock.join().unwrap();
+        timer.advance(ms(20));
+        queue.close();
+        let mut all = removed;
+        for c in consumers {
+            all.extend(c.join().unwrap());
+        }
+        all.sort_unstable_by_key(|&(_, v)| v);
+        assert_eq!(all.len(), 3_000, "each item once, removed or yielded");
+        for (i, (key, v)) in all.iter().enumerate() {
+            assert_eq!((*v, *key), (i as u32, keys[i]), "with its own key");
+        }
+    });
+}
