@@ -592,3 +592,55 @@ fn consumers_against_housekeeping_and_removals_on_threads() {
         }
     });
 }
+
+/// A `DelayMap` on a paused tokio clock, drained by consumers in `select!`, while keys whose
+/// deadline fired are replaced, reset and removed before they are yielded: each key comes out
+/// once, with its last value, never an old one.
+#[test]
+fn delay_map_consumers_on_a_paused_clock_never_see_an_old_value() {
+    within("map consumers on a paused clock", || {
+        common::paused::paused_runtime().block_on(async {
+            let timer = common::paused::tokio_clock();
+            let map = timer.delay_map::<u32, u32>();
+            for k in 0..60u32 {
+                map.insert(k, 0, ms(5)).unwrap();
+            }
+            tokio::time::sleep(ms(6)).await; // fired, and no consumer yet
+            for k in 0..60u32 {
+                match k % 3 {
+                    0 => assert!(map.insert(k, 1, ms(10)).unwrap().is_some()),
+                    1 => assert!(map.reset(&k, ms(10))),
+                    _ => assert_eq!(map.remove(&k), Some(0)),
+                }
+            }
+            let consumers: Vec<_> = (0..3)
+                .map(|n| {
+                    let mut map = map.clone();
+                    tokio::spawn(async move {
+                        let mut got = Vec::new();
+                        loop {
+                            tokio::select! {
+                                e = map.next() => match e {
+                                    Some(pair) => got.push(pair),
+                                    None => return got,
+                                },
+                                _ = tokio::time::sleep(ms(1 + n)) => {}
+                            }
+                        }
+                    })
+                })
+                .collect();
+            map.close();
+            let mut all = Vec::new();
+            for c in consumers {
+                all.extend(c.await.unwrap());
+            }
+            all.sort_unstable();
+            let want: Vec<_> = (0..60)
+                .filter(|k| k % 3 != 2)
+                .map(|k| (k, 1 - k % 3))
+                .collect();
+            assert_eq!(all, want);
+        });
+    });
+}
