@@ -423,6 +423,13 @@ fn consumers_on_a_multi_thread_runtime_on_its_tokio_clock() {
     });
 }
 
+/// A waker that does nothing, each one a waker of its own.
+struct Quiet;
+
+impl futures::task::ArcWake for Quiet {
+    fn wake_by_ref(_: &Arc<Self>) {}
+}
+
 /// Panics when woken, or, if armed, when its last reference drops.
 struct Hostile(bool);
 
@@ -440,9 +447,9 @@ impl Drop for Hostile {
     }
 }
 
-/// A handle polled by one task, then by another (its waker replaced, so the first is woken to poll
-/// again): the first task's waker panics when woken, and the second task's poll neither panics nor
-/// loses the item.
+/// A handle polled by one task, then by four others (a handle keeps four tasks' wakers, so the
+/// first is woken to poll again): the first task's waker panics when woken, and the last task's
+/// poll neither panics nor loses the item.
 #[test]
 fn a_replaced_waker_that_panics_does_not_escape_the_next_poll() {
     let timer = manual(ms(1));
@@ -452,17 +459,19 @@ fn a_replaced_waker_that_panics_does_not_escape_the_next_poll() {
         .poll_expired(&mut std::task::Context::from_waker(&first))
         .is_pending());
     queue.insert(5, ms(1)).unwrap();
-    let second = futures::task::noop_waker();
-    let poll = std::panic::AssertUnwindSafe(|| {
-        queue
-            .poll_expired(&mut std::task::Context::from_waker(&second))
-            .is_pending()
-    });
-    let polled = std::panic::catch_unwind(poll);
-    assert!(
-        matches!(polled, Ok(true)),
-        "the poll panicked or found an item not yet due"
-    );
+    for _ in 0..4 {
+        let other = futures::task::waker(Arc::new(Quiet));
+        let poll = std::panic::AssertUnwindSafe(|| {
+            queue
+                .poll_expired(&mut std::task::Context::from_waker(&other))
+                .is_pending()
+        });
+        let polled = std::panic::catch_unwind(poll);
+        assert!(
+            matches!(polled, Ok(true)),
+            "the poll panicked or found an item not yet due"
+        );
+    }
     timer.advance(ms(1));
     assert_eq!(drain_now(&queue), vec![5]);
 }
@@ -643,4 +652,40 @@ fn delay_map_consumers_on_a_paused_clock_never_see_an_old_value() {
             assert_eq!(all, want);
         });
     });
+}
+
+/// Tasks sharing one handle (`&DelayQueue` is a stream), on a paused clock: they wait without
+/// waking each other, so the runtime idles, auto-advance moves the clock, and each gets an item.
+/// (Before, each poll woke the task that polled before it: they kept the runtime busy, time never
+/// moved, and they waited for ever.)
+#[test]
+fn tasks_sharing_one_handle_on_a_paused_clock_let_time_advance() {
+    for tasks in [2u32, 4] {
+        let got = within("tasks sharing one handle", move || {
+            common::paused::paused_runtime().block_on(async move {
+                let timer = common::paused::tokio_clock();
+                let queue = Arc::new(timer.delay_queue::<u32>());
+                let consumers: Vec<_> = (0..tasks)
+                    .map(|_| {
+                        let queue = queue.clone();
+                        tokio::spawn(async move {
+                            let mut stream = &*queue;
+                            stream.next().await.map(|e| e.into_inner())
+                        })
+                    })
+                    .collect();
+                tokio::task::yield_now().await; // each waits
+                for i in 0..tasks {
+                    queue.insert(i, ms(5)).unwrap();
+                }
+                let mut got = Vec::new();
+                for c in consumers {
+                    got.push(c.await.unwrap().expect("an item each"));
+                }
+                got.sort_unstable();
+                got
+            })
+        });
+        assert_eq!(got, (0..tasks).collect::<Vec<_>>());
+    }
 }
