@@ -17,7 +17,7 @@ use crate::{Timeout, TimerError};
 /// A hashed timing wheel with one worker thread, Netty's `HashedWheelTimer`.
 ///
 /// A cheap [`Clone`] handle, `Send + Sync`: share one timer across the whole application. When the
-/// last handle is dropped the timer stops and its worker thread is joined.
+/// last handle is dropped the timer stops and its driver is waited for (not in a timer's task).
 ///
 /// A task that owns a clone of its own timer keeps the timer alive until the task runs or is
 /// cancelled (a reference cycle, like an `Arc` cycle). Inside a task, reach the timer through
