@@ -81,6 +81,7 @@ static GLOBAL: ArcSwapOption<HashedWheelTimer> = ArcSwapOption::const_empty();
 /// Restores the previous default timer when dropped; see [`set_default`]. It belongs to the thread
 /// that made it.
 #[must_use = "the default is restored as soon as the guard is dropped"]
+#[derive(Debug)]
 pub struct DefaultGuard(Rc<HashedWheelTimer>);
 
 impl Drop for DefaultGuard {
@@ -88,12 +89,6 @@ impl Drop for DefaultGuard {
         // Its timer drops with `self.0`, outside the thread-local's borrow: the drop may stop it.
         let _ =
             CURRENT.try_with(|current| current.borrow_mut().retain(|t| !Rc::ptr_eq(t, &self.0)));
-    }
-}
-
-impl std::fmt::Debug for DefaultGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DefaultGuard").finish_non_exhaustive()
     }
 }
 

@@ -17,7 +17,7 @@ use crate::{Timeout, TimerError};
 /// A hashed timing wheel with one worker thread, Netty's `HashedWheelTimer`.
 ///
 /// A cheap [`Clone`] handle, `Send + Sync`: share one timer across the whole application. When the
-/// last handle is dropped the timer stops and its worker thread is joined.
+/// last handle is dropped the timer stops and its driver is waited for (not in a timer's task).
 ///
 /// A task that owns a clone of its own timer keeps the timer alive until the task runs or is
 /// cancelled (a reference cycle, like an `Arc` cycle). Inside a task, reach the timer through
@@ -52,9 +52,9 @@ pub(crate) struct Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        // From inside one of its own tasks (or its own thread) the driver cannot wait for itself:
-        // it sees the shutdown between tasks, starts no other, and exits once this task returns.
-        self.shared.shut_down_dropping(!self.shared.in_own_task()); // wait, unless in its own task
+        // Never from a task (or thread) of a timer: its own driver cannot wait for itself, and
+        // another's may wait for this one. A driver sees the shutdown and exits after this task.
+        self.shared.shut_down_dropping(!Shared::in_any_task()); // wait, unless in a timer's task
     }
 }
 

@@ -213,6 +213,12 @@ impl Shared {
         ids.unwrap_or(false) // none, once the thread's locals are gone
     }
 
+    /// True in a task or on the driver of any timer, whose driver another may be waiting for.
+    pub(crate) fn in_any_task() -> bool {
+        let ids = RUNNING.try_with(|ids| !ids.borrow().is_empty());
+        ids.unwrap_or(false) // none, once the thread's locals are gone
+    }
+
     /// True in a task of this timer, or on its driver, while a driver other than the worker thread
     /// turns: on this thread, or on one that may wait for this task (an executor's job).
     pub(crate) fn is_nested(&self) -> bool {
