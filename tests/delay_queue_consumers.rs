@@ -4,22 +4,14 @@
 
 mod common;
 
-use common::{manual, within};
-use futures::{FutureExt, StreamExt};
+use common::{drain_now, manual, within};
+use futures::StreamExt;
 use hashed_wheel_timer::{DelayQueue, HashedWheelTimer};
 use std::sync::Arc;
 use std::time::Duration;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// Takes what the stream yields now, without waiting.
-fn drain_now<T>(queue: &DelayQueue<T>) -> Vec<T> {
-    let mut stream = queue;
-    std::iter::from_fn(|| stream.next().now_or_never().flatten())
-        .map(|e| e.into_inner())
-        .collect()
 }
 
 /// Consumers on a multi-thread runtime, each in a `select!` of `next()` against a yield (so that

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::manual;
+use common::{drain_now, manual};
 use futures::{FutureExt, StreamExt};
 use hashed_wheel_timer::{DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 use std::sync::Arc;
@@ -12,14 +12,6 @@ use std::time::Duration;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// Takes what the stream yields now, without waiting.
-fn drain_now<T>(queue: &DelayQueue<T>) -> Vec<T> {
-    let mut stream = queue;
-    std::iter::from_fn(|| stream.next().now_or_never().flatten())
-        .map(|e| e.into_inner())
-        .collect()
 }
 
 /// `close()` with fired items not yet taken: they come out, then the end; inserts are refused.

@@ -237,3 +237,12 @@ pub fn assert_stats_add_up(timer: &HashedWheelTimer) {
     );
     assert_eq!(s.pending, timer.pending_timeouts());
 }
+
+/// Takes what a queue's stream yields now, without waiting.
+pub fn drain_now<T>(queue: &DelayQueue<T>) -> Vec<T> {
+    use futures::{FutureExt, StreamExt};
+    let mut stream = queue;
+    std::iter::from_fn(|| stream.next().now_or_never().flatten())
+        .map(|e| e.into_inner())
+        .collect()
+}
