@@ -43,9 +43,10 @@ use waiters::Seat;
 /// consumer drains the stream, with no `Mutex` around it. Several consumers may drain it at once;
 /// each item goes to exactly one of them.
 ///
-/// A handle is one consumer: while the queue is empty it keeps the waker of each task's latest poll
-/// of that handle, and drops them with the handle. Give each consuming task its own clone: up to four tasks may
-/// share one handle (`&DelayQueue` is a stream), and more wake each other at each poll, busy.
+/// A handle is one consumer: while the queue is empty it keeps the waker of each task's latest
+/// poll of that handle, and drops them with the handle. Give each consuming task its own clone: up
+/// to four tasks may share one handle (`&DelayQueue` is a stream); more wake each other at each
+/// poll, busy.
 ///
 /// # Where it differs from tokio-util's
 ///
