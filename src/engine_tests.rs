@@ -37,20 +37,22 @@ mod producer {
         let t = timer.new_timeout(|_| {}, MS * 100).unwrap();
         timer.advance(MS * 70); // filed
         let entry = shared.entry(t.key());
-        let filed = entry.filed();
+        let filed_tick = || shared.lock_core().wheel.filed_tick(&shared.slots, t.key());
+        let filed = filed_tick();
         assert!(entry.in_wheel());
         for n in 1..=1_000u32 {
             assert!(t.reset(MS * 100 + MS * n / 100));
         }
         assert!(shared.mailbox.is_empty(), "nothing queued for the driver");
-        assert_eq!(entry.filed(), filed, "still where the wheel filed it");
+        assert_eq!(filed_tick(), filed, "still where the wheel filed it");
         timer.advance(MS * 29);
-        assert_eq!(entry.filed(), filed, "untouched before the old deadline");
+        assert_eq!(filed_tick(), filed, "untouched before the old deadline");
         timer.advance(MS);
         assert!(t.is_pending(), "found moved at the old deadline");
+        let deadline = shared.clock.to_nanos(t.deadline());
         assert_eq!(
-            shared.clock.to_instant(entry.filed()),
-            t.deadline(),
+            filed_tick(),
+            shared.clock.tick_of(deadline),
             "filed again, once"
         );
         assert!(entry.in_wheel());
@@ -84,8 +86,8 @@ mod producer {
         timer.advance(Duration::ZERO);
         assert!(shared.mailbox.is_empty());
         assert_eq!(
-            shared.entry(t.key()).filed(),
-            shared.clock.to_nanos(t.deadline())
+            shared.lock_core().wheel.filed_tick(&shared.slots, t.key()),
+            shared.clock.tick_of(shared.clock.to_nanos(t.deadline()))
         );
         timer.advance(MS * 10);
         assert!(t.is_expired());

@@ -9,7 +9,7 @@ use loom as base;
 use std as base;
 
 pub(crate) use base::sync::atomic::{
-    fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 pub(crate) use base::sync::{Mutex, MutexGuard};
 pub(crate) use base::thread::yield_now;

@@ -142,7 +142,7 @@ impl Shared {
                     self.slots.release_locked(key); // the wheel's reference
                 }
             } else if entry.in_wheel() {
-                let filed = self.clock.tick_of(entry.filed());
+                let filed = core.wheel.filed_tick(&self.slots, key);
                 if self.clock.tick_of(entry.deadline()) < filed {
                     core.wheel.remove(&self.slots, key);
                     self.file(core, key, ready_by); // with the wheel's reference
@@ -164,7 +164,7 @@ impl Shared {
             self.slots.release_locked(key);
             return;
         }
-        let deadline = entry.file_by_deadline();
+        let deadline = entry.deadline();
         if ready_by.is_some_and(|now| deadline <= now) && !entry.is_periodic() {
             // A cancel from now on finds it in no bucket: the fire's swap
             // decides, and releases the reference.
@@ -172,7 +172,7 @@ impl Shared {
             return;
         }
         let wheel = &mut core.wheel;
-        wheel.insert(&self.slots, key);
+        wheel.insert(&self.slots, key, deadline);
         // Pairs with the fence in `leave_removal_to_driver`: a cancel that
         // raced the insert either sees it filed or is seen here.
         fence(Ordering::SeqCst);

@@ -31,19 +31,21 @@
 //! | `STOPPED` | `CANCELLED` | `cancel()` after `stop()` | = |
 //! | `EXPIRED` | `STOPPED` | `stop()` took back a one-shot job not started, or the executor dropped it unrun | = |
 //!
-//! - `state` holds the *true* deadline, `filed` (the driver's alone) the one the wheel filed it by
-//!   (tokio's "registered vs true deadline"). A reset writes only `state`; at the filed tick the
-//!   driver fires the entry if the true deadline has come (`fire_due`), else files it again; a
-//!   reset to earlier also tells the driver (`intake/producer.rs`). A status change keeps the
-//!   deadline: `Timeout::deadline` reads it in every state.
+//! - `state` holds the *true* deadline, `word`'s high bits (the driver's alone) the tick the wheel
+//!   filed it at (tokio's "registered vs true deadline"). A reset writes only `state`; at the filed
+//!   tick the driver fires the entry if the true deadline has come (`fire_due`), else files it
+//!   again; a reset to earlier also tells the driver (`intake/producer.rs`). A status change keeps
+//!   the deadline: `Timeout::deadline` reads it in every state.
 //! - `RUNNING` counts as pending: the pending count goes down once, by whoever moves
 //!   the entry from `PENDING` or `RUNNING` to a final state.
 //! - Whoever wins the swap out of `PENDING` owns `task`. A periodic runner puts it back *before*
 //!   `RUNNING -> PENDING`, and drops it if that swap fails (cancelled). So the slot's lock is
 //!   contended only by a `Sleep` swapping its waker during a fire, or a cancel racing the put-back.
-//! - `flags`: `PERIODIC` never changes while the slot is occupied; `PANICKED` is set
-//!   once, on an entry out of `PENDING`; `IN_WHEEL`, the driver's to write, says it
-//!   is in a bucket: a cancel reads it to know whether to tell the driver.
+//! - `word`, one atomic for what no one else needs a word of its own for: the slot's lock and its
+//!   task's kind (`with_task`), the flags and the filed tick. Each writer changes only its own bits,
+//!   by a read-modify-write. Flags: `PERIODIC` never changes while the slot is occupied; `PANICKED`
+//!   is set once, on an entry out of `PENDING`; `IN_WHEEL`, the driver's to write, says it is in a
+//!   bucket: a cancel reads it to know whether to tell the driver.
 //! - `prev` and `next`, the wheel's list links (`wheel/list.rs`), are the driver's; `next` also
 //!   links a lane's stack of vacant entries, and `prev` holds a queued entry's lane mark
 //!   (`intake/lane.rs`), written by its producer before the driver can see the key.
@@ -61,7 +63,7 @@ use crate::engine::clock::{Nanos, NEVER};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::packed::{Packed, NONE};
 use crate::engine::entry::task::Task;
-use crate::engine::sync::{spin, AtomicU32, AtomicU64, AtomicU8, Ordering, UnsafeCell};
+use crate::engine::sync::{spin, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use std::task::Waker;
 
 const STATUS: u64 = 0b111;
@@ -70,12 +72,22 @@ const RUNNING: u64 = 1;
 const EXPIRED: u64 = 2;
 const CANCELLED: u64 = 3;
 const STOPPED: u64 = 4;
-const PERIODIC: u8 = 1;
-const IN_WHEEL: u8 = 2;
-const PANICKED: u8 = 4;
-/// `task_word`: this bit while `with_task` holds the slot's lock; above it, the kind of task the
-/// slot holds (`packed.rs`).
-const TASK_LOCKED: u8 = 1;
+/// `word`: this bit while `with_task` holds the slot's lock; above it, the kind of task the slot
+/// holds (`packed.rs`), then the flags; from `TICK_SHIFT` up, the filed tick's low bits.
+const TASK_LOCKED: u32 = 1;
+const KIND: u32 = 0b1110;
+const PERIODIC: u32 = 1 << 4;
+const IN_WHEEL: u32 = 1 << 5;
+const PANICKED: u32 = 1 << 6;
+/// Filed further ahead than the tick's bits reach: the wheel keeps the tick (`wheel/mod.rs`).
+const FAR: u32 = 1 << 7;
+const TICK_SHIFT: u32 = 8;
+/// How far past the wheel's current tick the filed tick's bits reach.
+pub(crate) const TICKS_AHEAD: u64 = (1 << (32 - TICK_SHIFT)) - 1;
+
+fn kind_in(word: u32) -> u8 {
+    ((word & KIND) >> 1) as u8
+}
 
 fn pack(deadline: Nanos, status: u64) -> u64 {
     deadline.min(NEVER) << 3 | status
@@ -124,16 +136,15 @@ pub(crate) fn prefetch<T>(at: &T) {
 /// The most references an entry takes: half the count's range, leaving room for what is in flight.
 const MAX_REFS: u32 = u32::MAX / 2;
 
-/// 48 bytes: entries share cache lines (see `arena.rs`).
+/// 40 bytes: entries share cache lines (see `arena.rs`).
 pub(crate) struct Entry {
     state: AtomicU64,
-    filed: AtomicU64,
+    /// The lock, the task's kind, the flags and the filed tick (ground rules).
+    word: AtomicU32,
     refs: AtomicU32,
     /// Wheel and free-list links: a key + 1, 0 for none.
     prev: AtomicU32,
     next: AtomicU32,
-    flags: AtomicU8,
-    task_word: AtomicU8,
     task: UnsafeCell<Packed>,
 }
 
@@ -144,18 +155,16 @@ unsafe impl Sync for Entry {}
 
 // On 64-bit targets; a 32-bit one's pointers make it smaller.
 #[cfg(all(not(loom), target_pointer_width = "64"))]
-const _: () = assert!(std::mem::size_of::<Entry>() == 48);
+const _: () = assert!(std::mem::size_of::<Entry>() == 40);
 
 impl Entry {
     pub(crate) fn vacant() -> Entry {
         Entry {
             state: AtomicU64::new(STOPPED),
-            filed: AtomicU64::new(0),
+            word: AtomicU32::new(0),
             refs: AtomicU32::new(0),
             prev: AtomicU32::new(0),
             next: AtomicU32::new(0),
-            flags: AtomicU8::new(0),
-            task_word: AtomicU8::new(0),
             task: UnsafeCell::new(Packed::EMPTY),
         }
     }
@@ -171,11 +180,11 @@ impl Entry {
     #[inline(always)]
     pub(crate) fn occupy(&self, deadline: Nanos, task: Task, refs: u32) {
         let periodic = matches!(task, Task::Periodic(_));
-        self.flags
+        // A vacant slot's kind is `NONE`: only flags to set.
+        self.word
             .store(if periodic { PERIODIC } else { 0 }, Ordering::Relaxed);
         self.prev.store(0, Ordering::Relaxed);
         self.next.store(0, Ordering::Relaxed);
-        self.filed.store(deadline, Ordering::Relaxed);
         let old = self.with_task_alone(|slot| slot.replace(task));
         debug_assert!(old.is_none(), "a vacant slot holds no task");
         self.refs.store(refs, Ordering::Relaxed);
@@ -217,24 +226,32 @@ impl Entry {
         deadline_in(self.state.load(Ordering::Acquire))
     }
 
-    /// The deadline the wheel filed it by (driver only).
+    /// The tick the wheel filed it at, no earlier than the wheel's `current` (driver only): the
+    /// first tick from `current` with the low bits kept; `None` if `FAR`.
     #[inline(always)]
-    pub(crate) fn filed(&self) -> Nanos {
-        self.filed.load(Ordering::Relaxed)
+    pub(crate) fn filed_tick(&self, current: u64) -> Option<u64> {
+        let word = self.word.load(Ordering::Relaxed);
+        let low = u64::from(word >> TICK_SHIFT);
+        (word & FAR == 0).then(|| current + (low.wrapping_sub(current) & TICKS_AHEAD))
     }
 
-    pub(crate) fn file_by_deadline(&self) -> Nanos {
-        let deadline = self.deadline();
-        self.filed.store(deadline, Ordering::Relaxed);
-        deadline
+    /// The wheel files it at `tick`, or `far` ahead (driver only): keeps the tick's low bits, and
+    /// sets `IN_WHEEL`, and `FAR` if `far`.
+    pub(crate) fn set_filed(&self, tick: u64, far: bool) {
+        let word = self.word.load(Ordering::Relaxed);
+        debug_assert!(word & (IN_WHEEL | FAR) == 0, "filed twice");
+        let tick_bits = (word ^ (tick as u32) << TICK_SHIFT) >> TICK_SHIFT << TICK_SHIFT;
+        let far = if far { FAR } else { 0 };
+        self.word
+            .fetch_xor(tick_bits | IN_WHEEL | far, Ordering::SeqCst);
     }
 
     fn status(&self) -> u64 {
         self.state.load(Ordering::Acquire) & STATUS
     }
 
-    fn has_flag(&self, flag: u8) -> bool {
-        self.flags.load(Ordering::SeqCst) & flag != 0
+    fn has_flag(&self, flag: u32) -> bool {
+        self.word.load(Ordering::SeqCst) & flag != 0
     }
 
     pub(crate) fn is_periodic(&self) -> bool {
@@ -268,19 +285,16 @@ impl Entry {
     }
 
     pub(crate) fn mark_panicked(&self) {
-        self.flags.fetch_or(PANICKED, Ordering::AcqRel);
+        self.word.fetch_or(PANICKED, Ordering::AcqRel);
     }
 
     pub(crate) fn in_wheel(&self) -> bool {
         self.has_flag(IN_WHEEL)
     }
 
-    pub(crate) fn set_in_wheel(&self, in_wheel: bool) {
-        if in_wheel {
-            self.flags.fetch_or(IN_WHEEL, Ordering::SeqCst);
-        } else {
-            self.flags.fetch_and(!IN_WHEEL, Ordering::SeqCst);
-        }
+    /// Out of the wheel (driver only), which `set_filed` put it in; true if it was `FAR`.
+    pub(crate) fn set_out_of_wheel(&self) -> bool {
+        self.word.fetch_and(!(IN_WHEEL | FAR), Ordering::SeqCst) & FAR != 0
     }
 
     /// One compare-and-swap of `state`: `change` maps the status and
@@ -427,10 +441,10 @@ impl Entry {
     pub(crate) fn with_task<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
         let mut word = 0;
         spin(|| {
-            word = self.task_word.load(Ordering::Relaxed);
+            word = self.word.load(Ordering::Relaxed);
             word & TASK_LOCKED == 0
                 && self
-                    .task_word
+                    .word
                     .compare_exchange_weak(
                         word,
                         word | TASK_LOCKED,
@@ -442,13 +456,13 @@ impl Entry {
         // SAFETY: this thread set `TASK_LOCKED`, which `Unlock` clears only
         // as it returns or unwinds, so nobody else touches the slot meanwhile.
         self.task
-            .with_mut(|slot| unsafe { self.open(slot, word, f) })
+            .with_mut(|slot| unsafe { self.open(slot, word | TASK_LOCKED, f) })
     }
 
     /// `with_task` without the lock (one read-modify-write saved).
     #[inline(always)]
     fn with_task_alone<R>(&self, f: impl FnOnce(&mut Option<Task>) -> R) -> R {
-        let word = self.task_word.load(Ordering::Relaxed);
+        let word = self.word.load(Ordering::Relaxed);
         debug_assert!(word & TASK_LOCKED == 0);
         // SAFETY: only the filler, the last reference's holder or the winning
         // cancel (`take_task_won`) calls this, and nothing else touches `task`
@@ -462,21 +476,23 @@ impl Entry {
     ///
     /// # Safety
     ///
-    /// Nobody else touches `slot` until this returns, and `word` was read after its last write.
+    /// Nobody else touches `slot` until this returns, and `word` was read after its last write
+    /// of the kind (with `TASK_LOCKED` if this thread holds the lock).
     #[inline(always)]
     unsafe fn open<R>(
         &self,
         slot: *mut Packed,
-        word: u8,
+        word: u32,
         f: impl FnOnce(&mut Option<Task>) -> R,
     ) -> R {
         // SAFETY: the caller's promise; `word` holds the kind of the task packed there, and the
         // `Unlock` below writes the slot again before anyone else may read it.
-        let task = unsafe { slot.read().unpack(word >> 1) };
+        let task = unsafe { slot.read().unpack(kind_in(word)) };
         let mut guard = Unlock {
             entry: self,
             slot,
             task,
+            word,
         };
         f(&mut guard.task)
     }
@@ -494,7 +510,7 @@ impl Entry {
     /// Empties a slot whose last reference is gone; returns any task left.
     #[inline(always)]
     pub(crate) fn vacate(&self) -> Option<Task> {
-        if self.task_word.load(Ordering::Relaxed) >> 1 == NONE {
+        if kind_in(self.word.load(Ordering::Relaxed)) == NONE {
             return None; // the common case: fired or cancelled, task taken
         }
         self.with_task_alone(Option::take)
@@ -527,6 +543,8 @@ struct Unlock<'a> {
     entry: &'a Entry,
     slot: *mut Packed,
     task: Option<Task>,
+    /// `open`'s: the kind it found, and `TASK_LOCKED` if it holds the lock.
+    word: u32,
 }
 
 impl Drop for Unlock<'_> {
@@ -535,7 +553,9 @@ impl Drop for Unlock<'_> {
         let (kind, packed) = Packed::pack(self.task.take());
         // SAFETY: the slot is still this thread's alone (`open`), and its bytes were moved out.
         unsafe { self.slot.write(packed) };
-        self.entry.task_word.store(kind << 1, Ordering::Release);
+        // The kind's bits and the lock flip; the flags and the tick stay as others wrote them.
+        let flip = (u32::from(kind) << 1 ^ self.word) & (KIND | TASK_LOCKED);
+        self.entry.word.fetch_xor(flip, Ordering::Release);
     }
 }
 

@@ -1,6 +1,6 @@
 //! `Packed`: an entry's `Option<Task>` in 16 bytes. Its variant lives apart, in spare bits of
-//! the entry's `task_word`, so an entry is 48 bytes; an `Option<Task>` (three variants of 16
-//! bytes, and a tag) made it 56.
+//! the entry's `word`, so an entry is 40 bytes; an `Option<Task>` (three variants of 16 bytes,
+//! and a tag) made it 48.
 
 use std::mem::ManuallyDrop;
 use std::task::Waker;

@@ -42,9 +42,8 @@ fn one_shot_fire_cancel_stop_and_reset_exclude_each_other() {
     // A reset moves the deadline in force, and races the fire.
     let e = Entry::new(100, Task::Wake(None));
     assert_eq!(e.try_reset(300), Some(100));
-    assert_eq!((e.deadline(), e.filed()), (300, 100));
+    assert_eq!(e.deadline(), 300);
     assert_eq!(e.fire_due(200), Fire::Later, "due where it is filed only");
-    assert_eq!(e.file_by_deadline(), 300);
     assert_eq!(e.fire_due(300), Fire::Won);
     assert_eq!(e.try_reset(400), None, "spent");
     assert_eq!(e.deadline(), 300, "kept once expired");
@@ -208,4 +207,48 @@ fn retain_past_the_limit_aborts_rather_than_wraps() {
         Some(6),
         "the child did not die of SIGABRT"
     );
+}
+
+/// The lock, the task's kind, the flags and the filed tick share `word`: each writer's
+/// read-modify-write leaves the others' bits as they were.
+#[test]
+fn the_words_parts_are_written_apart() {
+    let e = periodic();
+    e.set_filed(5 + (3 << 24), false);
+    assert_eq!(
+        e.filed_tick(3 << 24),
+        Some(5 + (3 << 24)),
+        "from current on"
+    );
+    assert_eq!(
+        e.filed_tick(5 + (3 << 24)),
+        Some(5 + (3 << 24)),
+        "current itself"
+    );
+    assert_eq!(
+        e.filed_tick(6 + (3 << 24)),
+        Some(5 + (4 << 24)),
+        "TICKS_AHEAD past current"
+    );
+    assert!(e.in_wheel() && e.is_periodic());
+    let task = e.with_task(|slot| {
+        assert!(e.word.load(Ordering::Relaxed) & TASK_LOCKED != 0);
+        e.mark_panicked(); // another writer, under the lock
+        slot.take()
+    });
+    assert!(matches!(task, Some(Task::Periodic(_))));
+    assert_eq!(kind_in(e.word.load(Ordering::Relaxed)), NONE);
+    e.put_task(Task::Wake(None));
+    assert!(matches!(e.take_task(), Some(Task::Wake(None))));
+    assert!(
+        e.is_panicked() && e.is_periodic() && e.in_wheel(),
+        "flags kept"
+    );
+    assert_eq!(e.filed_tick(3 << 24), Some(5 + (3 << 24)), "tick kept");
+    assert!(!e.set_out_of_wheel(), "not far");
+    assert!(!e.in_wheel() && e.is_panicked());
+    e.set_filed(u64::MAX, true);
+    assert_eq!(e.filed_tick(0), None, "far: the wheel keeps it");
+    assert!(e.set_out_of_wheel() && e.filed_tick(0).is_some());
+    assert_eq!(e.word.load(Ordering::Relaxed) & TASK_LOCKED, 0);
 }

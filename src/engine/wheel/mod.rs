@@ -11,20 +11,20 @@
 //!
 //! Buckets and rounds are lists through the entries' own links (`list.rs`), in insertion order: no
 //! memory per entry, and equal deadlines stay FIFO. Insert, cancel and expire are O(1) but for
-//! `overflow`'s O(log rounds). An entry's tick is not stored: it is its filed deadline's tick, or,
-//! if that tick was processed before the entry arrived, the next one. So a late entry's tick is
-//! `current + 1` (at a cascade, the round's first).
+//! `overflow`'s O(log rounds). An entry's tick is its deadline's when filed, or, if that tick was
+//! processed before the entry arrived, the next one (`current + 1`). The entry keeps the tick's low
+//! bits (`Entry::set_filed`); one filed further ahead than they reach, `far` keeps whole.
 
 mod bitmap;
 mod list;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU64;
 
 use crate::engine::clock::{earliest, tick_of, Nanos};
 use crate::engine::entry::arena::Slots;
 use crate::engine::entry::key::Key;
-use crate::engine::entry::Entry;
+use crate::engine::entry::TICKS_AHEAD;
 use bitmap::Bitmap;
 use list::List;
 
@@ -40,6 +40,8 @@ pub(crate) struct Wheel {
     buckets: Vec<Option<NonZeroU64>>,
     occupied: Bitmap,
     overflow: BTreeMap<u64, List>,
+    /// The ticks of entries filed more than `TICKS_AHEAD` ticks ahead.
+    far: HashMap<Key, u64>,
     shift: u32,
     mask: u64,
     tick_nanos: u64,
@@ -55,6 +57,7 @@ impl Wheel {
             buckets: vec![None; ticks_per_wheel],
             occupied: Bitmap::new(ticks_per_wheel),
             overflow: BTreeMap::new(),
+            far: HashMap::new(),
             shift: ticks_per_wheel.trailing_zeros(),
             mask: ticks_per_wheel as u64 - 1,
             tick_nanos,
@@ -77,32 +80,41 @@ impl Wheel {
         self.current
     }
 
-    /// Files `key` at its tick: late, never early.
-    pub(crate) fn insert(&mut self, slots: &Slots, key: Key) {
-        let entry = slots.get(key);
-        entry.set_in_wheel(true);
-        let place = self.place_of(self.tick_in_wheel(entry));
-        self.with_list(place, |list| list.push_back(slots, key));
+    /// Files `key` at `deadline`'s tick: late, never early.
+    pub(crate) fn insert(&mut self, slots: &Slots, key: Key, deadline: Nanos) {
+        let tick = tick_of(deadline, self.tick_nanos).max(self.current.saturating_add(1));
+        let far = tick - self.current > TICKS_AHEAD;
+        if far {
+            self.far.insert(key, tick);
+        }
+        slots.get(key).set_filed(tick, far);
+        self.with_list(self.place_of(tick), |list| list.push_back(slots, key));
         self.len += 1;
     }
 
     /// Takes `key` out of the wheel; false if it was not there.
     pub(crate) fn remove(&mut self, slots: &Slots, key: Key) -> bool {
-        let entry = slots.get(key);
-        if !entry.in_wheel() {
+        if !slots.get(key).in_wheel() {
             return false;
         }
-        let place = self.place_of(self.tick_in_wheel(entry));
+        let place = self.place_of(self.filed_tick(slots, key));
         self.with_list(place, |list| list.unlink(slots, key));
-        entry.set_in_wheel(false);
-        self.len -= 1;
+        self.took_out(slots, key);
         true
     }
 
-    /// The tick of an entry in the wheel (or about to enter it).
-    fn tick_in_wheel(&self, entry: &Entry) -> u64 {
-        let tick = tick_of(entry.filed(), self.tick_nanos);
-        tick.max(self.current.saturating_add(1))
+    /// The tick `key`, in the wheel, was filed at.
+    pub(crate) fn filed_tick(&self, slots: &Slots, key: Key) -> u64 {
+        let filed = slots.get(key).filed_tick(self.current);
+        filed.unwrap_or_else(|| self.far[&key])
+    }
+
+    /// `key` has left its list.
+    fn took_out(&mut self, slots: &Slots, key: Key) {
+        if slots.get(key).set_out_of_wheel() {
+            self.far.remove(&key);
+        }
+        self.len -= 1;
     }
 
     /// The next occupied bucket's tick, or the first overflow round's start.
@@ -124,10 +136,9 @@ impl Wheel {
         let Place::Round(round) = self.place_of(tick) else {
             return Some(tick);
         };
-        let round_start = round << self.shift;
         let list = self.overflow.get(&round)?;
         list.iter(slots)
-            .map(|key| tick_of(slots.get(key).filed(), self.tick_nanos).max(round_start))
+            .map(|key| self.filed_tick(slots, key))
             .min()
     }
 
@@ -155,8 +166,8 @@ impl Wheel {
     }
 
     /// Takes out of the next tick's bucket (a round's first: its round in `overflow`, if
-    /// `rounds_too`, as that walks the round), in order, the one-shot keys filed, or reset earlier
-    /// within their tick, by `now`, before the tick ends: a tokio clock's driver turns where tokio
+    /// `rounds_too`, as that walks the round), in order, the one-shot keys due by `now`, before
+    /// the tick ends: a tokio clock's driver turns where tokio
     /// wakes it, on tokio's millisecond, not the wheel's (`worker.rs`). A periodic key waits for
     /// its tick, to run at most once a tick.
     pub(crate) fn expire_filed_by(
@@ -176,10 +187,9 @@ impl Wheel {
         while let Some(key) = next {
             let entry = slots.get(key);
             next = entry.next_link();
-            if entry.filed().min(entry.deadline()) <= now && !entry.is_periodic() {
+            if entry.deadline() <= now && !entry.is_periodic() {
                 list.unlink(slots, key);
-                entry.set_in_wheel(false);
-                self.len -= 1;
+                self.took_out(slots, key);
                 due.push(key);
             }
         }
@@ -191,11 +201,8 @@ impl Wheel {
         let Some(mut list) = self.overflow.remove(&round) else {
             return;
         };
-        let round_start = round << self.shift;
         while let Some(key) = list.pop_front(slots) {
-            // A late arrival filed into this round is due at its first tick.
-            let tick = tick_of(slots.get(key).filed(), self.tick_nanos).max(round_start);
-            let bucket = (tick & self.mask) as usize;
+            let bucket = (self.filed_tick(slots, key) & self.mask) as usize;
             self.with_list(Place::Bucket(bucket), |list| list.push_back(slots, key));
         }
     }
@@ -214,8 +221,7 @@ impl Wheel {
 
     fn drain_list(&mut self, slots: &Slots, mut list: List, out: &mut Vec<Key>) {
         while let Some(key) = list.pop_front(slots) {
-            slots.get(key).set_in_wheel(false);
-            self.len -= 1;
+            self.took_out(slots, key);
             out.push(key);
         }
     }
@@ -264,7 +270,7 @@ mod tests {
 
     fn insert(wheel: &mut Wheel, slots: &Slots, deadline: u64) -> Key {
         let key = slots.insert(deadline, Task::Wake(None), 1).unwrap();
-        wheel.insert(slots, key);
+        wheel.insert(slots, key, deadline);
         key
     }
 
