@@ -63,10 +63,7 @@ enum Time {
         /// Where the running `advance` will leave `now`.
         target: AtomicU64,
     },
-    Tokio {
-        handle: tokio::runtime::Handle,
-        start: tokio::time::Instant,
-    },
+    Tokio(tokio::runtime::Handle),
 }
 
 impl Clock {
@@ -87,7 +84,7 @@ impl Clock {
                     tokio::time::Instant::now()
                 };
                 let real_time = handle.runtime_flavor() == RuntimeFlavor::MultiThread;
-                (start.into_std(), Time::Tokio { handle, start }, real_time)
+                (start.into_std(), Time::Tokio(handle), real_time)
             }
         };
         Clock {
@@ -105,11 +102,12 @@ impl Clock {
         READS.with(|reads| reads.set(reads.get() + 1));
         match &self.time {
             Time::Manual { now, .. } => now.load(Ordering::Acquire),
-            Time::Tokio { handle, start } if !self.real_time => {
+            Time::Tokio(handle) if !self.real_time => {
                 // Enter it whatever the thread: tokio reads the current
                 // runtime's clock, maybe another runtime's or the real one.
                 let _entered = handle.enter();
-                saturating_nanos(tokio::time::Instant::now().saturating_duration_since(*start))
+                let now = tokio::time::Instant::now().into_std();
+                saturating_nanos(now.saturating_duration_since(self.start))
             }
             _ => saturating_nanos(self.start.elapsed()),
         }
@@ -150,18 +148,9 @@ impl Clock {
 
     pub(crate) fn tokio_runtime(&self) -> Option<&tokio::runtime::Handle> {
         match &self.time {
-            Time::Tokio { handle, .. } => Some(handle),
+            Time::Tokio(handle) => Some(handle),
             _ => None,
         }
-    }
-
-    /// `at` as a tokio `Instant`, for the driver's sleep; `None` on other clocks.
-    pub(crate) fn tokio_instant(&self, at: Nanos) -> Option<tokio::time::Instant> {
-        let Time::Tokio { start, .. } = &self.time else {
-            return None;
-        };
-        let at = start.checked_add(Duration::from_nanos(at));
-        Some(at.unwrap_or_else(|| *start + FAR_FUTURE))
     }
 
     /// Moves a manual clock forward to `to`; never backwards.

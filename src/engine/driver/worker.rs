@@ -109,9 +109,8 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
                 shared.counts.note_wakeup();
             }
             Round::Sleep(Some(wake_at)) => {
-                let Some(at) = shared.clock.tokio_instant(tokio_wake(shared, wake_at)) else {
-                    return; // not a tokio clock: never spawned for one
-                };
+                // On a tokio clock, a tokio `Instant` is the same instant.
+                let at = shared.clock.to_instant(tokio_wake(shared, wake_at)).into();
                 let woken = std::pin::pin!(notify.notified());
                 let mut sleep = std::pin::pin!(tokio::time::sleep_until(at));
                 let turn = Arc::new(TurnWaker {
