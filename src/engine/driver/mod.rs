@@ -38,6 +38,7 @@ pub(crate) const IDLE: u64 = u64::MAX;
 crate::engine::sync::thread_local! {
     /// Ids of the timers this thread drives or runs a task of, innermost last (one may drive
     /// another), however deep.
+    #[allow(clippy::missing_const_for_thread_local)] // loom's `thread_local!` takes no `const`
     static RUNNING: RefCell<Vec<u64>> = RefCell::new(Vec::new());
 }
 
