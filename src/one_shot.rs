@@ -3,7 +3,6 @@
 use std::time::{Duration, Instant};
 
 use crate::engine::entry::task::Task;
-use crate::timer_task::Closure;
 use crate::{HashedWheelTimer, Timeout, TimerError, TimerTask};
 
 impl HashedWheelTimer {
@@ -26,8 +25,7 @@ impl HashedWheelTimer {
     where
         F: FnOnce(&Timeout) -> R + Send + 'static,
     {
-        let task = Closure(move |t: &Timeout| drop(task(t)));
-        self.schedule_entry(self.now_and_after(delay), Task::callback(Box::new(task)))
+        self.new_timeout_task(move |t: &Timeout| drop(task(t)), delay)
     }
 
     /// [`new_timeout`](Self::new_timeout) for any [`TimerTask`].
@@ -52,8 +50,7 @@ impl HashedWheelTimer {
     where
         F: FnOnce(&Timeout) -> R + Send + 'static,
     {
-        let task = Task::callback(Box::new(Closure(move |t: &Timeout| drop(task(t)))));
-        self.schedule_entry(self.now_and_at(deadline.into()), task)
+        self.new_timeout_task_at(move |t: &Timeout| drop(task(t)), deadline)
     }
 
     /// [`new_timeout_task`](Self::new_timeout_task) at an absolute `deadline`, as

@@ -184,10 +184,8 @@ impl Sleep {
     /// would carry a saturation, at that clock's start); from a manual one, shifted as the move
     /// shifted it.
     fn nanos_of(&self, deadline: Instant) -> Nanos {
-        if !self.moved {
-            return self.timer.shared().clock.to_nanos(deadline);
-        }
-        if !self.timer.shared().clock.is_manual() {
+        // Not moved, `home()` is our timer.
+        if !self.moved || !self.timer.shared().clock.is_manual() {
             return self.home().shared().clock.to_nanos(deadline);
         }
         match deadline.checked_duration_since(self.deadline) {

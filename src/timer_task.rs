@@ -82,22 +82,6 @@ impl<T: TimerTask> Callback for T {
     }
 }
 
-/// A closure from `new_timeout`. It has no cancel hook, so a cancel costs no downcast.
-pub(crate) struct Closure<F>(pub(crate) F);
-
-impl<F> Callback for Closure<F>
-where
-    F: FnOnce(&Timeout) + Send + 'static,
-{
-    #[inline]
-    fn run(self: Box<Self>, timeout: &dyn Any) {
-        (self.0)(timeout_of(timeout))
-    }
-
-    #[inline]
-    fn cancelled(self: Box<Self>, _: &dyn Any) {}
-}
-
 /// The task of a stopped timeout as a [`TimerTask`] that runs it once, for [`Timeout::take_task`];
 /// `None` for a future's waker. A delay-queue item's task, run, hands the item to the queue's
 /// stream, as its deadline would have.

@@ -6,7 +6,6 @@
 //! The locks are loom's under `cfg(loom)`, so that the models in `tests/loom/` see them.
 
 use crate::engine::sync::{lock, Mutex, MutexGuard};
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
@@ -184,12 +183,7 @@ pub(crate) fn shards<S>(make: impl FnMut(usize) -> S) -> Box<[CachePadded<Mutex<
 fn thread_hint() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
-        static HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+        static HINT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
     }
-    HINT.with(|hint| {
-        if hint.get() == usize::MAX {
-            hint.set(NEXT.fetch_add(1, Ordering::Relaxed));
-        }
-        hint.get()
-    })
+    HINT.with(|hint| *hint)
 }

@@ -1,6 +1,6 @@
 //! The timer's own time: nanoseconds since its start, and tick arithmetic.
 //!
-//! A timer reads one of three clocks (`Time`: real, manual or a tokio runtime's). `Clock::now` is
+//! A timer reads one of three clocks (`Source`: real, manual or a tokio runtime's). `Clock::now` is
 //! the one reading: deadlines, `remaining()` and firing all take it (invariant 8). Times and
 //! deadlines saturate at `NEVER`: a huge delay never overflows.
 
@@ -38,7 +38,11 @@ thread_local! {
 pub(crate) struct Clock {
     /// What `to_instant` and `to_nanos` count from, on every clock.
     start: Instant,
-    time: Time,
+    source: Source,
+    /// Manual clock only: what `now()` reads; during `advance`, the tick being fired.
+    manual_now: AtomicU64,
+    /// Manual clock only: where the running `advance` will leave `manual_now`.
+    manual_target: AtomicU64,
     /// `now()` is `start.elapsed()`: on the real clock, and on a tokio
     /// runtime's that cannot be paused (only a current-thread one's can).
     real_time: bool,
@@ -47,52 +51,30 @@ pub(crate) struct Clock {
     last_tick: u64,
 }
 
+/// The clock a timer reads, and what reading it takes.
 pub(crate) enum Source {
+    /// `Instant::now()`, since `Clock::start`.
     Real,
     Manual,
     Tokio(tokio::runtime::Handle),
 }
 
-/// The clock a timer reads, and what reading it takes.
-enum Time {
-    /// `Instant::now()`, since `Clock::start`.
-    Real,
-    Manual {
-        /// What `now()` reads; during `advance`, the tick being fired.
-        now: AtomicU64,
-        /// Where the running `advance` will leave `now`.
-        target: AtomicU64,
-    },
-    Tokio {
-        handle: tokio::runtime::Handle,
-        start: tokio::time::Instant,
-    },
-}
-
 impl Clock {
     pub(crate) fn of(tick_nanos: u64, source: Source) -> Clock {
-        let (start, time, real_time) = match source {
-            Source::Real => (Instant::now(), Time::Real, true),
-            Source::Manual => (
-                Instant::now(),
-                Time::Manual {
-                    now: AtomicU64::new(0),
-                    target: AtomicU64::new(0),
-                },
-                false,
-            ),
+        let (start, real_time) = match &source {
+            Source::Real => (Instant::now(), true),
+            Source::Manual => (Instant::now(), false),
             Source::Tokio(handle) => {
-                let start = {
-                    let _entered = handle.enter();
-                    tokio::time::Instant::now()
-                };
+                let _entered = handle.enter();
                 let real_time = handle.runtime_flavor() == RuntimeFlavor::MultiThread;
-                (start.into_std(), Time::Tokio { handle, start }, real_time)
+                (tokio::time::Instant::now().into_std(), real_time)
             }
         };
         Clock {
             start,
-            time,
+            source,
+            manual_now: AtomicU64::new(0),
+            manual_target: AtomicU64::new(0),
             real_time,
             tick_nanos,
             last_tick: tick_of(NEVER, tick_nanos) - 1,
@@ -103,13 +85,14 @@ impl Clock {
     pub(crate) fn now(&self) -> Nanos {
         #[cfg(all(test, not(loom)))]
         READS.with(|reads| reads.set(reads.get() + 1));
-        match &self.time {
-            Time::Manual { now, .. } => now.load(Ordering::Acquire),
-            Time::Tokio { handle, start } if !self.real_time => {
+        match &self.source {
+            Source::Manual => self.manual_now.load(Ordering::Acquire),
+            Source::Tokio(handle) if !self.real_time => {
                 // Enter it whatever the thread: tokio reads the current
                 // runtime's clock, maybe another runtime's or the real one.
                 let _entered = handle.enter();
-                saturating_nanos(tokio::time::Instant::now().saturating_duration_since(*start))
+                let now = tokio::time::Instant::now().into_std();
+                saturating_nanos(now.saturating_duration_since(self.start))
             }
             _ => saturating_nanos(self.start.elapsed()),
         }
@@ -129,7 +112,7 @@ impl Clock {
     }
 
     pub(crate) fn is_real(&self) -> bool {
-        matches!(self.time, Time::Real)
+        matches!(self.source, Source::Real)
     }
 
     /// True if `now()` is the real time (the real clock, or a tokio clock
@@ -145,37 +128,25 @@ impl Clock {
     }
 
     pub(crate) fn is_manual(&self) -> bool {
-        matches!(self.time, Time::Manual { .. })
+        matches!(self.source, Source::Manual)
     }
 
     pub(crate) fn tokio_runtime(&self) -> Option<&tokio::runtime::Handle> {
-        match &self.time {
-            Time::Tokio { handle, .. } => Some(handle),
+        match &self.source {
+            Source::Tokio(handle) => Some(handle),
             _ => None,
         }
-    }
-
-    /// `at` as a tokio `Instant`, for the driver's sleep; `None` on other clocks.
-    pub(crate) fn tokio_instant(&self, at: Nanos) -> Option<tokio::time::Instant> {
-        let Time::Tokio { start, .. } = &self.time else {
-            return None;
-        };
-        let at = start.checked_add(Duration::from_nanos(at));
-        Some(at.unwrap_or_else(|| *start + FAR_FUTURE))
     }
 
     /// Moves a manual clock forward to `to`; never backwards.
     pub(crate) fn set_manual(&self, to: Nanos) {
-        if let Time::Manual { now, .. } = &self.time {
-            now.fetch_max(to.min(NEVER), Ordering::AcqRel);
+        if self.is_manual() {
+            self.manual_now.fetch_max(to.min(NEVER), Ordering::AcqRel);
         }
     }
 
     pub(crate) fn manual_target(&self) -> Option<&AtomicU64> {
-        match &self.time {
-            Time::Manual { target, .. } => Some(target),
-            _ => None,
-        }
+        self.is_manual().then_some(&self.manual_target)
     }
 
     pub(crate) fn to_instant(&self, nanos: Nanos) -> Instant {

@@ -1,6 +1,6 @@
-//! Synchronisation primitives: std's, or loom's under `cfg(loom)` for the models in
-//! `tests/loom/`. Statics (timer ids, the live-timer count) stay std's: loom's types cannot be
-//! statics. The engine's queues are crossbeam's `SegQueue`, or under loom a locked `VecDeque`, so
+//! Synchronisation primitives and `thread_local!`: std's, or loom's under `cfg(loom)` for the
+//! models in `tests/loom/`. Statics (timer ids, the live-timer count) stay std's: loom's types
+//! cannot be statics. The engine's queues are crossbeam's `SegQueue`, or under loom a locked `VecDeque`, so
 //! that loom sees a push happen before the pop that takes it.
 
 #[cfg(loom)]
@@ -13,6 +13,7 @@ pub(crate) use base::sync::atomic::{
 };
 pub(crate) use base::sync::{Mutex, MutexGuard};
 pub(crate) use base::thread::yield_now;
+pub(crate) use base::thread_local;
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;

@@ -35,15 +35,10 @@ pub(crate) const BUSY: u64 = 0;
 /// `planned_wake` while the driver sleeps with nothing to wait for.
 pub(crate) const IDLE: u64 = u64::MAX;
 
-#[cfg(not(loom))]
-thread_local! {
+crate::engine::sync::thread_local! {
     /// Ids of the timers this thread drives or runs a task of, innermost last (one may drive
     /// another), however deep.
-    static RUNNING: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
-}
-
-#[cfg(loom)]
-loom::thread_local! {
+    #[allow(clippy::missing_const_for_thread_local)] // loom's `thread_local!` takes no `const`
     static RUNNING: RefCell<Vec<u64>> = RefCell::new(Vec::new());
 }
 

@@ -7,13 +7,12 @@
 //! **On a tokio runtime** (`Builder::tokio_clock`) the driver is a task (`spawn_on_tokio`): the
 //! same rounds, waiting on `sleep_until` (`tokio_wake`) or a producer's `Notify`, so a paused
 //! runtime moves the timer as its own timers. The sleep's waker turns the wheel before it wakes the
-//! task (`TurnOnWake`): what is due at an instant has fired when tokio's own timers of that instant
+//! task (`TurnWaker`): what is due at an instant has fired when tokio's own timers of that instant
 //! wake. A round holds the driver lock (`stop()` waits for it), never across an `await`.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Weak};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 use std::thread;
 use std::time::Duration;
 
@@ -110,18 +109,21 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
                 shared.counts.note_wakeup();
             }
             Round::Sleep(Some(wake_at)) => {
-                let Some(at) = shared.clock.tokio_instant(tokio_wake(shared, wake_at)) else {
-                    return; // not a tokio clock: never spawned for one
-                };
+                // On a tokio clock, a tokio `Instant` is the same instant.
+                let at = shared.clock.to_instant(tokio_wake(shared, wake_at)).into();
                 let woken = std::pin::pin!(notify.notified());
-                let slept = TurnOnWake {
-                    inner: Box::pin(tokio::time::sleep_until(at)),
-                    waker: Arc::new(TurnWaker {
-                        shared: Arc::downgrade(shared),
-                        task: AtomicWaker::new(),
-                    }),
-                };
-                select(woken, std::pin::pin!(slept)).await;
+                let mut sleep = std::pin::pin!(tokio::time::sleep_until(at));
+                let turn = Arc::new(TurnWaker {
+                    shared: Arc::downgrade(shared),
+                    task: AtomicWaker::new(),
+                });
+                // The sleep, polled with a waker that turns the wheel, then wakes this task.
+                let slept = std::future::poll_fn(|cx| {
+                    turn.task.register(cx.waker());
+                    let waker = Waker::from(turn.clone());
+                    sleep.as_mut().poll(&mut Context::from_waker(&waker))
+                });
+                select(woken, slept).await;
                 shared.counts.note_wakeup();
             }
         }
@@ -157,25 +159,10 @@ impl Shared {
     }
 }
 
-/// A future whose waker turns the wheel, then wakes the task polling it.
-struct TurnOnWake<F> {
-    inner: Pin<Box<F>>,
-    waker: Arc<TurnWaker>,
-}
-
+/// The driver's sleep's waker: it turns the wheel, then wakes the task polling the sleep.
 struct TurnWaker {
     shared: Weak<Shared>,
     task: AtomicWaker,
-}
-
-impl<F: Future> Future for TurnOnWake<F> {
-    type Output = F::Output;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.waker.task.register(cx.waker());
-        let waker = Waker::from(self.waker.clone());
-        self.inner.as_mut().poll(&mut Context::from_waker(&waker))
-    }
 }
 
 impl Wake for TurnWaker {

@@ -202,13 +202,7 @@ impl Drop for Index {
     }
 }
 
-#[cfg(not(loom))]
-thread_local! {
-    static INDEX: Index = Index(with_pool(Pool::take));
-}
-
-#[cfg(loom)]
-loom::thread_local! {
+crate::engine::sync::thread_local! {
     static INDEX: Index = Index(with_pool(Pool::take));
 }
 
