@@ -3,6 +3,7 @@
 //! never names the face.
 
 use crate::engine::sync::Ordering::SeqCst;
+use crate::timer::tests::in_wheel;
 use crate::HashedWheelTimer;
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ mod producer {
             );
         }
         timer.advance(Duration::ZERO);
-        assert_eq!(shared.lock_core().wheel.len(), 0, "both taken out");
+        assert_eq!(in_wheel(&timer), 0, "both taken out");
         let t = timer.new_timeout(|_| {}, MS * 100).unwrap();
         timer.advance(MS * 70); // filed
         let entry = shared.entry(t.key());
@@ -71,10 +72,10 @@ mod producer {
         assert!(later.reset(MS * 300));
         assert!(earlier.reset(MS * 5));
         timer.advance(Duration::ZERO); // the earlier one filed again
-        assert_eq!(shared.lock_core().wheel.len(), 2);
+        assert_eq!(in_wheel(&timer), 2);
         assert!(later.cancel() && earlier.cancel());
         timer.advance(MS);
-        assert_eq!(shared.lock_core().wheel.len(), 0, "both out within a tick");
+        assert_eq!(in_wheel(&timer), 0, "both out within a tick");
         drop((later, earlier));
         assert_eq!(shared.live(), 0, "both slots came back");
         timer.advance(MS * 500); // nothing left to fire or to find
@@ -163,8 +164,7 @@ pub(crate) mod worker {
             .new_timeout_at(|_| {}, start + tick * 29 / 10)
             .unwrap();
         let planned = || shared.planned_wake.load(SeqCst);
-        let filed_and_asleep =
-            || shared.lock_core().wheel.len() == 2 && planned() != BUSY && planned() != IDLE;
+        let filed_and_asleep = || in_wheel(&timer) == 2 && planned() != BUSY && planned() != IDLE;
         assert!(eventually(filed_and_asleep), "filed both, asleep");
         let to = start + tick * 21 / 10;
         assert!(reset.reset_at(to));

@@ -316,7 +316,7 @@ pub(crate) mod tests {
 
     /// Entries filed in the wheel (not those still in the intake).
     pub(crate) fn in_wheel(timer: &HashedWheelTimer) -> usize {
-        timer.shared().lock_core().wheel.len()
+        timer.shared().lock_core().wheel.len(&timer.shared().slots)
     }
 
     const MS: Duration = Duration::from_millis(1);

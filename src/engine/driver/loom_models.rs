@@ -47,7 +47,7 @@ fn arrival_against_plan(delay: Duration) {
         let deadline = shared.entry(t.key()).deadline();
         // A producer wakes only a driver whose published plan it read: one
         // that reads `BUSY` never does.
-        let filed = shared.lock_core().wheel.len() == 1;
+        let filed = shared.lock_core().wheel.len(&shared.slots) == 1;
         let looks_in_time = matches!(planned, Ok(Some(wake)) if wake <= deadline);
         assert!(
             woken || planned.is_err() || filed || looks_in_time,
@@ -116,7 +116,7 @@ fn loom_models_a_batched_cancel_and_a_cancel_of_a_filed_timeout_against_the_work
         timer.advance(MS * 70); // filed into the wheel
         let (round, woken, ()) = round_against(&timer, move || assert!(t.cancel()));
         let shared = timer.shared();
-        let removed = shared.lock_core().wheel.len() == 0;
+        let removed = shared.lock_core().wheel.len(&shared.slots) == 0;
         let tick_end = shared.clock.now() + shared.clock.time_of(1);
         let wakes_in_time = matches!(round, Ok(Some(wake)) if wake <= tick_end);
         assert!(

@@ -47,7 +47,7 @@ impl Shared {
             while core.wheel.expire_next(&self.slots, upto, due).is_some() {}
             if upto == now_tick && self.clock.tokio_runtime().is_some() {
                 let paused = !self.clock.reads_real_time(); // then a round's list too
-                core.wheel.expire_filed_by(&self.slots, now, paused, due);
+                core.wheel.expire_due_by(&self.slots, now, paused, due);
             }
             // After the wheel's keys: a tie fires in filing order, and the
             // wheel's were filed first (`fire` sorts stably).

@@ -134,7 +134,7 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
 /// a sleep at its own next millisecond, not at the wheel's: asked for the tick's end, a timeout
 /// would wait for both. So it is asked for the tick's start, once that is ahead, else (on a clock
 /// that can be paused) for tokio's next millisecond, and the turn there fires what is due by then
-/// (`Wheel::expire_filed_by`); the rest at the tick's end, or with the next tick's.
+/// (`Wheel::expire_due_by`); the rest at the tick's end, or with the next tick's.
 fn tokio_wake(shared: &Shared, wake_at: Nanos) -> Nanos {
     let start = wake_at.saturating_sub(shared.config.tick_nanos) + 1;
     let now = shared.clock.now();

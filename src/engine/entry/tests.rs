@@ -213,22 +213,15 @@ fn retain_past_the_limit_aborts_rather_than_wraps() {
 /// read-modify-write leaves the others' bits as they were.
 #[test]
 fn the_words_parts_are_written_apart() {
+    const AT: u64 = 3 << 24; // a current tick whose low 24 bits are 0
     let e = periodic();
-    e.set_filed(5 + (3 << 24), false);
+    e.set_filed(AT + 5, false);
+    assert_eq!(e.filed_tick(AT), Some(AT + 5), "from current on");
+    assert_eq!(e.filed_tick(AT + 5), Some(AT + 5), "current itself");
     assert_eq!(
-        e.filed_tick(3 << 24),
-        Some(5 + (3 << 24)),
-        "from current on"
-    );
-    assert_eq!(
-        e.filed_tick(5 + (3 << 24)),
-        Some(5 + (3 << 24)),
-        "current itself"
-    );
-    assert_eq!(
-        e.filed_tick(6 + (3 << 24)),
-        Some(5 + (4 << 24)),
-        "TICKS_AHEAD past current"
+        e.filed_tick(AT + 6),
+        Some(AT + 5 + (1 << 24)),
+        "TICKS_AHEAD past it"
     );
     assert!(e.in_wheel() && e.is_periodic());
     let task = e.with_task(|slot| {
@@ -240,11 +233,11 @@ fn the_words_parts_are_written_apart() {
     assert_eq!(kind_in(e.word.load(Ordering::Relaxed)), NONE);
     e.put_task(Task::Wake(None));
     assert!(matches!(e.take_task(), Some(Task::Wake(None))));
+    let flags_kept = e.is_panicked() && e.is_periodic() && e.in_wheel();
     assert!(
-        e.is_panicked() && e.is_periodic() && e.in_wheel(),
-        "flags kept"
+        flags_kept && e.filed_tick(AT) == Some(AT + 5),
+        "flags and tick kept"
     );
-    assert_eq!(e.filed_tick(3 << 24), Some(5 + (3 << 24)), "tick kept");
     assert!(!e.set_out_of_wheel(), "not far");
     assert!(!e.in_wheel() && e.is_panicked());
     e.set_filed(u64::MAX, true);

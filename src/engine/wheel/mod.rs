@@ -47,7 +47,6 @@ pub(crate) struct Wheel {
     tick_nanos: u64,
     /// The last tick processed. Every entry's tick is later than this.
     current: u64,
-    len: usize,
 }
 
 impl Wheel {
@@ -62,14 +61,15 @@ impl Wheel {
             mask: ticks_per_wheel as u64 - 1,
             tick_nanos,
             current: 0,
-            len: 0,
         }
     }
 
     /// Entries in the wheel, cancelled-but-not-yet-removed ones included.
     #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.len
+    pub(crate) fn len(&self, slots: &Slots) -> usize {
+        let buckets = self.buckets.iter().map(|&list| List::unpack(list));
+        let lists = buckets.chain(self.overflow.values().copied());
+        lists.map(|list| list.iter(slots).count()).sum()
     }
 
     pub(crate) fn ticks_per_round(&self) -> u64 {
@@ -89,7 +89,6 @@ impl Wheel {
         }
         slots.get(key).set_filed(tick, far);
         self.with_list(self.place_of(tick), |list| list.push_back(slots, key));
-        self.len += 1;
     }
 
     /// Takes `key` out of the wheel; false if it was not there.
@@ -114,7 +113,6 @@ impl Wheel {
         if slots.get(key).set_out_of_wheel() {
             self.far.remove(&key);
         }
-        self.len -= 1;
     }
 
     /// The next occupied bucket's tick, or the first overflow round's start.
@@ -167,10 +165,9 @@ impl Wheel {
 
     /// Takes out of the next tick's bucket (a round's first: its round in `overflow`, if
     /// `rounds_too`, as that walks the round), in order, the one-shot keys due by `now`, before
-    /// the tick ends: a tokio clock's driver turns where tokio
-    /// wakes it, on tokio's millisecond, not the wheel's (`worker.rs`). A periodic key waits for
-    /// its tick, to run at most once a tick.
-    pub(crate) fn expire_filed_by(
+    /// the tick ends: a tokio clock's driver turns where tokio wakes it, on tokio's millisecond,
+    /// not the wheel's (`worker.rs`). A periodic key waits for its tick, to run at most once a tick.
+    pub(crate) fn expire_due_by(
         &mut self,
         slots: &Slots,
         now: Nanos,
@@ -293,7 +290,7 @@ mod tests {
         let fired = run_to(&mut wheel, &slots, 2000);
         let expected: Vec<(u64, u64)> = ticks.iter().map(|&t| (t, t)).collect();
         assert_eq!(fired, expected);
-        assert_eq!(wheel.len(), 0);
+        assert_eq!(wheel.len(&slots), 0);
         assert_eq!(wheel.next_work_tick(), None);
     }
 
@@ -338,7 +335,7 @@ mod tests {
         let mut out = vec![];
         wheel.drain_all(&slots, &mut out);
         assert_eq!(out.len(), 5);
-        assert_eq!(wheel.len(), 0);
+        assert_eq!(wheel.len(&slots), 0);
         assert_eq!(wheel.next_work_tick(), None);
         let near = insert(&mut wheel, &slots, 2);
         let far = insert(&mut wheel, &slots, 50);
@@ -347,7 +344,7 @@ mod tests {
         assert!(!wheel.remove(&slots, near), "second remove finds nothing");
         assert!(wheel.remove(&slots, far));
         assert!(!slots.get(near).in_wheel());
-        assert_eq!(wheel.len(), 1);
+        assert_eq!(wheel.len(&slots), 1);
         assert_eq!(run_to(&mut wheel, &slots, 100), vec![(51, 51)]);
     }
 
@@ -373,6 +370,6 @@ mod tests {
         let mut due = vec![];
         assert_eq!(wheel.expire_next(&slots, 59_000, &mut due), None);
         assert!(due.is_empty());
-        assert_eq!(wheel.len(), 10_000);
+        assert_eq!(wheel.len(&slots), 10_000);
     }
 }
