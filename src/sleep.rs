@@ -79,10 +79,8 @@ pub struct Sleep {
     deadline_nanos: Nanos,
     /// The entry holding our waker, or spent: due at `entry_deadline`. Holds one of its references.
     entry: Option<Key>,
-    /// The deadline our entry holds (`deadline_nanos`, or earlier after a later reset left it), and
-    /// how far past it a later reset leaves it: half the wait it was given.
+    /// The deadline our entry holds: `deadline_nanos`, once a reset has swapped it in.
     entry_deadline: Nanos,
-    entry_slack: Nanos,
     /// The waker our entry holds, once a poll has looked at the entry.
     registered: Option<Waker>,
     /// `move_after_stop` ran.
@@ -126,7 +124,6 @@ impl Sleep {
             deadline_nanos,
             entry: None,
             entry_deadline: 0,
-            entry_slack: 0,
             registered: None,
             moved: false,
         }
@@ -151,12 +148,6 @@ impl Sleep {
         if let Some(old) = std::mem::replace(&mut self.entry, entry) {
             self.home().shared().release(old, 1);
         }
-    }
-
-    /// Our entry now holds `deadline_nanos`, given at `now`.
-    fn set_entry_deadline(&mut self, now: Nanos) {
-        self.entry_deadline = self.deadline_nanos;
-        self.entry_slack = self.deadline_nanos.saturating_sub(now) / 2;
     }
 
     /// Our timer stopped before the deadline: the wait goes on on its `after_stop` timer, for the
@@ -214,11 +205,9 @@ impl Sleep {
     ///
     /// An earlier deadline moves the entry in place, as [`Timeout::reset`](crate::Timeout::reset)
     /// does, with no poll needed; a past one wakes the task at once, with no entry. A later one (an
-    /// idle timeout reset per message) writes to the `Sleep` alone until it is half the entry's
-    /// wait past the entry's deadline, and the next poll need not look at the entry either: no
-    /// cache miss on it for most messages. While resets come that often the task is never woken
-    /// early; one reset later, then left alone, may be woken once at the entry's deadline, pending
-    /// at that poll, which files the entry again (Linux's keepalive timer re-arms as lazily).
+    /// idle timeout reset per message) reads no clock and swaps the entry's deadline, one
+    /// compare-and-swap as in tokio; the timer files the entry again when its older deadline
+    /// comes, so the task is never woken before its deadline.
     ///
     /// ```
     /// use hashed_wheel_timer::HashedWheelTimer;
@@ -243,15 +232,12 @@ impl Sleep {
             return;
         };
         let shared = self.home().shared();
-        // A later deadline reads no clock, and within the slack no entry.
-        if !earlier && self.deadline_nanos < self.entry_deadline.saturating_add(self.entry_slack) {
-            return;
-        }
+        // A later deadline reads no clock: one swap of the entry's word, as tokio's.
         if !earlier || self.deadline_nanos > shared.clock.now() {
             // The timer's one reset. If it cannot move the entry, it fired or the timer
             // stopped: the task was woken, and its next poll files a new entry or completes.
             if shared.reset(key, self.deadline_nanos) {
-                self.set_entry_deadline(shared.clock.now());
+                self.entry_deadline = self.deadline_nanos;
             }
             return;
         }
@@ -302,7 +288,7 @@ impl Sleep {
         ) {
             Ok(key) => {
                 self.set_entry(Some(key));
-                self.set_entry_deadline(now);
+                self.entry_deadline = self.deadline_nanos;
                 self.registered = self.registered.take().filter(|w| w.will_wake(cx.waker()));
                 Poll::Pending
             }

@@ -427,3 +427,29 @@ fn a_sleep_reset_later_and_left_alone_completes_at_its_deadline() {
     assert!(timer.now() >= deadline, "never early");
     assert!(early_wakes <= 1, "{early_wakes} early wakes");
 }
+
+/// An idle timeout reset a little later, then left alone: tokio's `Sleep` wakes its task once, at
+/// the new deadline. Main's woke it once early too, at the entry's older deadline (a later reset
+/// within half the wait left the entry alone).
+#[test]
+fn a_sleep_reset_a_little_later_is_woken_only_at_its_new_deadline() {
+    let timer = manual(MS);
+    let mut sleep = task::spawn(timer.sleep(MS * 100));
+    assert_pending!(sleep.poll());
+    timer.advance(MS * 10);
+    let deadline = timer.now() + MS * 100; // 10 ms past the first one
+    sleep.reset(deadline);
+    assert_pending!(sleep.poll());
+    for _ in 0..99 {
+        timer.advance(MS);
+        assert!(
+            !sleep.is_woken(),
+            "woken at {:?}, before {deadline:?}",
+            timer.now()
+        );
+    }
+    timer.advance(MS);
+    assert_eq!(timer.now(), deadline);
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
