@@ -59,6 +59,11 @@ pub enum TimerError {
     /// would deadlock.
     #[error("stop() was called from a task of the same timer; it would wait on itself")]
     StopFromTimerTask,
+    /// `stop()` was called from a task of another timer, whose driver this timer's driver waits
+    /// for: this timer's own task is stopping that one (or stopping one whose task stops that one,
+    /// and so on). Waiting would deadlock, so this call is refused; the other `stop()` goes on.
+    #[error("stop() was called from a task of a timer that, through stop() calls in tasks, waits for this one")]
+    StopWouldDeadlock,
     /// The OS refused to start the worker thread.
     #[error("could not start the timer's worker thread: {0}")]
     WorkerSpawn(String),

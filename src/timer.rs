@@ -12,6 +12,7 @@ use crate::engine::driver::{Config, Shared};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::registry::Registration;
+use crate::stop_waits::Waiting;
 use crate::{Timeout, TimerError};
 
 /// A hashed timing wheel with one worker thread, Netty's `HashedWheelTimer`.
@@ -54,7 +55,7 @@ impl Drop for Owner {
     fn drop(&mut self) {
         // Never from a task (or thread) of a timer: its own driver cannot wait for itself, and
         // another's may wait for this one. A driver sees the shutdown and exits after this task.
-        self.shared.shut_down_dropping(!Shared::in_any_task()); // wait, unless in a timer's task
+        self.shared.shut_down_dropping(Shared::running_here().is_empty()); // not in a task
     }
 }
 
@@ -188,7 +189,9 @@ impl HashedWheelTimer {
     /// # Errors
     ///
     /// [`TimerError::StopFromTimerTask`] if called from a task running on this timer, or from its
-    /// driver (a task's drop), which it would wait on. [`TimerError::StopDefaultTimer`] on the
+    /// driver (a task's drop), which it would wait on. [`TimerError::StopWouldDeadlock`] if called
+    /// from a task of another timer whose driver this one's waits for, through `stop()`s called
+    /// from their tasks (timers whose tasks stop each other). [`TimerError::StopDefaultTimer`] on the
     /// process-wide [`default_timer`](crate::default_timer), which keeps running.
     ///
     /// # Examples
@@ -212,6 +215,9 @@ impl HashedWheelTimer {
         if DEFAULT.get().is_some_and(|default| default.is_same(self)) {
             return Err(TimerError::StopDefaultTimer);
         }
+        let Some(_waiting) = Waiting::start(Shared::running_here(), shared.id) else {
+            return Err(TimerError::StopWouldDeadlock);
+        };
         let timeout = |key| Timeout::from_parts(key, shared);
         Ok(shared.shut_down(true).into_iter().map(timeout).collect())
     }

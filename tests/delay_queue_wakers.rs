@@ -60,8 +60,8 @@ fn a_consumer_polling_an_empty_queue_with_fresh_wakers_keeps_one() {
         })
         .collect();
     assert!(
-        kept(&targets) <= 4,
-        "{} wakers kept for one consumer (one per task, for up to 4 tasks sharing it)",
+        kept(&targets) <= 64,
+        "{} wakers kept for one consumer (one per task, for up to 64 tasks sharing it)",
         kept(&targets)
     );
     // The one it kept is the latest, and it is woken when an item fires.
@@ -86,8 +86,8 @@ fn several_consumers_keep_a_bounded_number_of_wakers_each_and_are_all_woken() {
         }
     }
     let all: usize = targets.iter().map(|t| kept(t)).sum();
-    // A handle keeps a waker per task polling it, for up to 4 tasks: fresh wakers look like tasks.
-    assert!(all <= 4 * consumers.len(), "{all} wakers kept");
+    // A handle keeps a waker per task polling it, for up to 64 tasks: fresh wakers look like tasks.
+    assert!(all <= 64 * consumers.len(), "{all} wakers kept");
     queue.insert(7, MS).unwrap();
     timer.advance(MS);
     for (i, targets) in targets.iter().enumerate() {

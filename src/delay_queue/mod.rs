@@ -45,8 +45,8 @@ use waiters::Seat;
 ///
 /// A handle is one consumer: while the queue is empty it keeps the waker of each task's latest
 /// poll of that handle, and drops them with the handle. Give each consuming task its own clone: up
-/// to four tasks may share one handle (`&DelayQueue` is a stream); more wake each other at each
-/// poll, busy.
+/// to 64 tasks may share one handle (`&DelayQueue` is a stream); past that, each poll wakes the
+/// oldest to poll again, busy.
 ///
 /// # Where it differs from tokio-util's
 ///

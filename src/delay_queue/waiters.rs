@@ -27,7 +27,7 @@ pub(crate) struct Waiters {
 }
 
 /// How many tasks polling one handle keep a waker each; past that, the oldest is woken to poll again.
-const SHARED: usize = 4;
+const SHARED: usize = 64;
 
 /// A handle's slot among the waiters: its index + 1, 0 before it first
 /// waits. Written only under the waiters' lock (std's atomic: loom sees

@@ -208,10 +208,10 @@ impl Shared {
         ids.unwrap_or(false) // none, once the thread's locals are gone
     }
 
-    /// True in a task or on the driver of any timer, whose driver another may be waiting for.
-    pub(crate) fn in_any_task() -> bool {
-        let ids = RUNNING.try_with(|ids| !ids.borrow().is_empty());
-        ids.unwrap_or(false) // none, once the thread's locals are gone
+    /// The timers this thread runs a task of or drives: their drivers may wait for it.
+    pub(crate) fn running_here() -> Vec<u64> {
+        let ids = RUNNING.try_with(|ids| ids.borrow().clone());
+        ids.unwrap_or_default() // none, once the thread's locals are gone
     }
 
     /// True in a task of this timer, or on its driver, while a driver other than the worker thread
