@@ -60,8 +60,9 @@ pub enum TimerError {
     #[error("stop() was called from a task of the same timer; it would wait on itself")]
     StopFromTimerTask,
     /// `stop()` was called from a task of another timer, whose driver this timer's driver waits
-    /// for: this timer's own task is stopping that one (or stopping one whose task stops that one,
-    /// and so on). Waiting would deadlock, so this call is refused; the other `stop()` goes on.
+    /// for: this timer's own task is stopping or advancing that one (or one whose task stops or
+    /// advances that one, and so on). Waiting would deadlock, so this call is refused; the other
+    /// calls go on.
     #[error("stop() was called from a task of a timer that, through stop() calls in tasks, waits for this one")]
     StopWouldDeadlock,
     /// The OS refused to start the worker thread.

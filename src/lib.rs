@@ -136,7 +136,6 @@ mod publish;
 mod registry;
 mod sleep;
 mod stats;
-mod stop_waits;
 mod timeout;
 mod timeout_future;
 mod timer;

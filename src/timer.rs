@@ -12,7 +12,6 @@ use crate::engine::driver::{Config, Shared};
 use crate::engine::entry::key::Key;
 use crate::engine::entry::task::Task;
 use crate::registry::Registration;
-use crate::stop_waits::Waiting;
 use crate::{Timeout, TimerError};
 
 /// A hashed timing wheel with one worker thread, Netty's `HashedWheelTimer`.
@@ -55,7 +54,8 @@ impl Drop for Owner {
     fn drop(&mut self) {
         // Never from a task (or thread) of a timer: its own driver cannot wait for itself, and
         // another's may wait for this one. A driver sees the shutdown and exits after this task.
-        self.shared.shut_down_dropping(Shared::running_here().is_empty()); // not in a task
+        self.shared
+            .shut_down_dropping(Shared::running_here().is_empty()); // not in a task
     }
 }
 
@@ -190,8 +190,8 @@ impl HashedWheelTimer {
     ///
     /// [`TimerError::StopFromTimerTask`] if called from a task running on this timer, or from its
     /// driver (a task's drop), which it would wait on. [`TimerError::StopWouldDeadlock`] if called
-    /// from a task of another timer whose driver this one's waits for, through `stop()`s called
-    /// from their tasks (timers whose tasks stop each other). [`TimerError::StopDefaultTimer`] on the
+    /// from a task of another timer whose driver this one's waits for, through `stop()` or
+    /// [`advance`](Self::advance) calls in their tasks (timers whose tasks stop each other). [`TimerError::StopDefaultTimer`] on the
     /// process-wide [`default_timer`](crate::default_timer), which keeps running.
     ///
     /// # Examples
@@ -215,7 +215,7 @@ impl HashedWheelTimer {
         if DEFAULT.get().is_some_and(|default| default.is_same(self)) {
             return Err(TimerError::StopDefaultTimer);
         }
-        let Some(_waiting) = Waiting::start(Shared::running_here(), shared.id) else {
+        let Some(_waiting) = shared.wait_for_driver() else {
             return Err(TimerError::StopWouldDeadlock);
         };
         let timeout = |key| Timeout::from_parts(key, shared);
@@ -251,7 +251,9 @@ impl HashedWheelTimer {
     /// time, firing what fell due meanwhile late. (A periodic task that does this on every run
     /// never lets the running `advance` end.) From a job on an [`Executor`](crate::Executor)
     /// thread, it is an ordinary `advance`, unless an `advance` of this timer runs meanwhile
-    /// (which may wait for the job): then it is as from a task of that one.
+    /// (which may wait for the job): then it is as from a task of that one. So it is too from a
+    /// task of another timer whose driver waits, through `advance` or `stop()` calls in tasks, for
+    /// this one's (timers whose tasks advance each other), where waiting would deadlock.
     ///
     /// On a timer with a real clock it does nothing but log a warning. (Example:
     /// [`Sleep`](crate::Sleep).)

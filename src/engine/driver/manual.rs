@@ -9,7 +9,8 @@ use crate::engine::driver::Shared;
 use crate::engine::sync::{AtomicU64, Ordering};
 
 impl Shared {
-    /// `HashedWheelTimer::advance`, turning at each time with work on the way; true if any fired.
+    /// `HashedWheelTimer::advance`, turning at each time with work on the way; true if any fired,
+    /// or if it only moved the clock (nested, or its driver waits for this thread).
     pub(crate) fn advance(self: &Arc<Self>, by: Duration) -> bool {
         let Some(target) = self.clock.manual_target() else {
             crate::engine::notice::warn(format_args!(
@@ -19,12 +20,13 @@ impl Shared {
             return false;
         };
         let by = saturating_nanos(by);
-        if self.is_nested() {
+        let waiting = self.wait_for_driver(); // `None`: its driver waits for this thread
+        if self.is_nested() || waiting.is_none() {
             // In a task of a running `advance` (see its docs): move the clock now.
             let to = later(self.clock.now(), by);
             self.clock.set_manual(to);
             target.fetch_max(to, Ordering::AcqRel);
-            return false;
+            return true; // for `advance_to_next`: one move
         }
         self.drive(|| self.drive_to(target, by))
     }
@@ -56,11 +58,11 @@ impl Shared {
     /// `HashedWheelTimer::advance_to_next`; in a task of an outer `advance`, one move of the clock.
     pub(crate) fn advance_to_next(self: &Arc<Self>) -> Option<Duration> {
         self.clock.manual_target()?;
-        let (start, nested) = (self.clock.now(), self.is_nested());
+        let start = self.clock.now();
         loop {
             let now = self.clock.now();
             let due = self.next_due_time()?;
-            if self.advance(Duration::from_nanos(due.saturating_sub(now))) || nested {
+            if self.advance(Duration::from_nanos(due.saturating_sub(now))) {
                 return Some(Duration::from_nanos(self.clock.now() - start));
             }
         }

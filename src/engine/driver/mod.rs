@@ -10,6 +10,7 @@ mod loom_models;
 pub(crate) mod manual;
 pub(crate) mod stop;
 pub(crate) mod turn;
+pub(crate) mod waits;
 pub(crate) mod worker;
 
 use std::any::Any;
