@@ -282,6 +282,19 @@ impl<K: Hash + Eq, V> DelayMap<K, V> {
         self.map.shards.iter().all(|s| lock(s).is_empty())
     }
 
+    /// How many keys the map holds before it allocates again: the sum over its shards, each a
+    /// `HashMap` (the queue beside it has its own, [`DelayQueue::capacity`]).
+    pub fn capacity(&self) -> usize {
+        self.map.shards.iter().map(|s| lock(s).capacity()).sum()
+    }
+
+    /// Gives back the memory removed keys left, in the map's shards and in its queue
+    /// ([`DelayQueue::compact`]); keys in the map are kept, with their deadlines.
+    pub fn shrink_to_fit(&self) {
+        self.map.shards.iter().for_each(|s| lock(s).shrink_to_fit());
+        self.queue.compact();
+    }
+
     /// Removes every key: their deadlines are cancelled, and the keys and values dropped. A key
     /// inserted while it runs may stay.
     pub fn clear(&self) {

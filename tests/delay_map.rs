@@ -534,3 +534,42 @@ fn a_key_that_panics_in_drop_still_comes_out_with_its_value() {
     std::mem::forget(key);
     assert!(map.is_empty());
 }
+
+/// `shrink_to_fit` gives back what removed keys left, in the map and its queue, and keeps the
+/// keys still there, with their deadlines.
+#[test]
+fn shrink_to_fit_gives_back_removed_keys_room_and_keeps_the_rest() {
+    let timer = manual(MS);
+    let map: DelayMap<u32, u32> = timer.delay_map();
+    for key in 0..10_000 {
+        map.insert(key, key, MS * (1 + key % 7)).unwrap();
+    }
+    let full = map.capacity();
+    assert!(full >= 10_000, "{full} keys' room");
+    for key in 0..10_000 {
+        if key % 1000 != 0 {
+            assert_eq!(map.remove(&key), Some(key));
+        }
+    }
+    let before = map.capacity();
+    map.shrink_to_fit();
+    let after = map.capacity();
+    assert!(
+        after < 100 && after < before,
+        "{after} keys' room kept for 10 keys, {before} before"
+    );
+    assert_eq!(map.len(), 10);
+    // The keys left keep their deadlines, and come out once.
+    let deadlines: Vec<_> = (0..10)
+        .map(|i| map.get_deadline(&(i * 1000)).unwrap())
+        .collect();
+    assert!(deadlines.iter().all(|&d| d > timer.now()));
+    timer.advance(MS * 7);
+    let mut out = drain(&map);
+    out.sort_unstable();
+    assert_eq!(
+        out,
+        (0..10).map(|i| (i * 1000, i * 1000)).collect::<Vec<_>>()
+    );
+    assert!(map.is_empty());
+}
