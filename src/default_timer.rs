@@ -39,7 +39,10 @@ thread_local! {
 /// struct's fields drop first to last) takes only its own timer away. So code written against the
 /// free functions can be tested as it is, on a paused tokio runtime's clock
 /// ([`Builder::tokio_clock`](crate::Builder::tokio_clock)) or a manual one; test on a
-/// `current_thread` runtime, as `#[tokio::test]` does by default.
+/// `current_thread` runtime, as `#[tokio::test]` does by default. While the guard lives, its timer
+/// stays this thread's default even once it is shut down (stopped, or its tokio runtime gone): a
+/// future made then waits out its time elsewhere ([`Sleep`]'s "When the timer stops"), and
+/// [`new_timeout`] gets [`TimerError::Shutdown`]. ([`set_global_default`]'s gives way instead.)
 pub fn set_default(timer: HashedWheelTimer) -> DefaultGuard {
     let timer = Rc::new(timer);
     CURRENT.with(|current| current.borrow_mut().push(timer.clone()));
