@@ -1,14 +1,15 @@
-//! Drivers that wait on each other across timers. A task of timer A that stops or advances B
-//! waits for B's driver; if B's driver is in a task that stops or advances A (or C, whose task
-//! waits for A, ...), each waits for the other for ever. Each such wait from a timer's task or
-//! driver is an edge here, and the one that would close a cycle is not taken: `stop()` is refused,
-//! `advance` only moves the clock, as in a task of the running `advance`.
+//! Drivers that wait on each other across timers. A task of timer A that stops or advances B waits
+//! for B's driver; if B's driver is in a task that stops or advances A (or C, whose task waits for
+//! A, ...), each waits for the other for ever. Each wait from a timer's task or driver is an edge
+//! here, and the one that would close a ring is not taken: `stop()` is refused, and `advance` only
+//! moves the clock, as in a task of the running `advance`.
 
 use std::sync::{Mutex, PoisonError};
 
 use crate::engine::driver::Shared;
 
 /// (a timer whose task or driver a thread runs, the timer whose driver that thread waits for).
+/// No ring is ever added, so following the edges from any timer ends.
 static WAITS: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
 
 /// The edges of one wait, taken away when it is done.
@@ -21,23 +22,13 @@ impl Shared {
     pub(crate) fn wait_for_driver(&self) -> Option<Waiting> {
         let mut running = Shared::running_here();
         running.retain(|&id| id != self.id);
-        if running.is_empty() {
-            return Some(Waiting(Vec::new())); // nobody waits for a plain thread
-        }
         let mut waits = WAITS.lock().unwrap_or_else(PoisonError::into_inner);
-        // Every timer whose driver this one's waits for, through other waits.
-        let mut reached = vec![self.id];
-        let mut next = 0;
-        while let Some(&from) = reached.get(next) {
+        let mut awaited = vec![self.id]; // this driver, and those it waits for
+        while let Some(from) = awaited.pop() {
             if running.contains(&from) {
                 return None;
             }
-            for &(waiter, awaited) in waits.iter() {
-                if waiter == from && !reached.contains(&awaited) {
-                    reached.push(awaited);
-                }
-            }
-            next += 1;
+            awaited.extend(waits.iter().filter(|edge| edge.0 == from).map(|edge| edge.1));
         }
         let edges: Vec<(u64, u64)> = running.into_iter().map(|id| (id, self.id)).collect();
         waits.extend_from_slice(&edges);
