@@ -28,7 +28,7 @@ impl Shared {
             if running.contains(&from) {
                 return None;
             }
-            awaited.extend(waits.iter().filter(|edge| edge.0 == from).map(|edge| edge.1));
+            awaited.extend(waits.iter().filter(|e| e.0 == from).map(|e| e.1));
         }
         let edges: Vec<(u64, u64)> = running.into_iter().map(|id| (id, self.id)).collect();
         waits.extend_from_slice(&edges);
