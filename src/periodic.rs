@@ -6,7 +6,7 @@ use std::any::Any;
 use std::time::Duration;
 
 use crate::engine::clock::{saturating_nanos, Nanos};
-use crate::engine::entry::task::{Every, Periodic, Task};
+use crate::engine::entry::task::{Every, Task};
 use crate::{HashedWheelTimer, Timeout, TimerError};
 
 /// The user's task as the engine runs it, every `value` (a period or delay, by `make`), refusing
@@ -22,7 +22,7 @@ fn periodic<R>(
     }
     let run = move |timeout: &dyn Any| drop(task(crate::timer_task::timeout_of(timeout)));
     let every = make(saturating_nanos(value));
-    Ok(Task::periodic(Periodic::new(run, every)))
+    Ok(Task::periodic(run, every))
 }
 
 impl HashedWheelTimer {

@@ -90,7 +90,7 @@ pub(crate) fn into_timer_task(task: Task) -> Option<Box<dyn TimerTask>> {
         Task::Callback(task) => Some(Box::new(Stored(task.into_inner()))),
         Task::Periodic(task) => {
             let mut task = task.into_inner();
-            Some(Box::new(move |timeout: &Timeout| task.run_once(timeout)))
+            Some(Box::new(move |timeout: &Timeout| (task.run)(timeout)))
         }
         Task::Wake(_) => None,
         Task::Notice(notice) => Some(Box::new(move |_: &Timeout| notice.deliver())),

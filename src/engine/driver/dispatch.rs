@@ -184,7 +184,7 @@ fn run_periodic(timeout: &Timeout, mut task: UserBox<Periodic>) {
         shared.end_job(timeout.key());
         return;
     }
-    match shared.catch_task(|| task.run_once(timeout)) {
+    match shared.catch_task(|| (task.run)(timeout)) {
         Ok(()) => drop(shared.rearm(timeout.key(), task)), // may run user code: after the lock
         Err(panic) => {
             shared.end_job(timeout.key());

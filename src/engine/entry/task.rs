@@ -64,8 +64,11 @@ impl Task {
         Task::Callback(UserBox::new(task))
     }
 
-    pub(crate) fn periodic(task: Periodic) -> Task {
-        Task::Periodic(UserBox::new(Box::new(task)))
+    pub(crate) fn periodic(run: impl FnMut(&dyn Any) + Send + 'static, every: Every) -> Task {
+        Task::Periodic(UserBox::new(Box::new(Periodic {
+            run: Box::new(run),
+            every,
+        })))
     }
 
     /// Runs the task's `cancelled` hook, catching and logging a panic (its payload's drop's too), as
@@ -106,21 +109,8 @@ impl Every {
 type PeriodicRun = dyn FnMut(&dyn Any) + Send;
 
 pub(crate) struct Periodic {
-    task: Box<PeriodicRun>,
+    pub(crate) run: Box<PeriodicRun>,
     pub(crate) every: Every,
-}
-
-impl Periodic {
-    pub(crate) fn new(task: impl FnMut(&dyn Any) + Send + 'static, every: Every) -> Periodic {
-        Periodic {
-            task: Box::new(task),
-            every,
-        }
-    }
-
-    pub(crate) fn run_once(&mut self, timeout: &dyn Any) {
-        (self.task)(timeout)
-    }
 }
 
 /// A user's boxed task whose destructor's panic is caught and logged. (An
