@@ -54,8 +54,8 @@ impl Drop for Owner {
     fn drop(&mut self) {
         // Never from a task (or thread) of a timer: its own driver cannot wait for itself, and
         // another's may wait for this one. A driver sees the shutdown and exits after this task.
-        self.shared
-            .shut_down_dropping(Shared::running_here().is_empty()); // not in a task
+        let wait = Shared::running_here().is_empty(); // unless in a timer's task
+        self.shared.shut_down_dropping(wait);
     }
 }
 
@@ -191,8 +191,9 @@ impl HashedWheelTimer {
     /// [`TimerError::StopFromTimerTask`] if called from a task running on this timer, or from its
     /// driver (a task's drop), which it would wait on. [`TimerError::StopWouldDeadlock`] if called
     /// from a task of another timer whose driver this one's waits for, through `stop()` or
-    /// [`advance`](Self::advance) calls in their tasks (timers whose tasks stop each other). [`TimerError::StopDefaultTimer`] on the
-    /// process-wide [`default_timer`](crate::default_timer), which keeps running.
+    /// [`advance`](Self::advance) calls in their tasks (timers whose tasks stop each other).
+    /// [`TimerError::StopDefaultTimer`] on the process-wide
+    /// [`default_timer`](crate::default_timer), which keeps running.
     ///
     /// # Examples
     ///
