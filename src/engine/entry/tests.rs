@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::engine::entry::task::{Every, Listener, Notice};
+use std::any::Any;
 use std::sync::Arc;
 
 fn entry() -> Entry {
@@ -9,10 +10,7 @@ fn entry() -> Entry {
 }
 
 fn periodic() -> Entry {
-    Entry::new(
-        0,
-        Task::periodic(|_: &dyn std::any::Any| {}, Every::Rate(10)),
-    )
+    Entry::new(0, Task::periodic(|_: &dyn Any| {}, Every::Rate(10)))
 }
 
 /// A periodic entry in the middle of a run.
@@ -153,7 +151,7 @@ fn the_task_slot_holds_each_kind_frees_it_and_survives_a_panic() {
     assert!(matches!(e.take_task(), Some(Task::Wake(None))));
     e.put_task(Task::callback(Box::new(|_: &crate::Timeout| {})));
     assert!(matches!(e.take_task(), Some(Task::Callback(_))));
-    e.put_task(Task::periodic(|_: &dyn std::any::Any| {}, Every::Rate(10)));
+    e.put_task(Task::periodic(|_: &dyn Any| {}, Every::Rate(10)));
     assert!(matches!(e.vacate(), Some(Task::Periodic(_))));
     assert!(e.vacate().is_none());
 
