@@ -251,7 +251,8 @@ impl Shared {
     /// Entries in use: neither free in the arena nor on a lane.
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
-        self.slots.live() - self.intake.free_in_lanes()
+        let in_lanes: usize = self.intake.lanes().map(|lane| lane.free_len()).sum();
+        self.slots.live() - in_lanes
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::engine::entry::task::{Every, Listener, Notice};
+use std::any::Any;
 use std::sync::Arc;
 
 fn entry() -> Entry {
@@ -9,10 +10,7 @@ fn entry() -> Entry {
 }
 
 fn periodic() -> Entry {
-    Entry::new(
-        0,
-        Task::periodic(|_: &dyn std::any::Any| {}, Every::Rate(10)),
-    )
+    Entry::new(0, Task::periodic(|_: &dyn Any| {}, Every::Rate(10)))
 }
 
 /// A periodic entry in the middle of a run.
@@ -153,7 +151,7 @@ fn the_task_slot_holds_each_kind_frees_it_and_survives_a_panic() {
     assert!(matches!(e.take_task(), Some(Task::Wake(None))));
     e.put_task(Task::callback(Box::new(|_: &crate::Timeout| {})));
     assert!(matches!(e.take_task(), Some(Task::Callback(_))));
-    e.put_task(Task::periodic(|_: &dyn std::any::Any| {}, Every::Rate(10)));
+    e.put_task(Task::periodic(|_: &dyn Any| {}, Every::Rate(10)));
     assert!(matches!(e.vacate(), Some(Task::Periodic(_))));
     assert!(e.vacate().is_none());
 
@@ -178,11 +176,8 @@ fn the_task_slot_holds_each_kind_frees_it_and_survives_a_panic() {
             token: 8,
         }),
     ));
-    assert_eq!(
-        (Arc::strong_count(&noop), Arc::strong_count(&to)),
-        (1, 1),
-        "not leaked"
-    );
+    let counts = (Arc::strong_count(&noop), Arc::strong_count(&to));
+    assert_eq!(counts, (1, 1), "not leaked");
 }
 
 /// At its limit a reference count aborts, as `Arc`'s does, rather than wrap: in a child process.
@@ -203,11 +198,8 @@ fn retain_past_the_limit_aborts_rather_than_wraps() {
         .env("HWT_RETAIN_PAST_THE_LIMIT", "1")
         .output();
     use std::os::unix::process::ExitStatusExt;
-    assert_eq!(
-        status.unwrap().status.signal(),
-        Some(6),
-        "the child did not die of SIGABRT"
-    );
+    let signal = status.unwrap().status.signal();
+    assert_eq!(signal, Some(6), "the child did not die of SIGABRT");
 }
 
 /// The lock, the task's kind, the flags and the filed tick share `word`: each writer's

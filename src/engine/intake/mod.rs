@@ -147,12 +147,6 @@ impl Intake {
     pub(crate) fn lane_if_made(&self) -> Option<&Lane> {
         thread_index().and_then(|index| self.lanes.get(index)?.get())
     }
-
-    /// Free slots the lanes hold, for the arena's accounting in tests.
-    #[cfg(test)]
-    pub(crate) fn free_in_lanes(&self) -> usize {
-        self.lanes().map(|lane| lane.free_len()).sum()
-    }
 }
 
 /// The process-wide pool of lane indices: those given back, and the next never handed out.
