@@ -155,7 +155,7 @@ async fn tokio_instants_on_a_paused_clock_are_the_timers_time() {
     assert_eq!(t.remaining(), 5 * MS);
     let s = timer.sleep_until(at);
     assert_eq!(s.deadline(), at.into_std());
-    completes_with_tokios_sleep_until(s, at).await;
+    completes_with_tokios_sleep_until(s, at, true).await;
     tokio::task::yield_now().await;
     assert!(t.is_expired());
     assert!(seen.lock().unwrap()[0] >= at.into_std());
@@ -342,7 +342,9 @@ async fn a_runtime_paused_after_the_timer_was_built_moves_it_by_advance() {
     common::paused::settle().await;
     assert!(!t.is_expired());
     assert_eq!(t.remaining(), Duration::from_secs(1));
-    completes_with_tokios_sleep_until(s, at).await;
+    // Paused after a real-time start, tokio's own timer runs on a millisecond grid of that start,
+    // which `at` may fall inside: its sleep may end up to a millisecond after ours.
+    completes_with_tokios_sleep_until(s, at, false).await;
     common::paused::settle().await;
     assert!(t.is_expired());
     assert!(seen.lock().unwrap()[0] >= at.into_std());
@@ -485,11 +487,12 @@ async fn periodic_runs_on_a_paused_clock_are_never_early_and_at_most_a_tick_late
     }
 }
 
-/// Awaits `ours`, due at `at`, beside tokio's own `sleep_until(at)`: both complete at the same
-/// paused instant, never before `at` and within a tick of it.
+/// Awaits `ours`, due at `at`, beside tokio's own `sleep_until(at)`: ours completes never before
+/// `at` and within a tick of it, at the same paused instant as tokio's (`exact`), or no later.
 async fn completes_with_tokios_sleep_until(
     ours: hashed_wheel_timer::Sleep,
     at: tokio::time::Instant,
+    exact: bool,
 ) {
     let theirs = tokio::spawn(async move {
         tokio::time::sleep_until(at).await;
@@ -498,5 +501,14 @@ async fn completes_with_tokios_sleep_until(
     ours.await;
     let now = tokio::time::Instant::now();
     assert!(now >= at && now - at <= MS, "{:?}", now - at);
-    assert_eq!(now, theirs.await.unwrap(), "as tokio's own sleep_until");
+    let theirs = theirs.await.unwrap();
+    if exact {
+        assert_eq!(now, theirs, "as tokio's own sleep_until");
+    } else {
+        assert!(
+            now <= theirs,
+            "{:?} after tokio's own sleep_until",
+            now - theirs
+        );
+    }
 }
