@@ -73,20 +73,16 @@ impl<T> UnsafeCell<T> {
     }
 }
 
-/// Spins until `acquired()` returns true: briefly busy, then yielding the
+/// Spins until `acquired()` returns true: crossbeam's backoff, briefly busy, then yielding the
 /// thread (under loom, yielding at once so the model makes progress).
 #[inline]
 pub(crate) fn spin(mut acquired: impl FnMut() -> bool) {
-    let mut spins = 0u32;
+    let backoff = crossbeam_utils::Backoff::new();
     while !acquired() {
-        #[cfg(loom)]
-        loom::thread::yield_now();
-        #[cfg(not(loom))]
-        if spins < 32 {
-            std::hint::spin_loop();
+        if cfg!(loom) {
+            yield_now()
         } else {
-            std::thread::yield_now();
+            backoff.snooze()
         }
-        spins = spins.saturating_add(1);
     }
 }

@@ -205,8 +205,7 @@ impl Shared {
 
     /// True in a task of this timer, or where it is driven (a task's drop), however deeply nested.
     pub(crate) fn in_own_task(&self) -> bool {
-        let ids = RUNNING.try_with(|ids| ids.borrow().contains(&self.id));
-        ids.unwrap_or(false) // none, once the thread's locals are gone
+        Shared::running_here().contains(&self.id)
     }
 
     /// The timers this thread runs a task of or drives: their drivers may wait for it.

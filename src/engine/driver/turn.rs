@@ -96,8 +96,7 @@ impl Shared {
 
     /// When to drain again for held keys: the end of the first one's tick.
     fn look_time(&self, drained: Drained) -> Option<Nanos> {
-        let tick = self.clock.tick_of(drained.look_by?);
-        Some(self.clock.time_of(tick))
+        Some(self.clock.time_of(self.clock.tick_of(drained.look_by?)))
     }
 
     /// When to turn next; a round at most while producers cancel young (not on a clock that can
@@ -109,8 +108,8 @@ impl Shared {
         }
         let cancelling_young = self.intake.take_saw_withdrawn() && self.clock.reads_real_time();
         let round = core.wheel.ticks_per_round();
-        let mut next = self
-            .wheel_wake(core)
+        // The end of the next tick with work: all of it due, none of it more than a tick late.
+        let mut next = (core.wheel.next_work_tick().map(at))
             .or_else(|| cancelling_young.then(|| at(now_tick.saturating_add(round))));
         next = earliest(next, self.look_time(drained));
         if self.housekeeping_requested.load(Ordering::SeqCst) {
@@ -195,12 +194,6 @@ impl Shared {
         self.file_late_arrivals(wake)
     }
 
-    /// When to wake for the wheel: the end of its next tick with work, when
-    /// all of that tick is due and none of it is more than a tick late.
-    fn wheel_wake(&self, core: &Core) -> Option<Nanos> {
-        Some(self.clock.time_of(core.wheel.next_work_tick()?))
-    }
-
     /// `prepare` for keys queued while the driver looked busy (so unwoken): when to wake, sooner
     /// for held keys and batched cancels (`wake_for_batch`); `Err`: turn at once. Young keys are
     /// held too, or the driver would spin by a busy producer, filing each just before its cancel.
@@ -208,9 +201,11 @@ impl Shared {
         let mut core = self.lock_core();
         let now = self.clock.now();
         let drained = self.prepare(&mut core, now, false);
-        let sooner = self
-            .wheel_wake(&core)
-            .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
+        let sooner = (core
+            .wheel
+            .next_work_tick()
+            .map(|tick| self.clock.time_of(tick)))
+        .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
         if drained.more || sooner || !core.ready.is_empty() {
             return Err(());
         }

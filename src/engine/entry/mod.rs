@@ -373,10 +373,8 @@ impl Entry {
     /// A run ended after `stop()`, or a job was dropped unrun: `Some(true)`
     /// if it was running (the caller uncounts it), `None` if cancelled.
     pub(crate) fn try_stop_fired(&self) -> Option<bool> {
-        if self.try_stop_running() {
-            return Some(true);
-        }
-        self.transition(EXPIRED, STOPPED).then_some(false)
+        let fired = || self.transition(EXPIRED, STOPPED).then_some(false);
+        self.try_stop_running().then_some(true).or_else(fired)
     }
 
     /// `stop()` ends a periodic run on an executor. True: the caller uncounts it.
