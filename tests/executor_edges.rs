@@ -571,3 +571,65 @@ fn an_executor_dropping_a_cancelled_periodic_run_warns_of_nothing() {
     assert_eq!(timer.stats().cancelled, 1);
     assert_stats_add_up(&timer);
 }
+
+/// A waker whose last drop, on a thread that sets `block_on`, waits for `until` and then 100 ms.
+struct DropBlocks {
+    in_drop: mpsc::Sender<()>,
+    until: Mutex<mpsc::Receiver<()>>,
+}
+
+impl std::task::Wake for DropBlocks {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for DropBlocks {
+    fn drop(&mut self) {
+        let _ = self.in_drop.send(());
+        let _ = self
+            .until
+            .lock()
+            .unwrap()
+            .recv_timeout(Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+// `advance` from a job on an executor that does not wait for it, while another thread's
+// `DelayQueue` poll holds the driver for a brief turn (here made long: the turn drops a dropped
+// `Sleep`'s waker, whose drop waits). The job's `advance` is not nested in any advance: it waits
+// for that turn and fires what falls due. It used to take any held driver lock for an advance
+// running its task, and only moved the clock: the timeout due on the way did not fire.
+#[test]
+fn advance_from_a_job_while_a_queue_poll_turns_fires_what_falls_due() {
+    let fired_by_the_job = within("advance in a job against a queue poll's turn", || {
+        let timer = manual_on(|job: Job| drop(std::thread::spawn(job)));
+        let due = timer.new_timeout(|_| {}, MS * 3).unwrap();
+        let (in_drop_tx, in_drop) = mpsc::channel();
+        let (advancing, advancing_rx) = mpsc::channel();
+        let (result_tx, result) = mpsc::channel();
+        let in_drop = Mutex::new(in_drop);
+        let job = move |t: &Timeout| {
+            in_drop.lock().unwrap().recv().unwrap(); // the queue's turn holds the driver
+            advancing.send(()).unwrap();
+            t.timer().unwrap().advance(MS * 5);
+            result_tx.send(due.is_expired()).unwrap();
+        };
+        timer.new_timeout(job, MS).unwrap();
+        timer.advance(MS); // hands the job to its thread, which waits for the turn below
+        let waker = std::task::Waker::from(Arc::new(DropBlocks {
+            in_drop: in_drop_tx,
+            until: Mutex::new(advancing_rx),
+        }));
+        let mut sleep = Box::pin(timer.sleep(Duration::from_secs(3600)));
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(std::future::Future::poll(sleep.as_mut(), &mut cx).is_pending());
+        drop((sleep, waker)); // its cancel waits in this thread's batch, with the entry's waker
+        let queue = timer.delay_queue::<()>();
+        std::thread::spawn(move || {
+            let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+            assert!(queue.poll_expired(&mut cx).is_pending()); // turns: takes the batch
+        });
+        result.recv().unwrap()
+    });
+    assert!(fired_by_the_job, "the job's advance only moved the clock");
+}

@@ -28,7 +28,12 @@ impl Shared {
             target.fetch_max(to, Ordering::AcqRel);
             return true; // for `advance_to_next`: one move
         }
-        self.drive(|| self.drive_to(target, by))
+        self.drive(|| {
+            self.advancing.store(true, Ordering::SeqCst);
+            let fired = self.drive_to(target, by);
+            self.advancing.store(false, Ordering::SeqCst);
+            fired
+        })
     }
 
     /// Turns now, at each time a turn asks for, and at the target; after a

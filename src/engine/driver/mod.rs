@@ -36,9 +36,12 @@ pub(crate) const BUSY: u64 = 0;
 /// `planned_wake` while the driver sleeps with nothing to wait for.
 pub(crate) const IDLE: u64 = u64::MAX;
 
+/// `RUNNING`'s mark of a timer this thread drives under the driver lock, beside its id.
+const DRIVING: u64 = 1 << 63;
+
 crate::engine::sync::thread_local! {
-    /// Ids of the timers this thread drives or runs a task of, innermost last (one may drive
-    /// another), however deep.
+    /// Ids of the timers this thread drives (with `DRIVING`) or runs a task of, innermost last (one
+    /// may drive another), however deep.
     #[allow(clippy::missing_const_for_thread_local)] // loom's `thread_local!` takes no `const`
     static RUNNING: RefCell<Vec<u64>> = RefCell::new(Vec::new());
 }
@@ -106,6 +109,8 @@ pub(crate) struct Shared {
     pub(crate) jobs: Mutex<Jobs>,
     /// Held while turning by any driver but the worker thread.
     pub(crate) driver: Mutex<()>,
+    /// Set while an `advance` turns (`is_nested`).
+    pub(crate) advancing: AtomicBool,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
     /// How producers wake the driver, once it runs.
     wake: OnceLock<Unpark>,
@@ -141,6 +146,7 @@ impl Shared {
             unparks: AtomicUsize::new(0),
             jobs: Mutex::new(Jobs::new()),
             driver: Mutex::new(()),
+            advancing: AtomicBool::new(false),
             worker: Mutex::new(None),
             wake: OnceLock::new(),
             owner: OnceLock::new(),
@@ -210,26 +216,39 @@ impl Shared {
 
     /// The timers this thread runs a task of or drives: their drivers may wait for it.
     pub(crate) fn running_here() -> Vec<u64> {
-        let ids = RUNNING.try_with(|ids| ids.borrow().clone());
+        let ids = RUNNING.try_with(|ids| ids.borrow().iter().map(|id| id & !DRIVING).collect());
         ids.unwrap_or_default() // none, once the thread's locals are gone
     }
 
-    /// True in a task of this timer, or on its driver, while a driver other than the worker thread
-    /// turns: on this thread, or on one that may wait for this task (an executor's job).
+    /// True where this timer's driver turns, on this thread, or in a task of it while an `advance`
+    /// runs (on this thread, or on one that may wait for this task: an executor's job). Not for a
+    /// brief turn elsewhere (a delay queue's poll): that one is waited for.
     pub(crate) fn is_nested(&self) -> bool {
-        self.in_own_task() && self.driver.try_lock().is_err()
+        let driving = RUNNING.try_with(|ids| ids.borrow().contains(&(self.id | DRIVING)));
+        driving.unwrap_or(false) || self.in_own_task() && self.advancing.load(Ordering::SeqCst)
     }
 
     /// Runs `f` as this timer's driver, under the driver lock (the worker thread drives without).
     pub(crate) fn drive<R>(&self, f: impl FnOnce() -> R) -> R {
         let _driving = lock(&self.driver);
-        self.mark(f)
+        self.mark_as(self.id | DRIVING, f)
+    }
+
+    /// `drive`, unless the driver lock is held (`None`).
+    pub(crate) fn try_drive<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let _driving = self.driver.try_lock().ok()?;
+        Some(self.mark_as(self.id | DRIVING, f))
     }
 
     /// Runs `f` marked as a task of this timer, or as its driver (`in_own_task`), the mark taken
     /// off after, even on a panic.
     #[inline]
     pub(crate) fn mark<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.mark_as(self.id, f)
+    }
+
+    #[inline]
+    fn mark_as<R>(&self, mark: u64, f: impl FnOnce() -> R) -> R {
         struct Unmark;
         impl Drop for Unmark {
             fn drop(&mut self) {
@@ -237,7 +256,7 @@ impl Shared {
             }
         }
         let _unmark = RUNNING
-            .try_with(|ids| ids.borrow_mut().push(self.id))
+            .try_with(|ids| ids.borrow_mut().push(mark))
             .map(|()| Unmark);
         f()
     }

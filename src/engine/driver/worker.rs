@@ -151,11 +151,8 @@ impl Shared {
     /// A turn here, unless a driver is turning (false): on a manual or tokio
     /// clock, what is due at an instant has fired when a task looks at it.
     pub(crate) fn turn_here(self: &Arc<Self>) -> bool {
-        let Ok(_driving) = self.driver.try_lock() else {
-            return false;
-        };
-        self.mark(|| self.turn(self.clock.now(), &mut Vec::new()));
-        true
+        self.try_drive(|| self.turn(self.clock.now(), &mut Vec::new()))
+            .is_some()
     }
 }
 
