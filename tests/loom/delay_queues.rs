@@ -255,3 +255,38 @@ fn a_peek_holding_a_fired_key_against_a_consumers_poll() {
         assert!(queue.is_empty() && queue.peek().is_none());
     });
 }
+
+/// An `advance` from a job on an executor thread, with no `advance` running, against a delay
+/// queue consumer's brief turn at its poll: the job's `advance` waits for that turn, then fires
+/// what falls due on its way (it used to take the held lock for a running `advance`'s, and only
+/// moved the clock).
+#[test]
+fn an_advance_from_a_job_against_a_consumers_turn_fires_what_falls_due() {
+    loom::model(|| {
+        let jobs = Arc::new(std::sync::Mutex::new(Vec::<hashed_wheel_timer::Job>::new()));
+        let queued = jobs.clone();
+        let timer = HashedWheelTimer::builder()
+            .manual_clock()
+            .executor(move |job: hashed_wheel_timer::Job| queued.lock().unwrap().push(job))
+            .build()
+            .unwrap();
+        let due = timer.new_timeout(|_| {}, TICK * 2).unwrap();
+        let advances = |t: &Timeout| t.timer().unwrap().advance(TICK * 2);
+        timer.new_timeout(advances, TICK).unwrap();
+        timer.advance(TICK); // its job waits in `jobs`
+        let job = jobs.lock().unwrap().pop().unwrap();
+        let queue = timer.delay_queue::<u8>();
+        let consumer = thread::spawn(move || {
+            let waker = futures::task::noop_waker();
+            let mut cx = std::task::Context::from_waker(&waker);
+            assert!(queue.poll_expired(&mut cx).is_pending());
+        });
+        let runner = thread::spawn(job);
+        consumer.join().unwrap();
+        runner.join().unwrap();
+        assert!(
+            due.is_expired(),
+            "the job's advance moved the clock past it unfired"
+        );
+    });
+}
