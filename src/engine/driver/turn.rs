@@ -107,10 +107,10 @@ impl Shared {
             return Some(at(now_tick));
         }
         let cancelling_young = self.intake.take_saw_withdrawn() && self.clock.reads_real_time();
-        let round = core.wheel.ticks_per_round();
+        let in_a_round = at(now_tick.saturating_add(core.wheel.ticks_per_round()));
         // The end of the next tick with work: all of it due, none of it more than a tick late.
-        let mut next = (core.wheel.next_work_tick().map(at))
-            .or_else(|| cancelling_young.then(|| at(now_tick.saturating_add(round))));
+        let mut next = core.wheel.next_work_tick().map(at);
+        next = next.or(cancelling_young.then_some(in_a_round));
         next = earliest(next, self.look_time(drained));
         if self.housekeeping_requested.load(Ordering::SeqCst) {
             next = earliest(next, Some(at(now_tick.saturating_add(1))));
@@ -201,11 +201,11 @@ impl Shared {
         let mut core = self.lock_core();
         let now = self.clock.now();
         let drained = self.prepare(&mut core, now, false);
-        let sooner = (core
+        let filed = core
             .wheel
             .next_work_tick()
-            .map(|tick| self.clock.time_of(tick)))
-        .is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
+            .map(|tick| self.clock.time_of(tick));
+        let sooner = filed.is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
         if drained.more || sooner || !core.ready.is_empty() {
             return Err(());
         }
