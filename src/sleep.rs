@@ -4,6 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -47,7 +48,10 @@ use crate::{HashedWheelTimer, TimerError};
 /// [`default_timer`](crate::default_timer), which cannot stop. A
 /// [`tokio_clock`](crate::Builder::tokio_clock) timer on a current-thread runtime, whose clock can
 /// be paused, hands them to a timer of its own on its runtime instead, so they keep to that clock;
-/// if that runtime is gone (its clock can never move again), they end at once. A loop that must end
+/// if that runtime is gone (its clock can never move again), they end at once. One whose timer's
+/// thread could not start (the error `new_timeout` returns as [`TimerError::WorkerSpawn`]) waits
+/// on the default timer too, and if that one's cannot start either, tries again at each poll
+/// (woken at once), never ending early. A loop that must end
 /// on a stop checks [`is_shutdown`](HashedWheelTimer::is_shutdown), or uses
 /// [`Interval::try_tick`](crate::Interval::try_tick). One warning says so the first time (see the
 /// README's "Warnings").
@@ -150,24 +154,17 @@ impl Sleep {
         }
     }
 
-    /// Our timer stopped before the deadline: the wait goes on on its `after_stop` timer, for the
-    /// time that was left on ours.
+    /// Our timer stopped (or its thread could not start) before the deadline: the wait goes on on
+    /// its `after_stop` timer, for the time that was left on ours. Says `why` once per process.
     #[cold]
-    fn move_after_stop(&mut self) {
+    fn move_after_stop(&mut self, said: &AtomicBool, why: fmt::Arguments<'_>) {
         self.set_entry(None);
         let clock = &self.timer.shared().clock;
         let left = self.deadline_nanos.saturating_sub(clock.now());
         self.moved = true;
         let home = &self.home().shared().clock;
         self.deadline_nanos = home.deadline_after(Duration::from_nanos(left));
-        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            crate::engine::notice::warn(format_args!(
-                "a Sleep, timeout or Interval of a stopped timer now waits out its \
-                 deadline on the default timer, or on its tokio runtime's clock \
-                 (said once per process)"
-            ));
-        }
+        warn_once(said, why);
     }
 
     /// `deadline` as `deadline_nanos`: on our timer's clock; once moved, on the `after_stop`
@@ -293,21 +290,52 @@ impl Sleep {
                 Poll::Pending
             }
             Err(TimerError::Shutdown) if !self.moved => {
-                self.move_after_stop();
+                static STOPPED: AtomicBool = AtomicBool::new(false);
+                self.move_after_stop(
+                    &STOPPED,
+                    format_args!(
+                    "a Sleep, timeout or Interval of a stopped timer now waits out its deadline on \
+                     the default timer, or on its tokio runtime's clock (said once per process)"
+                ),
+                );
                 self.poll_elapsed(cx)
             }
             Err(TimerError::Shutdown) => {
                 self.set_entry(None);
                 Poll::Ready(Err(TimerError::Shutdown))
             }
+            Err(TimerError::WorkerSpawn(why)) if !self.moved => {
+                static NO_THREAD: AtomicBool = AtomicBool::new(false);
+                self.move_after_stop(
+                    &NO_THREAD,
+                    format_args!(
+                        "a timer's thread could not start ({why}): its Sleep, timeout or Interval \
+                     waits out its deadline on the default timer (said once per process)"
+                    ),
+                );
+                self.poll_elapsed(cx)
+            }
             Err(error) => {
-                // No thread could be started, or the timer holds 2^28 entries:
-                // yield and retry rather than end early or hang.
-                tracing::warn!(target: "hashed_wheel_timer", %error, "a Sleep could not be scheduled; retrying");
+                // The default timer's thread could not start either, or the timer holds 2^28
+                // entries: yield and retry rather than end early or hang.
+                static RETRYING: AtomicBool = AtomicBool::new(false);
+                warn_once(
+                    &RETRYING,
+                    format_args!(
+                        "a Sleep could not be scheduled ({error}); it retries at each poll \
+                     (said once per process)"
+                    ),
+                );
                 cx.waker().wake_by_ref();
                 Poll::Pending
             }
         }
+    }
+}
+
+fn warn_once(said: &AtomicBool, what: fmt::Arguments<'_>) {
+    if !said.swap(true, Ordering::Relaxed) {
+        crate::engine::notice::warn(what);
     }
 }
 
