@@ -4,7 +4,6 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -155,16 +154,23 @@ impl Sleep {
     }
 
     /// Our timer stopped (or its thread could not start) before the deadline: the wait goes on on
-    /// its `after_stop` timer, for the time that was left on ours. Says `why` once per process.
+    /// its `after_stop` timer, for the time that was left on ours.
     #[cold]
-    fn move_after_stop(&mut self, said: &AtomicBool, why: fmt::Arguments<'_>) {
+    fn move_after_stop(&mut self) {
         self.set_entry(None);
         let clock = &self.timer.shared().clock;
         let left = self.deadline_nanos.saturating_sub(clock.now());
         self.moved = true;
         let home = &self.home().shared().clock;
         self.deadline_nanos = home.deadline_after(Duration::from_nanos(left));
-        warn_once(said, why);
+        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            crate::engine::notice::warn(format_args!(
+                "a Sleep, timeout or Interval of a stopped timer, or of one whose thread could \
+                 not start, now waits out its deadline on the default timer, or on its tokio \
+                 runtime's clock (said once per process)"
+            ));
+        }
     }
 
     /// `deadline` as `deadline_nanos`: on our timer's clock; once moved, on the `after_stop`
@@ -289,53 +295,26 @@ impl Sleep {
                 self.registered = self.registered.take().filter(|w| w.will_wake(cx.waker()));
                 Poll::Pending
             }
-            Err(TimerError::Shutdown) if !self.moved => {
-                static STOPPED: AtomicBool = AtomicBool::new(false);
-                self.move_after_stop(
-                    &STOPPED,
-                    format_args!(
-                    "a Sleep, timeout or Interval of a stopped timer now waits out its deadline on \
-                     the default timer, or on its tokio runtime's clock (said once per process)"
-                ),
-                );
+            Err(TimerError::Shutdown | TimerError::WorkerSpawn(_)) if !self.moved => {
+                self.move_after_stop();
                 self.poll_elapsed(cx)
             }
             Err(TimerError::Shutdown) => {
                 self.set_entry(None);
                 Poll::Ready(Err(TimerError::Shutdown))
             }
-            Err(TimerError::WorkerSpawn(why)) if !self.moved => {
-                static NO_THREAD: AtomicBool = AtomicBool::new(false);
-                self.move_after_stop(
-                    &NO_THREAD,
-                    format_args!(
-                        "a timer's thread could not start ({why}): its Sleep, timeout or Interval \
-                     waits out its deadline on the default timer (said once per process)"
-                    ),
-                );
-                self.poll_elapsed(cx)
-            }
             Err(error) => {
                 // The default timer's thread could not start either, or the timer holds 2^28
-                // entries: yield and retry rather than end early or hang.
-                static RETRYING: AtomicBool = AtomicBool::new(false);
-                warn_once(
-                    &RETRYING,
-                    format_args!(
-                        "a Sleep could not be scheduled ({error}); it retries at each poll \
-                     (said once per process)"
-                    ),
-                );
+                // entries: yield and retry rather than end early or hang. Said once.
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    let what = format_args!("a Sleep could not be scheduled ({error}); it retries");
+                    crate::engine::notice::warn(what);
+                });
                 cx.waker().wake_by_ref();
                 Poll::Pending
             }
         }
-    }
-}
-
-fn warn_once(said: &AtomicBool, what: fmt::Arguments<'_>) {
-    if !said.swap(true, Ordering::Relaxed) {
-        crate::engine::notice::warn(what);
     }
 }
 
