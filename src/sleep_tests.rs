@@ -143,7 +143,7 @@ fn a_reset_per_message_moves_the_entry_each_time_and_never_wakes_early() {
 #[test]
 #[cfg(not(loom))]
 fn a_sleep_whose_timer_cannot_start_its_thread_waits_on_the_default_timer() {
-    use crate::engine::driver::worker::UNSPAWNABLE;
+    use crate::timer::tests::UNSPAWNABLE;
     let timer = HashedWheelTimer::builder()
         .thread_name(UNSPAWNABLE)
         .build()

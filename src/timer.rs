@@ -153,6 +153,10 @@ impl HashedWheelTimer {
     ) -> Result<Key, TimerError> {
         let shared = self.shared();
         if shared.clock.is_real() {
+            #[cfg(test)] // a test's stand-in for a thread the system will not start
+            if shared.config.thread_name == tests::UNSPAWNABLE {
+                return Err(TimerError::WorkerSpawn("refused for a test".to_owned()));
+            }
             worker::ensure_started(shared)?; // a manual or tokio clock has no thread
         }
         Ok(shared.schedule(now, deadline, task)?)
@@ -322,6 +326,9 @@ impl fmt::Debug for HashedWheelTimer {
 pub(crate) mod tests {
     use super::*;
     use crate::engine_tests::worker::eventually;
+
+    /// A timer of this thread name gets `WorkerSpawn` when its thread would start.
+    pub(crate) const UNSPAWNABLE: &str = "unspawnable";
 
     /// Entries filed in the wheel (not those still in the intake).
     pub(crate) fn in_wheel(timer: &HashedWheelTimer) -> usize {

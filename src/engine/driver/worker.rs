@@ -34,19 +34,11 @@ pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), Refusal> {
     start(shared)
 }
 
-/// Tests: a timer of this thread name gets `WorkerSpawn` when its thread would start.
-#[cfg(test)]
-pub(crate) const UNSPAWNABLE: &str = "unspawnable";
-
 #[cold]
 fn start(shared: &Arc<Shared>) -> Result<(), Refusal> {
     let mut worker = lock(&shared.worker);
     if worker.is_some() || shared.is_shutdown() {
         return Ok(());
-    }
-    #[cfg(test)] // a test's stand-in for a spawn the system refuses
-    if shared.config.thread_name == UNSPAWNABLE {
-        return Err(Refusal::WorkerSpawn("refused for a test".to_owned()));
     }
     let (marker, for_thread) = (Arc::clone(shared), Arc::clone(shared));
     let handle = thread::Builder::new()
