@@ -254,10 +254,13 @@ impl Sleep {
     }
 
     /// Polls for the deadline: `Ok` once it has passed, `Err(Shutdown)` once it has passed after
-    /// the wait moved to the `after_stop` timer, or at once if that one stopped too (its tokio
-    /// runtime is gone). When it reads the clock: see the type's docs.
+    /// our timer stopped and the wait moved to the `after_stop` timer, or at once if that one
+    /// stopped too (its tokio runtime is gone). When it reads the clock: see the type's docs.
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TimerError>> {
-        let done = (!self.moved).then_some(()).ok_or(TimerError::Shutdown);
+        // Moved: `Shutdown` if our timer stopped, not if its thread could not start.
+        let done = (!self.moved || !self.timer.is_shutdown())
+            .then_some(())
+            .ok_or(TimerError::Shutdown);
         let shared = self.home().shared();
         let clock = &shared.clock;
         let real_time = clock.reads_real_time();

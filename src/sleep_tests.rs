@@ -138,8 +138,9 @@ fn a_reset_per_message_moves_the_entry_each_time_and_never_wakes_early() {
     assert_eq!(moves, 32, "{moves} moves for 32 resets");
 }
 
-/// A timer whose thread the system will not start: its `Sleep` waits out its time on the default
-/// timer, polled only when woken, not on every turn of its executor (it spun, logging each poll).
+/// A timer whose thread the system will not start: its `Sleep` (here in a `timeout`) waits out its
+/// time on the default timer, polled only when woken, not on every turn of its executor (it spun,
+/// logging each poll), and ends as if the timer had run it.
 #[test]
 #[cfg(not(loom))]
 fn a_sleep_whose_timer_cannot_start_its_thread_waits_on_the_default_timer() {
@@ -151,21 +152,25 @@ fn a_sleep_whose_timer_cannot_start_its_thread_waits_on_the_default_timer() {
     let refused = timer.new_timeout(|_| {}, MS).unwrap_err();
     assert!(matches!(refused, TimerError::WorkerSpawn(_)), "{refused:?}");
     let start = Instant::now();
-    let mut sleep = task::spawn(timer.sleep(MS * 20));
+    let mut timeout = task::spawn(timer.timeout(MS * 20, std::future::pending::<()>()));
     let mut polls = 0;
-    while sleep.poll().is_pending() {
+    let elapsed = loop {
+        if let Poll::Ready(result) = timeout.poll() {
+            break result.unwrap_err();
+        }
         polls += 1;
         assert!(polls < 100, "it spins: woken at once on every poll");
         // Woken by the default timer's thread (10 s: a margin for a busy machine).
         for _ in 0..10_000 {
-            if sleep.is_woken() {
+            if timeout.is_woken() {
                 break;
             }
             std::thread::sleep(MS);
         }
-        assert!(sleep.is_woken(), "never woken");
-    }
+        assert!(timeout.is_woken(), "never woken");
+    };
     assert!(start.elapsed() >= MS * 20, "never early");
+    assert!(!elapsed.is_shutdown(), "the timer did not stop");
     let mut past = task::spawn(timer.sleep(Duration::ZERO));
     assert_ready!(past.poll(), "a deadline past needs no thread");
 }
