@@ -304,3 +304,57 @@ fn producers_at_the_limit_racing_stop_leave_counts_that_add_up() {
         assert_stats_add_up(&timer);
     }
 }
+
+/// Constant churn at the limit, with no pause between threads: each thread holds its share of
+/// callbacks and queue items, and ends one (a `cancel`, a `remove`) before it makes the next. At no
+/// moment do the threads hold more than the limit, so no schedule is refused, whatever the other
+/// threads' cancels and batches are doing meanwhile.
+#[test]
+fn a_thread_that_ends_one_before_it_makes_one_is_never_refused() {
+    const THREADS: usize = 4;
+    const SHARE: usize = 4;
+    let timer = limited(THREADS * SHARE);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(SeqCst) {
+                timer.advance(Duration::from_nanos(1));
+            }
+        });
+        let producers: Vec<_> = (0..THREADS as u64)
+            .map(|seed| {
+                let timer = &timer;
+                s.spawn(move || {
+                    let (mut rng, queue) = (fastrand::Rng::with_seed(seed), timer.delay_queue());
+                    let (mut timeouts, mut items) = (Vec::new(), Vec::new());
+                    for round in 0..20_000 {
+                        if timeouts.len() + items.len() == SHARE {
+                            if items.is_empty() || rng.bool() && !timeouts.is_empty() {
+                                let t: hashed_wheel_timer::Timeout =
+                                    timeouts.swap_remove(rng.usize(..timeouts.len()));
+                                assert!(t.cancel());
+                            } else if !items.is_empty() {
+                                let key = items.swap_remove(rng.usize(..items.len()));
+                                assert!(queue.remove(&key).is_some());
+                            }
+                        }
+                        let made = if rng.bool() {
+                            timer
+                                .new_timeout(|_| {}, Duration::from_secs(60))
+                                .map(|t| timeouts.push(t))
+                        } else {
+                            queue
+                                .insert(round, Duration::from_secs(60))
+                                .map(|k| items.push(k))
+                        };
+                        made.unwrap_or_else(|e| panic!("round {round}: {e}"));
+                    }
+                })
+            })
+            .collect();
+        let ended: Vec<_> = producers.into_iter().map(|p| p.join()).collect();
+        done.store(true, SeqCst); // before a producer's panic goes on: the scope waits for all
+        ended.into_iter().for_each(|e| e.unwrap());
+    });
+    assert_stats_add_up(&timer);
+}

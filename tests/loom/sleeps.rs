@@ -253,3 +253,34 @@ fn a_sleep_reset_earlier_then_dropped_against_its_refiling() {
         assert_eq!((s.scheduled, s.cancelled, s.fired), (2, 1, 1));
     });
 }
+
+/// At the limit (2), a dropped `Sleep`'s cancel waits in its thread's batch while another thread
+/// drops one and registers another: a callback scheduled after the first drop returned is never
+/// refused, as the threads hold one `Sleep` at most then, though the place the first batch freed
+/// may go to the other thread's new `Sleep` before the refused call tries again.
+#[test]
+fn a_callback_after_a_dropped_sleep_at_the_limit_is_not_refused_under_churn() {
+    model_long(|| {
+        let timer = HashedWheelTimer::builder()
+            .manual_clock()
+            .max_pending_timeouts(2)
+            .build()
+            .unwrap();
+        let waker = futures::task::noop_waker();
+        let dropper = {
+            let (timer, waker) = (timer.clone(), waker.clone());
+            thread::spawn(move || drop(registered_sleep(&timer, TICK, &waker)))
+        };
+        let churner = {
+            let (timer, waker) = (timer.clone(), waker.clone());
+            thread::spawn(move || {
+                drop(registered_sleep(&timer, TICK, &waker));
+                drop(registered_sleep(&timer, TICK, &waker));
+            })
+        };
+        dropper.join().unwrap();
+        let made = timer.new_timeout(|_| {}, TICK);
+        assert!(made.is_ok(), "{made:?}");
+        churner.join().unwrap();
+    });
+}

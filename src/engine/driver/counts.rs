@@ -34,8 +34,10 @@ pub(crate) struct Counts {
     /// `max_pending_timeouts`, or the arena's size.
     limit: usize,
     pending: AtomicUsize,
-    /// Takers of batched cancels still counting them (`Shared::cancel_all`).
+    /// Takers of batched cancels still counting them, and batches counted so far
+    /// (`Shared::cancel_all`; `reserve_at_the_limit` reads both).
     pub(crate) counting: AtomicUsize,
+    pub(crate) batches_counted: AtomicU64,
     /// Set when a shutdown has stopped everything: what `pending` still holds is a schedule racing
     /// it, which will be refused (`unreserve`), so the totals count it nowhere.
     ended: AtomicBool,
@@ -75,6 +77,11 @@ impl Counts {
 
     pub(crate) fn pending(&self) -> usize {
         self.pending.load(Ordering::Acquire)
+    }
+
+    /// The pending count read by a read-modify-write: the latest, where a load may be stale.
+    pub(crate) fn pending_latest(&self) -> usize {
+        self.pending.fetch_add(0, Ordering::AcqRel)
     }
 
     /// Counts one more pending timeout, or says why not; never refuses a

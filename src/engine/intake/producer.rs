@@ -38,14 +38,7 @@ impl Shared {
         let lane = self.intake.lane_here();
         let now = lane.map_or(now, |lane| lane.not_before(now));
         if self.counts.reserve(&task).is_err() {
-            // At the limit: the cancels waiting in batches have ended their timeouts for their
-            // users; counts them, and waits for those another thread took to be counted.
-            self.cancel_batched();
-            fence(Ordering::Acquire); // a taker of a cell found empty is seen counting
-            while self.counts.counting.load(Ordering::Acquire) > 0 {
-                yield_now();
-            }
-            self.counts.reserve(&task)?;
+            self.reserve_at_the_limit(&task)?;
         }
         let taken = lane
             .and_then(|lane| lane.pop_free(&self.slots))
@@ -75,6 +68,36 @@ impl Shared {
             return Err(Refusal::Shutdown);
         }
         Ok(key)
+    }
+
+    /// `reserve` at the limit. The cancels waiting in batches have ended their timeouts for their
+    /// users: counts them, waits for those another thread took to be counted, and tries again.
+    /// Refuses only if the latest count is at the limit and no batched cancel ended before it was
+    /// read: none left in a batch, none being counted, no batch counted since (another thread may
+    /// have taken the place a batch freed).
+    #[cold]
+    fn reserve_at_the_limit(&self, task: &Task) -> Result<(), Refusal> {
+        let counts = &self.counts;
+        loop {
+            self.cancel_batched();
+            fence(Ordering::Acquire); // a taker of a cell found empty is seen counting
+            while counts.counting.load(Ordering::Acquire) > 0 {
+                yield_now();
+            }
+            let batches = counts.batches_counted.load(Ordering::Acquire);
+            if counts.reserve(task).is_ok() {
+                return Ok(());
+            }
+            let pending = counts.pending_latest();
+            let batched = self.intake.lanes().any(Lane::has_batch);
+            fence(Ordering::Acquire);
+            let counting = counts.counting.load(Ordering::Acquire) > 0;
+            let counted = counts.batches_counted.load(Ordering::Acquire) != batches;
+            let max = counts.limit();
+            if pending >= max && !batched && !counting && !counted {
+                return Err(Refusal::AtCapacity { pending, max });
+            }
+        }
     }
 
     /// This thread's `lane` is full: files its oldest half and pushes again.
@@ -207,6 +230,7 @@ impl Shared {
             Some(task)
         });
         self.counts.uncount(counted, Ended::Cancelled);
+        self.counts.batches_counted.fetch_add(1, Ordering::Release);
         self.counts.counting.fetch_sub(1, Ordering::Release);
         each_then_first_panic(won.into_iter().flatten(), drop); // may run user code: after the count
     }
