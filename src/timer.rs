@@ -416,11 +416,8 @@ pub(crate) mod tests {
         let mut ts: Vec<_> = (0..100).map(|i| idle(MS * (1000 + i))).collect();
         timer.advance(PAST_THE_HOLD);
         assert_eq!(in_wheel(&timer), 100);
-        // Cancelled in a bucket, and cancelled while still queued.
+        // Cancelled in a bucket (those cancelled while queued are freed at once: above).
         ts.drain(..60).for_each(|t| assert!(t.cancel()));
-        for _ in 0..10 {
-            assert!(idle(MS * 2000).cancel());
-        }
         timer.advance(MS);
         assert_eq!(in_wheel(&timer), 40, "removed at the next tick, not at 1 s");
         assert_eq!(live(), 40, "freed within a tick of the cancel");
