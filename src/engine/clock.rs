@@ -77,7 +77,7 @@ impl Clock {
             manual_target: AtomicU64::new(0),
             real_time,
             tick_nanos,
-            last_tick: tick_of(NEVER, tick_nanos) - 1,
+            last_tick: NEVER.div_ceil(tick_nanos) - 1,
         }
     }
 
@@ -160,7 +160,7 @@ impl Clock {
 
     /// The first tick whose end is at or after `deadline`.
     pub(crate) fn tick_of(&self, deadline: Nanos) -> u64 {
-        tick_of(deadline, self.tick_nanos)
+        deadline.div_ceil(self.tick_nanos)
     }
 
     /// The last tick ended at `now`, capped at `last_tick`.
@@ -185,10 +185,6 @@ impl Clock {
 /// The earlier of two optional times.
 pub(crate) fn earliest(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
     a.zip(b).map(|(a, b)| a.min(b)).or(a).or(b)
-}
-
-pub(crate) fn tick_of(deadline: Nanos, tick_nanos: u64) -> u64 {
-    deadline.div_ceil(tick_nanos)
 }
 
 /// How far ahead an unrepresentable instant is clamped to: 30 years, as

@@ -127,7 +127,7 @@ impl Shared {
             urgent_nanos: urgent_nanos(config.tick_nanos),
             clock: Clock::of(config.tick_nanos, source),
             core: Mutex::new(Core {
-                wheel: Wheel::new(config.ticks_per_wheel, config.tick_nanos),
+                wheel: Wheel::new(config.ticks_per_wheel),
                 last_housekeeping: None,
                 unfired: Vec::new(),
                 ready: Vec::new(),

@@ -171,7 +171,7 @@ impl Shared {
             return;
         }
         let wheel = &mut core.wheel;
-        wheel.insert(&self.slots, key, deadline);
+        wheel.insert(&self.slots, key, self.clock.tick_of(deadline));
         // Pairs with the fence in `leave_removal_to_driver`: a cancel that
         // raced the insert either sees it filed or is seen here.
         fence(Ordering::SeqCst);

@@ -21,7 +21,7 @@ mod list;
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU64;
 
-use crate::engine::clock::{earliest, tick_of, Nanos};
+use crate::engine::clock::{earliest, Nanos};
 use crate::engine::entry::arena::Slots;
 use crate::engine::entry::key::Key;
 use crate::engine::entry::TICKS_AHEAD;
@@ -44,13 +44,12 @@ pub(crate) struct Wheel {
     far: HashMap<Key, u64>,
     shift: u32,
     mask: u64,
-    tick_nanos: u64,
     /// The last tick processed. Every entry's tick is later than this.
     current: u64,
 }
 
 impl Wheel {
-    pub(crate) fn new(ticks_per_wheel: usize, tick_nanos: u64) -> Wheel {
+    pub(crate) fn new(ticks_per_wheel: usize) -> Wheel {
         debug_assert!(ticks_per_wheel.is_power_of_two());
         Wheel {
             buckets: vec![None; ticks_per_wheel],
@@ -59,7 +58,6 @@ impl Wheel {
             far: HashMap::new(),
             shift: ticks_per_wheel.trailing_zeros(),
             mask: ticks_per_wheel as u64 - 1,
-            tick_nanos,
             current: 0,
         }
     }
@@ -80,9 +78,9 @@ impl Wheel {
         self.current
     }
 
-    /// Files `key` at `deadline`'s tick: late, never early.
-    pub(crate) fn insert(&mut self, slots: &Slots, key: Key, deadline: Nanos) {
-        let tick = tick_of(deadline, self.tick_nanos).max(self.current.saturating_add(1));
+    /// Files `key` at its deadline's `tick`, or the next if that one is past: late, never early.
+    pub(crate) fn insert(&mut self, slots: &Slots, key: Key, tick: u64) {
+        let tick = tick.max(self.current.saturating_add(1));
         let far = tick - self.current > TICKS_AHEAD;
         if far {
             self.far.insert(key, tick);
@@ -260,11 +258,11 @@ mod tests {
     use super::*;
     use crate::engine::entry::task::Task;
 
-    /// Ticks of 1 ns, so a deadline is its own tick.
     fn wheel(ticks_per_wheel: usize) -> (Wheel, Slots) {
-        (Wheel::new(ticks_per_wheel, 1), Slots::new())
+        (Wheel::new(ticks_per_wheel), Slots::new())
     }
 
+    /// Ticks of 1 ns: an entry due at `deadline` is filed at tick `deadline`.
     fn insert(wheel: &mut Wheel, slots: &Slots, deadline: u64) -> Key {
         let key = slots.insert(deadline, Task::Wake(None), 1).unwrap();
         wheel.insert(slots, key, deadline);
@@ -341,9 +339,10 @@ mod tests {
 
     #[test]
     fn equal_ticks_keep_insertion_order() {
-        let (mut wheel, slots) = (Wheel::new(4, 10), Slots::new());
+        let (mut wheel, slots) = wheel(4);
         for deadline in [90u64, 85, 81] {
-            insert(&mut wheel, &slots, deadline);
+            let key = slots.insert(deadline, Task::Wake(None), 1).unwrap();
+            wheel.insert(&slots, key, 9); // ticks of 10 ns
         }
         let fired = run_to(&mut wheel, &slots, 9);
         assert_eq!(fired, vec![(9, 90), (9, 85), (9, 81)], "all at tick 9");
