@@ -107,7 +107,7 @@ impl Shared {
             return Some(at(now_tick));
         }
         let cancelling_young = self.intake.take_saw_withdrawn() && self.clock.reads_real_time();
-        let in_a_round = at(now_tick.saturating_add(core.wheel.ticks_per_round()));
+        let in_a_round = at(now_tick.saturating_add(self.config.ticks_per_wheel as u64));
         // The end of the next tick with work: all of it due, none of it more than a tick late.
         let mut next = core.wheel.next_work_tick().map(at);
         next = next.or(cancelling_young.then_some(in_a_round));

@@ -70,10 +70,6 @@ impl Wheel {
         lists.map(|list| list.iter(slots).count()).sum()
     }
 
-    pub(crate) fn ticks_per_round(&self) -> u64 {
-        self.mask + 1
-    }
-
     pub(crate) fn current_tick(&self) -> u64 {
         self.current
     }
