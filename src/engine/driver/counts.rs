@@ -31,7 +31,6 @@ pub(crate) enum Ended {
 
 #[derive(Default)]
 pub(crate) struct Counts {
-    /// `max_pending_timeouts`, or the arena's size.
     limit: usize,
     pending: AtomicUsize,
     /// Takers of batched cancels still counting them, and batches counted so far

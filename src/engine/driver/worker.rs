@@ -117,7 +117,6 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
                     shared: Arc::downgrade(shared),
                     task: AtomicWaker::new(),
                 });
-                // The sleep, polled with a waker that turns the wheel, then wakes this task.
                 let slept = std::future::poll_fn(|cx| {
                     turn.task.register(cx.waker());
                     let waker = Waker::from(turn.clone());
