@@ -83,7 +83,7 @@ impl Slots {
         let table = self.directory[(i >> (CHUNK_BITS + TABLE_BITS)) & (TABLE - 1)]
             .get_or_init(|| boxed_array(OnceLock::new));
         table[(i >> CHUNK_BITS) & (TABLE - 1)].get_or_init(|| boxed_array(Entry::vacant));
-        Some(Key::at(i as u32))
+        Key::unpack(i as u32 + 1) // entry i's key
     }
 
     /// One more reference to `key`, for a caller that holds one already.

@@ -7,12 +7,6 @@ use std::num::NonZeroU32;
 pub(crate) struct Key(NonZeroU32);
 
 impl Key {
-    /// The key of arena entry `index`; the arena holds under `u32::MAX`.
-    #[inline(always)]
-    pub(crate) fn at(index: u32) -> Key {
-        Key(NonZeroU32::new(index.wrapping_add(1)).expect("an index below u32::MAX"))
-    }
-
     /// The key packed with `Key::pack`, or `None` for 0.
     #[inline(always)]
     pub(crate) fn unpack(link: u32) -> Option<Key> {
