@@ -75,7 +75,7 @@ impl HashedWheelTimer {
             driver_busy: Duration::from_nanos(totals.driver_busy_nanos),
             lateness: LatenessHistogram::new(buckets, max_lateness),
             max_lateness: Duration::from_nanos(max_lateness),
-            queued: totals.queued,
+            queued: self.shared().intake.len(),
         }
     }
 }

@@ -42,8 +42,7 @@ pub(crate) struct Counts {
     ended: AtomicBool,
     /// Timeouts that left `pending`, by how they ended (`Ended`).
     ended_by: [AtomicU64; 3],
-    /// Times a sleeping driver woke; nanoseconds it spent turning. Only the
-    /// driver writes these and `lateness`: no read-modify-write.
+    /// Times a sleeping driver woke; nanoseconds it spent turning. Only the driver writes these.
     driver_wakeups: AtomicU64,
     driver_busy: AtomicU64,
     pub(crate) lateness: Lateness,
@@ -58,7 +57,6 @@ pub(crate) struct Totals {
     pub(crate) pending: usize,
     pub(crate) driver_wakeups: u64,
     pub(crate) driver_busy_nanos: u64,
-    pub(crate) queued: usize,
 }
 
 impl Counts {
@@ -122,15 +120,15 @@ impl Counts {
     }
 
     pub(crate) fn note_wakeup(&self) {
-        add(&self.driver_wakeups, 1);
+        self.driver_wakeups.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn note_busy(&self, nanos: u64) {
-        add(&self.driver_busy, nanos);
+        self.driver_busy.fetch_add(nanos, Ordering::Relaxed);
     }
 
-    /// The totals, exact only when quiet, with the intake's `queued`.
-    pub(crate) fn totals(&self, queued: usize) -> Totals {
+    /// The totals, exact only when quiet.
+    pub(crate) fn totals(&self) -> Totals {
         let mut pending = self.pending.load(Ordering::Acquire);
         if self.ended.load(Ordering::Acquire) {
             pending = 0; // schedules racing the shutdown, each to be refused
@@ -145,15 +143,6 @@ impl Counts {
             pending,
             driver_wakeups: self.driver_wakeups.load(Ordering::Relaxed),
             driver_busy_nanos: self.driver_busy.load(Ordering::Relaxed),
-            queued,
         }
     }
-}
-
-/// Adds `n` to a total only the driver writes.
-fn add(total: &AtomicU64, n: u64) {
-    total.store(
-        total.load(Ordering::Relaxed).saturating_add(n),
-        Ordering::Relaxed,
-    );
 }

@@ -161,7 +161,7 @@ impl Shared {
     /// The counts, once the batched cancels are done.
     pub(crate) fn totals(&self) -> Totals {
         self.cancel_batched();
-        self.counts.totals(self.intake.len())
+        self.counts.totals()
     }
 
     #[inline(always)]
