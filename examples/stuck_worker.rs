@@ -10,8 +10,9 @@
 //! wheels are per worker. A real-clock timer of this crate drives its wheel
 //! on its own thread, so its wake-ups reach whichever worker is free, and
 //! its callbacks need no worker at all. A `tokio_clock()` timer's driver is
-//! a task on the runtime: it fires while some worker is free, not while all
-//! are stuck.
+//! a task on the runtime: it stalls while all workers are stuck, and while
+//! the one that last woke it is (it waits in that worker's LIFO slot, which
+//! other workers do not steal).
 
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};

@@ -123,8 +123,8 @@ impl Builder {
     ///
     /// Callbacks run on the driver task, so a slow one delays its runtime thread as well as later
     /// timeouts: give heavy ones an [`executor`](Builder::executor). The timer shuts down with its
-    /// runtime, and stalls while every runtime worker is blocked (then fires late, never early),
-    /// where the real clock's thread keeps firing: see the README's "When a worker is stuck".
+    /// runtime, and fires late (never early) while every worker, or the one whose LIFO slot holds
+    /// its woken driver task, is blocked: see the README's "When a worker is stuck".
     ///
     /// `build` fails with [`TimerError::NoTokioRuntime`] outside a runtime,
     /// [`TimerError::TokioTimeDisabled`] in one built without `enable_time()`, and
