@@ -169,7 +169,7 @@ fn an_idle_worker_makes_no_wakeups() {
     // A timeout far away: one sleep to it, no ticking in between, once
     // the worker filed it (it waits in its lane until it is 64-96 ms old).
     let t = timer.new_timeout(|_| {}, Duration::from_secs(600)).unwrap();
-    std::thread::sleep(Duration::from_millis(150));
+    std::thread::sleep(Duration::from_secs(1)); // 10x the hold
     let before = assert_no_wakeups_for_a_while(&tid, "while waiting 600 s away");
 
     // A later timeout costs no unpark either.

@@ -402,8 +402,16 @@ fn plain_threads_schedule_while_the_runtime_shuts_down() {
                 .unwrap();
             let timer = runtime.block_on(async { tokio_clock() });
             let fired = Counter::default();
+            let (started, slow_runs) = std::sync::mpsc::channel();
             timer
-                .new_timeout(|_| std::thread::sleep(ms(50)), ms(1))
+                .new_timeout(
+                    move |_| {
+                        started.send("started").unwrap();
+                        std::thread::sleep(ms(50));
+                        started.send("returned").unwrap();
+                    },
+                    ms(1),
+                )
                 .unwrap();
             let threads: Vec<_> = (0..3)
                 .map(|_| {
@@ -426,7 +434,10 @@ fn plain_threads_schedule_while_the_runtime_shuts_down() {
                     })
                 })
                 .collect();
-            std::thread::sleep(ms(20));
+            // Shut down while the slow callback runs: wait for it to start, not for a wall-clock
+            // guess (on a loaded machine 20 ms was once not enough for the driver to run at all).
+            let slow_callback = || slow_runs.recv_timeout(Duration::from_secs(10));
+            assert_eq!(slow_callback(), Ok("started"));
             match how {
                 0 => runtime.shutdown_timeout(ms(1)),
                 1 => runtime.shutdown_background(),
@@ -436,15 +447,24 @@ fn plain_threads_schedule_while_the_runtime_shuts_down() {
                 .into_iter()
                 .flat_map(|t| t.join().unwrap())
                 .collect();
+            assert_eq!(slow_callback(), Ok("returned"));
+            // The driver's turn may still hold keys due behind the slow callback: it stops and
+            // counts them after the callback returns. Wait (10 s at most) for every timeout made
+            // to end and for the totals to count each.
             let start = std::time::Instant::now();
-            while !timer.is_shutdown() || timer.pending_timeouts() > 0 {
-                assert!(
-                    start.elapsed() < Duration::from_secs(10),
-                    "way {how}: never ended"
-                );
+            let settled = || {
+                let s = timer.stats();
+                timer.is_shutdown()
+                    && made.iter().all(|t| !t.is_pending())
+                    && (s.fired + s.stopped + s.cancelled) as usize == made.len() + 1
+            };
+            while !settled() {
+                if start.elapsed() > Duration::from_secs(10) {
+                    let pending: Vec<_> = made.iter().filter(|t| t.is_pending()).collect();
+                    panic!("way {how}: never ended: {:?} {pending:?}", timer.stats());
+                }
                 std::thread::yield_now();
             }
-            std::thread::sleep(ms(100)); // the slow callback returns
             assert_stats_add_up(&timer);
             let expired = made.iter().filter(|t| t.is_expired()).count();
             assert_eq!(expired, fired.get(), "way {how}");
