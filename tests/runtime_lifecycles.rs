@@ -403,16 +403,19 @@ fn plain_threads_schedule_while_the_runtime_shuts_down() {
             let timer = runtime.block_on(async { tokio_clock() });
             let fired = Counter::default();
             let (started, slow_runs) = std::sync::mpsc::channel();
+            let (release, released) = std::sync::mpsc::channel::<()>();
             timer
                 .new_timeout(
                     move |_| {
                         started.send("started").unwrap();
-                        std::thread::sleep(ms(50));
+                        let _ = released.recv_timeout(Duration::from_secs(10));
                         started.send("returned").unwrap();
                     },
                     ms(1),
                 )
                 .unwrap();
+            // Due with the slow callback, after it: the turn holds it while the callback runs.
+            let behind = timer.new_timeout(|_| {}, ms(1)).unwrap();
             let threads: Vec<_> = (0..3)
                 .map(|_| {
                     let (timer, fired) = (timer.clone(), fired.clone());
@@ -441,12 +444,33 @@ fn plain_threads_schedule_while_the_runtime_shuts_down() {
             match how {
                 0 => runtime.shutdown_timeout(ms(1)),
                 1 => runtime.shutdown_background(),
-                _ => drop(runtime),
+                _ => {
+                    release.send(()).unwrap(); // dropping the runtime waits for its workers
+                    drop(runtime)
+                }
+            }
+            // A runtime that shuts down while its worker runs the callback may drop the timer's
+            // driver task only once that poll returns: the check below runs if it did not wait.
+            let start = std::time::Instant::now();
+            while !timer.is_shutdown() && start.elapsed() < ms(200) {
+                std::thread::yield_now();
+            }
+            let shut_while_held = timer.is_shutdown() && behind.is_pending();
+            if !shut_while_held {
+                let _ = release.send(()); // way 2 sent it already
             }
             let made: Vec<_> = threads
                 .into_iter()
                 .flat_map(|t| t.join().unwrap())
                 .collect();
+            if shut_while_held {
+                // Held by a turn yet to see the shutdown: still pending, in the totals too.
+                let s = timer.stats();
+                assert!(behind.is_pending(), "way {how}");
+                assert!(s.scheduled as usize >= made.len() + 2, "way {how}: {s:?}");
+                assert!(timer.pending_timeouts() >= 1, "way {how}: {s:?}");
+                release.send(()).unwrap();
+            }
             assert_eq!(slow_callback(), Ok("returned"));
             // The driver's turn may still hold keys due behind the slow callback: it stops and
             // counts them after the callback returns. Wait (10 s at most) for every timeout made
@@ -455,8 +479,8 @@ fn plain_threads_schedule_while_the_runtime_shuts_down() {
             let settled = || {
                 let s = timer.stats();
                 timer.is_shutdown()
-                    && made.iter().all(|t| !t.is_pending())
-                    && (s.fired + s.stopped + s.cancelled) as usize == made.len() + 1
+                    && made.iter().chain([&behind]).all(|t| !t.is_pending())
+                    && (s.fired + s.stopped + s.cancelled) as usize == made.len() + 2
             };
             while !settled() {
                 if start.elapsed() > Duration::from_secs(10) {
@@ -469,8 +493,13 @@ fn plain_threads_schedule_while_the_runtime_shuts_down() {
             let expired = made.iter().filter(|t| t.is_expired()).count();
             assert_eq!(expired, fired.get(), "way {how}");
             let s = timer.stats();
-            assert_eq!(s.fired as usize, fired.get() + 1, "way {how}: {s:?}");
-            assert_eq!(s.scheduled as usize, made.len() + 1, "way {how}: {s:?}");
+            let behind_fired = usize::from(behind.is_expired());
+            assert_eq!(
+                s.fired as usize,
+                fired.get() + 1 + behind_fired,
+                "way {how}: {s:?}"
+            );
+            assert_eq!(s.scheduled as usize, made.len() + 2, "way {how}: {s:?}");
         });
     }
 }

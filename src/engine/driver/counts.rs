@@ -37,8 +37,8 @@ pub(crate) struct Counts {
     /// (`Shared::cancel_all`; `reserve_at_the_limit` reads both).
     pub(crate) counting: AtomicUsize,
     pub(crate) batches_counted: AtomicU64,
-    /// Set when a shutdown has stopped everything: what `pending` still holds is a schedule racing
-    /// it, which will be refused (`unreserve`), so the totals count it nowhere.
+    /// Set when a shutdown that waited for the driver has stopped everything: what `pending` still
+    /// holds is a schedule racing it, to be refused (`unreserve`), so the totals count it nowhere.
     ended: AtomicBool,
     /// Timeouts that left `pending`, by how they ended (`Ended`).
     ended_by: [AtomicU64; 3],
@@ -99,7 +99,7 @@ impl Counts {
             .map_err(|pending| Refusal::AtCapacity { pending, max })
     }
 
-    /// Called by a shutdown once it has stopped and counted everything.
+    /// Called by a shutdown that waited for the driver, once it stopped and counted everything.
     pub(crate) fn end(&self) {
         self.ended.store(true, Ordering::Release);
     }

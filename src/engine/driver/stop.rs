@@ -81,7 +81,7 @@ impl Shared {
             all.append(&mut core.unfired);
             self.counts.uncount(uncounted, Ended::Stopped);
         }
-        self.counts.end();
+        wait.then(|| self.counts.end()); // else a turn under way may hold keys: still pending
         released.into_iter().for_each(|key| self.slots.release(key));
         #[cfg(feature = "metrics")]
         self.config.publish.turned(self, self.clock.now(), None);
