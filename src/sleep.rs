@@ -8,8 +8,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::engine::clock::{saturating_nanos, Nanos};
-use crate::engine::entry::key::Key;
-use crate::engine::entry::task::Task;
+use crate::engine::entry::{key::Key, task::Task};
 use crate::{HashedWheelTimer, TimerError};
 
 /// A future that completes once its deadline has passed on its timer's clock; made by

@@ -7,10 +7,8 @@ use std::time::{Duration, Instant};
 use crate::builder::Builder;
 use crate::default_timer::DEFAULT;
 use crate::engine::clock::{Nanos, Source};
-use crate::engine::driver::worker;
-use crate::engine::driver::{Config, Shared};
-use crate::engine::entry::key::Key;
-use crate::engine::entry::task::Task;
+use crate::engine::driver::{worker, Config, Shared};
+use crate::engine::entry::{key::Key, task::Task};
 use crate::registry::Registration;
 use crate::{Timeout, TimerError};
 
