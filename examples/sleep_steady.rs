@@ -1,17 +1,16 @@
-//! How late sleeps complete in a steady stream: 200 tasks on a 2-worker
+//! How late sleeps complete in a steady stream: 200 tasks (`--tasks`) on a 2-worker
 //! runtime, each in a loop sleeping 1-10 ms (a service time, a backoff),
 //! for 2 s a round; on `tokio::time`, on this crate's timer (real clock),
 //! and on a `tokio_clock()` timer. Lateness is from the deadline to the
 //! task running again, as the task sees it: mean, p50 and p99, and sleeps
 //! completed (more, when each is less late). Rounds interleave the three.
 //!
-//! `cargo run --release --example sleep_steady [-- --rounds N]`
+//! `cargo run --release --example sleep_steady [-- --rounds N --tasks N]`
 
 use std::time::{Duration, Instant};
 
 use hashed_wheel_timer::HashedWheelTimer;
 
-const TASKS: u64 = 200;
 const ROUND: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Copy, PartialEq)]
@@ -34,7 +33,7 @@ impl Way {
 /// Mean, p50, p99 lateness in µs, and sleeps completed.
 type Row = [f64; 4];
 
-fn round(way: Way) -> Row {
+fn round(way: Way, tasks: u64) -> Row {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -51,7 +50,7 @@ fn round(way: Way) -> Row {
         builder.build().expect("timer")
     };
     let end = Instant::now() + ROUND;
-    let tasks: Vec<_> = (1..=TASKS)
+    let tasks: Vec<_> = (1..=tasks)
         .map(|seed| {
             let timer = timer.clone();
             rt.spawn(async move {
@@ -89,11 +88,12 @@ fn round(way: Way) -> Row {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let mut rounds = 3;
+    let (mut rounds, mut tasks) = (3, 200u64);
     while let Some(flag) = args.next() {
         match (flag.as_str(), args.next().and_then(|n| n.parse().ok())) {
             ("--rounds", Some(n)) => rounds = n,
-            _ => panic!("flags: --rounds N (3)"),
+            ("--tasks", Some(n)) => tasks = n as u64,
+            _ => panic!("flags: --rounds N (3) --tasks N (200)"),
         }
     }
     let ways = [Way::Tokio, Way::Real, Way::TokioClock];
@@ -101,10 +101,10 @@ fn main() {
     for r in 0..rounds {
         for i in 0..ways.len() {
             let i = (i + r) % ways.len(); // each way first in turn
-            rows[i].push(round(ways[i]));
+            rows[i].push(round(ways[i], tasks));
         }
     }
-    println!("{TASKS} tasks each sleeping 1-10 ms in a loop, {rounds} rounds of {ROUND:?}; medians over the rounds");
+    println!("{tasks} tasks each sleeping 1-10 ms in a loop, {rounds} rounds of {ROUND:?}; medians over the rounds");
     println!("| timer | mean µs late | p50 | p99 | sleeps completed |");
     println!("|---|---:|---:|---:|---:|");
     for (way, rows) in ways.iter().zip(&rows) {

@@ -354,6 +354,33 @@ async fn a_runtime_paused_after_the_timer_was_built_moves_it_by_advance() {
     assert!(s.elapsed() >= 10 * MS);
 }
 
+/// On a tokio clock running in real time, a timeout fires at tokio's first millisecond after its
+/// deadline, where tokio fires its own, whatever the wheel's tick: with 1 s ticks, a 10 ms sleep
+/// and a 30 ms callback in the tick under way end long before it does (they once waited for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_time_tokio_clock_fires_at_tokios_millisecond_not_at_the_ticks_end() {
+    let tick = Duration::from_secs(1);
+    let timer = HashedWheelTimer::builder()
+        .tokio_clock()
+        .tick_duration(tick)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let t = timer
+        .new_timeout(|_| tx.send(Instant::now()).unwrap(), 30 * MS)
+        .unwrap();
+    timer.sleep(10 * MS).await;
+    let slept = start.elapsed();
+    let fired = rx.await.unwrap() - start;
+    assert!(
+        slept >= 10 * MS && slept < tick / 2,
+        "{slept:?}: never early, and 50x margin"
+    );
+    assert!(fired >= 30 * MS && fired < tick / 2, "{fired:?}");
+    assert!(t.is_expired());
+}
+
 /// `DelayQueue::insert`: "A zero delay is due at once: it wakes the consumers, and on a manual or
 /// tokio clock comes out at their next poll" — also in the middle of a tick.
 #[test]

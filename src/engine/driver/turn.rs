@@ -10,9 +10,7 @@ use std::sync::Arc;
 use crate::engine::clock::{earliest, saturating_nanos, Nanos};
 use crate::engine::driver::counts::Ended;
 use crate::engine::driver::{Core, Shared, IDLE};
-use crate::engine::entry::key::Key;
-use crate::engine::entry::task::Task;
-use crate::engine::entry::Fire;
+use crate::engine::entry::{key::Key, task::Task, Fire};
 use crate::engine::intake::lane::{Drained, Lane, BATCH_WAIT_NANOS, KEEP_HALF, STAMPS_TELL_AGE};
 use crate::engine::sync::{fence, Ordering};
 
@@ -45,14 +43,15 @@ impl Shared {
                 now_tick
             };
             while core.wheel.expire_next(&self.slots, upto, due).is_some() {}
+            let mut kept = None; // in the tick under way, not due yet
             if upto == now_tick && self.clock.tokio_runtime().is_some() {
                 let paused = !self.clock.reads_real_time(); // then a round's list too
-                core.wheel.expire_due_by(&self.slots, now, paused, due);
+                kept = core.wheel.expire_due_by(&self.slots, now, paused, due);
             }
             // After the wheel's keys: a tie fires in filing order, and the
             // wheel's were filed first (`fire` sorts stably).
             due.append(&mut core.ready);
-            self.next_turn(&core, now_tick, drained)
+            earliest(self.next_turn(&core, now_tick, drained), kept)
         };
         let fired = !due.is_empty();
         let ran = self.fire(due);

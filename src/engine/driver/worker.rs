@@ -129,11 +129,11 @@ async fn drive(guard: ShutDownOnDrop, notify: Arc<Notify>) {
     }
 }
 
-/// When to ask tokio to wake the driver for a turn planned at `wake_at`, a tick's end. tokio wakes
-/// a sleep at its own next millisecond, not at the wheel's: asked for the tick's end, a timeout
-/// would wait for both. So it is asked for the tick's start, once that is ahead, else (on a clock
-/// that can be paused) for tokio's next millisecond, and the turn there fires what is due by then
-/// (`Wheel::expire_due_by`); the rest at the tick's end, or with the next tick's.
+/// When to ask tokio to wake the driver for a turn planned at `wake_at`, a tick's end or, in the
+/// tick under way, its earliest deadline not due yet. tokio wakes a sleep at its own next
+/// millisecond, not at the wheel's: asked for the tick's end, a timeout would wait for both. So it
+/// is asked for the tick's start, once that is ahead, else for `wake_at` (a clock that can be paused:
+/// at most tokio's next millisecond); the turn there fires what is due by then (`expire_due_by`).
 fn tokio_wake(shared: &Shared, wake_at: Nanos) -> Nanos {
     let start = wake_at.saturating_sub(shared.config.tick_nanos) + 1;
     let now = shared.clock.now();

@@ -113,10 +113,8 @@ impl Wheel {
     pub(crate) fn next_work_tick(&self) -> Option<u64> {
         let round_start = self.current & !self.mask;
         let from = (self.current & self.mask) as usize + 1;
-        let in_round = self
-            .occupied
-            .next_set(from)
-            .map(|bucket| round_start + bucket as u64);
+        let bucket = self.occupied.next_set(from);
+        let in_round = bucket.map(|bucket| round_start + bucket as u64);
         let later = self.overflow.keys().next().map(|round| round << self.shift);
         earliest(in_round, later)
     }
@@ -159,32 +157,38 @@ impl Wheel {
 
     /// Takes out of the next tick's bucket (a round's first: its round in `overflow`, if
     /// `rounds_too`, as that walks the round), in order, the one-shot keys due by `now`, before
-    /// the tick ends: a tokio clock's driver turns where tokio wakes it, on tokio's millisecond,
-    /// not the wheel's (`worker.rs`). A periodic key waits for its tick, to run at most once a tick.
+    /// the tick ends: a tokio clock's driver turns where tokio wakes it, on tokio's millisecond
+    /// (`worker.rs`); a periodic key waits for its tick. Returns the earliest one-shot deadline it
+    /// kept: the driver turns next at tokio's first millisecond after it, where tokio would fire it.
     pub(crate) fn expire_due_by(
         &mut self,
         slots: &Slots,
         now: Nanos,
         rounds_too: bool,
         due: &mut Vec<Key>,
-    ) {
+    ) -> Option<Nanos> {
         let place = self.place_of(self.current.saturating_add(1));
         let mut list = match place {
             Place::Bucket(bucket) => List::unpack(self.buckets[bucket]),
-            Place::Round(_) if !rounds_too => return,
+            Place::Round(_) if !rounds_too => return None,
             Place::Round(round) => self.overflow.get(&round).copied().unwrap_or_default(),
         };
+        let mut kept = None;
         let mut next = list.head;
         while let Some(key) = next {
             let entry = slots.get(key);
             next = entry.next_link();
-            if entry.deadline() <= now && !entry.is_periodic() {
+            let deadline = (!entry.is_periodic()).then(|| entry.deadline());
+            if deadline.is_some_and(|deadline| deadline <= now) {
                 list.unlink(slots, key);
                 self.took_out(slots, key);
                 due.push(key);
+            } else {
+                kept = earliest(kept, deadline);
             }
         }
-        self.with_list(place, |kept| *kept = list);
+        self.with_list(place, |left| *left = list);
+        kept
     }
 
     /// Moves round `round` from `overflow` into the (empty) buckets.
