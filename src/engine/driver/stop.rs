@@ -9,8 +9,7 @@ use std::task::Waker;
 use crate::engine::driver::counts::Ended;
 use crate::engine::driver::dispatch::each_then_first_panic;
 use crate::engine::driver::Shared;
-use crate::engine::entry::key::Key;
-use crate::engine::entry::task::Task;
+use crate::engine::entry::{key::Key, task::Task};
 use crate::engine::sync::{fence, lock, Ordering};
 
 impl Shared {

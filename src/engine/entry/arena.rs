@@ -11,8 +11,7 @@
 
 use std::sync::OnceLock;
 
-use crate::engine::entry::key::Key;
-use crate::engine::entry::Entry;
+use crate::engine::entry::{key::Key, Entry};
 use crate::engine::sync::{AtomicU64, Ordering, Queue};
 #[cfg(test)]
 use crate::engine::{clock::Nanos, entry::task::Task};

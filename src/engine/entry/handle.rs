@@ -5,8 +5,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::engine::driver::Shared;
-use crate::engine::entry::key::Key;
-use crate::engine::entry::Entry;
+use crate::engine::entry::{key::Key, Entry};
 
 // Its public docs are on the face's re-export (`lib.rs`).
 #[allow(missing_docs)]

@@ -26,9 +26,7 @@ use crossbeam_utils::CachePadded;
 use std::time::Duration;
 
 use crate::engine::clock::Nanos;
-use crate::engine::entry::arena::Slots;
-use crate::engine::entry::key::Key;
-use crate::engine::entry::{prefetch, Entry};
+use crate::engine::entry::{arena::Slots, key::Key, prefetch, Entry};
 use crate::engine::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// Cells per ring: a `HOLD` of schedules at 250,000 a second.

@@ -17,8 +17,7 @@ mod producer;
 use std::sync::OnceLock;
 
 use crate::engine::clock::{earliest, Nanos};
-use crate::engine::entry::key::Key;
-use crate::engine::entry::Entry;
+use crate::engine::entry::{key::Key, Entry};
 use crate::engine::intake::lane::{unmark, Drained, Lane, KEEP_NONE, KEEP_YOUNG};
 use crate::engine::sync::{lock, AtomicBool, AtomicUsize, Ordering, Queue};
 

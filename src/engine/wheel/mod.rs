@@ -22,9 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU64;
 
 use crate::engine::clock::{earliest, Nanos};
-use crate::engine::entry::arena::Slots;
-use crate::engine::entry::key::Key;
-use crate::engine::entry::TICKS_AHEAD;
+use crate::engine::entry::{arena::Slots, key::Key, TICKS_AHEAD};
 use bitmap::Bitmap;
 use list::List;
 
