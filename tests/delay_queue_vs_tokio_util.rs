@@ -440,57 +440,6 @@ fn poll_once<T>(queue: &DelayQueue<T>) -> Poll<Option<hashed_wheel_timer::Expire
     queue.poll_expired(&mut noop_cx())
 }
 
-/// tokio-util's `peek` is "the Key that poll_expired will pull out of the queue next"; this
-/// crate's docs say the same. An item whose deadline fired comes out before one reset into the
-/// past after that fire (the stream yields in the order deadlines fired), so `peek` names the
-/// fired one first, then the other. (Found by `delay_queue_against_tokio_util`.)
-#[tokio::test(start_paused = true)]
-async fn peek_names_a_fired_item_before_one_reset_into_the_past() {
-    let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
-    let queue = timer.delay_queue();
-    let start = Instant::now();
-    let fired = queue.insert("fired", ms(5)).unwrap();
-    let moved = queue.insert("moved", ms(100)).unwrap();
-    tokio::time::advance(ms(6)).await;
-    Run::settle().await;
-    assert_eq!(timer.stats().fired, 1, "the first item's deadline fired");
-    assert!(queue.reset_at(&moved, start + ms(1)), "into the past");
-    assert_eq!(queue.peek(), Some(fired), "peek names what comes out next");
-    let Poll::Ready(Some(out)) = poll_once(&queue) else {
-        panic!("the fired item is ready");
-    };
-    assert_eq!(out.key(), fired);
-    assert_eq!(queue.peek(), Some(moved));
-    let Poll::Ready(Some(out)) = poll_once(&queue) else {
-        panic!("the moved item is ready");
-    };
-    assert_eq!(
-        (out.key(), out.deadline()),
-        (moved, (start + ms(1)).into_std())
-    );
-    assert_eq!(queue.peek(), None);
-}
-
-/// As above, with `insert_at` a deadline already past.
-#[tokio::test(start_paused = true)]
-async fn peek_names_a_fired_item_before_one_inserted_into_the_past() {
-    let timer = HashedWheelTimer::builder().tokio_clock().build().unwrap();
-    let queue = timer.delay_queue();
-    let start = Instant::now();
-    let fired = queue.insert("fired", ms(5)).unwrap();
-    tokio::time::advance(ms(6)).await;
-    Run::settle().await;
-    assert_eq!(timer.stats().fired, 1, "the first item's deadline fired");
-    let past = queue.insert_at("past", start + ms(1)).unwrap();
-    assert_eq!(queue.peek(), Some(fired), "peek names what comes out next");
-    let Poll::Ready(Some(out)) = poll_once(&queue) else {
-        panic!("the fired item is ready");
-    };
-    assert_eq!(out.key(), fired);
-    assert_eq!(queue.peek(), Some(past));
-    assert!(matches!(poll_once(&queue), Poll::Ready(Some(e)) if e.key() == past));
-}
-
 /// On a paused tokio clock what is due at an instant is ready at that instant (ARCHITECTURE.md's
 /// invariants), a reset earlier within its tick, to a deadline already past, included.
 #[tokio::test(start_paused = true)]

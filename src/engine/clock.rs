@@ -168,10 +168,18 @@ impl Clock {
         (now / self.tick_nanos).min(self.last_tick)
     }
 
-    /// `deadline`, or once it has come at `now`, at most `now`'s tick's start: a turn now fires it.
+    /// What a turn at `now` fires of what arrives: due by the tick's start, as the wheel fires whole
+    /// ticks, or on a tokio clock due by `now`, as `Wheel::expire_due_by` does.
+    pub(crate) fn ready_by(&self, now: Nanos) -> Nanos {
+        self.tokio_runtime()
+            .map_or_else(|| self.time_of(self.ticks_at(now)), |_| now)
+    }
+
+    /// `deadline`, or once it has come at `now`, at most `ready_by(now)`: a turn now fires it (on a
+    /// tokio clock in deadline order with the wheel's keys due by `now`).
     pub(crate) fn due_by(&self, deadline: Nanos, now: Nanos) -> Nanos {
         match self.has_come(deadline, now) {
-            true => deadline.min(self.time_of(self.ticks_at(now))), // a division: only if due
+            true => deadline.min(self.ready_by(now)), // a division: only if due
             false => deadline,
         }
     }

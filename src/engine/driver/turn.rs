@@ -64,7 +64,7 @@ impl Shared {
     /// The start of a turn: mailbox, then arrivals (`all`: held ones too).
     pub(crate) fn prepare(&self, core: &mut Core, now: Nanos, all: bool) -> Drained {
         let now_tick = self.clock.ticks_at(now);
-        let ready_by = Some(self.clock.time_of(now_tick));
+        let ready_by = Some(self.clock.ready_by(now));
         // After a jump of the clock past what stamps tell (tokio's `advance`), hold no key.
         let last = self.clock.time_of(core.wheel.current_tick());
         let all = all || now.saturating_sub(last) > STAMPS_TELL_AGE;
@@ -84,7 +84,7 @@ impl Shared {
             return None;
         }
         let now = self.clock.now();
-        let ready_by = Some(self.clock.time_of(self.clock.ticks_at(now)));
+        let ready_by = Some(self.clock.ready_by(now));
         let mut earliest = u64::MAX;
         lane.drain(now, KEEP_HALF, usize::MAX, &mut |key| {
             earliest = earliest.min(self.entry(key).deadline());
