@@ -119,7 +119,8 @@ impl Builder {
     /// use `tokio::time::advance`.
     ///
     /// It also suits production code that wants no extra thread, and costs less for futures in
-    /// tasks (see [`set_global_default`](crate::set_global_default)).
+    /// tasks (see [`set_global_default`](crate::set_global_default)). Its timeouts fire where tokio
+    /// fires its own sleeps, at tokio's first millisecond after each deadline (never early).
     ///
     /// Callbacks run on the driver task, so a slow one delays its runtime thread as well as later
     /// timeouts: give heavy ones an [`executor`](Builder::executor). The timer shuts down with its

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use metrics::SharedString;
 
-use crate::engine::clock::Nanos;
-use crate::engine::driver::{Publish, Shared};
+use crate::engine::{clock::Nanos, driver::Publish, driver::Shared};
 
 /// How often, at most, the gauges are set, on the timer's clock.
 const EVERY: Nanos = 100_000_000;

@@ -13,8 +13,7 @@ use crossbeam_utils::CachePadded;
 use slab::Slab;
 
 use crate::delay_queue::key::{DelayKey, GENERATION_MASK};
-use crate::engine::clock::Nanos;
-use crate::engine::entry::key::Key;
+use crate::engine::{clock::Nanos, entry::key::Key};
 
 /// An item, and its timer entry.
 pub(crate) struct Slot<T> {
