@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use crate::engine::clock::{Source, NEVER};
-use crate::engine::driver::Config;
-use crate::engine::entry::task::Handoff;
+use crate::engine::{clock::Source, clock::NEVER, driver::Config, entry::task::Handoff};
 use crate::{Executor, HashedWheelTimer, TimerError};
 
 /// The largest `ticks_per_wheel` accepted: 2^20 buckets, 8 MiB of them. A wheel's buckets are

@@ -17,8 +17,7 @@ use crossbeam_utils::CachePadded;
 use futures::Stream;
 
 use crate::delay_queue::{drop_item, shards};
-use crate::engine::clock::Nanos;
-use crate::engine::sync::{lock, Mutex, MutexGuard};
+use crate::engine::{clock::Nanos, sync::lock, sync::Mutex, sync::MutexGuard};
 use crate::{current_timer, DelayKey, DelayQueue, HashedWheelTimer, TimerError};
 
 /// Values by key, each given back with its key once its deadline passes:

@@ -5,8 +5,7 @@
 use std::any::Any;
 use std::time::Duration;
 
-use crate::engine::clock::{saturating_nanos, Nanos};
-use crate::engine::entry::task::{Every, Task};
+use crate::engine::{clock::saturating_nanos, clock::Nanos, entry::task::Every, entry::task::Task};
 use crate::{HashedWheelTimer, Timeout, TimerError};
 
 /// The user's task as the engine runs it, every `value` (a period or delay, by `make`), refusing

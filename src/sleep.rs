@@ -7,8 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::engine::clock::{saturating_nanos, Nanos};
-use crate::engine::entry::{key::Key, task::Task};
+use crate::engine::{clock::saturating_nanos, clock::Nanos, entry::key::Key, entry::task::Task};
 use crate::{HashedWheelTimer, TimerError};
 
 /// A future that completes once its deadline has passed on its timer's clock; made by

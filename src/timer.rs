@@ -6,9 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
 use crate::default_timer::DEFAULT;
-use crate::engine::clock::{Nanos, Source};
-use crate::engine::driver::{worker, Config, Shared};
 use crate::engine::entry::{key::Key, task::Task};
+use crate::engine::{clock::Nanos, clock::Source, driver::worker, driver::Config, driver::Shared};
 use crate::registry::Registration;
 use crate::{Timeout, TimerError};
 
@@ -379,6 +378,30 @@ pub(crate) mod tests {
         timer.advance(MS);
         assert_eq!(in_wheel(&timer), 2, "the urgent one and the one before it");
         assert!(held.cancel() && urgent.cancel());
+    }
+
+    /// A driver turning on a thread with a lane (`advance`; on a runtime, a worker) frees slots to
+    /// that lane, for the thread's next schedule, not to the shared free list.
+    #[test]
+    fn a_slot_the_driver_frees_goes_to_the_lane_of_the_thread_it_turns_on() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let t = timer.new_timeout(|_| {}, MS * 5).unwrap(); // urgent: filed at the next tick
+        timer.advance(MS);
+        let free_here = || timer.shared().intake.lane_if_made().unwrap().free_len();
+        let (before, key) = (free_here(), t.key());
+        assert!(in_wheel(&timer) == 1 && t.cancel());
+        drop(t);
+        timer.advance(MS); // the driver takes it out and frees it
+        assert_eq!(
+            (in_wheel(&timer), free_here()),
+            (0, before + 1),
+            "on this lane"
+        );
+        assert_eq!(
+            timer.new_timeout(|_| {}, MS).unwrap().key(),
+            key,
+            "reused first"
+        );
     }
 
     #[test]

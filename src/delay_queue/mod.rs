@@ -14,9 +14,8 @@ use std::time::{Duration, Instant};
 
 pub use key::{DelayKey, Expired};
 
-use crate::engine::clock::Nanos;
-use crate::engine::driver::ShutdownHook;
 use crate::engine::entry::task::{panic_message, Listener, Notice, Task, UserBox};
+use crate::engine::{clock::Nanos, driver::ShutdownHook};
 use crate::{current_timer, HashedWheelTimer, TimerError};
 pub(crate) use store::shards;
 use store::Store;

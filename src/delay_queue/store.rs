@@ -5,7 +5,6 @@
 //! No user code runs under a shard's lock (but wakers a refused `put` drops): items leave it first.
 //! The locks are loom's under `cfg(loom)`, so that the models in `tests/loom/` see them.
 
-use crate::engine::sync::{lock, Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
@@ -13,7 +12,7 @@ use crossbeam_utils::CachePadded;
 use slab::Slab;
 
 use crate::delay_queue::key::{DelayKey, GENERATION_MASK};
-use crate::engine::{clock::Nanos, entry::key::Key};
+use crate::engine::{clock::Nanos, entry::key::Key, sync::lock, sync::Mutex, sync::MutexGuard};
 
 /// An item, and its timer entry.
 pub(crate) struct Slot<T> {

@@ -10,12 +10,8 @@ use std::task::{Context, Poll};
 
 use futures::Stream;
 
-use crate::delay_queue::key::{DelayKey, Expired};
-use crate::delay_queue::waiters::Waiters;
-use crate::delay_queue::DelayQueue;
-use crate::engine::driver::ShutdownHook;
-use crate::engine::entry::task::Listener;
-use crate::engine::sync::{lock, Mutex};
+use crate::delay_queue::{key::DelayKey, key::Expired, waiters::Waiters, DelayQueue};
+use crate::engine::{driver::ShutdownHook, entry::task::Listener, sync::lock, sync::Mutex};
 
 /// What the driver and the consumers of one queue share: the keys of items whose deadline fired, in
 /// the order they fired, who waits for them, and whether the queue was closed.

@@ -175,7 +175,7 @@ impl Drop for DropCounter {
 /// A schedule racing `stop()` while the driving thread files the queue: a
 /// timeout the shutdown takes back from its producer has its task dropped
 /// there, never left in the slot for the driver to drop under the core
-/// lock (`Slots::release_locked` asserts it under loom), and every task is
+/// lock (`Shared::release_locked` asserts it under loom), and every task is
 /// dropped exactly once.
 #[test]
 fn schedule_against_stop_and_filing_drops_no_task_under_the_core_lock() {

@@ -3,8 +3,7 @@
 //! only after `reserve` (what ends it exists only after), and one atomic's changes have one order.
 
 use crate::engine::driver::lateness::Lateness;
-use crate::engine::entry::arena::MAX_ENTRIES;
-use crate::engine::entry::task::Task;
+use crate::engine::entry::{arena::MAX_ENTRIES, task::Task};
 use crate::engine::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Why the engine refused a new timeout; the face makes it a `TimerError`.

@@ -9,12 +9,9 @@ use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::engine::driver::counts::Ended;
-use crate::engine::driver::Shared;
-use crate::engine::entry::handle::Timeout;
-use crate::engine::entry::key::Key;
+use crate::engine::driver::{counts::Ended, Shared};
 use crate::engine::entry::task::{panic_message, Handoff, JobState, Jobs, Periodic, Task, UserBox};
-use crate::engine::entry::Entry;
+use crate::engine::entry::{handle::Timeout, key::Key, Entry};
 use crate::engine::sync::{lock, MutexGuard};
 
 /// A fired task handed to the executor. The task waits in its entry until the

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use loom::thread;
 
-use crate::engine::driver::worker::Round;
-use crate::engine::driver::BUSY;
+use crate::engine::driver::{worker::Round, BUSY};
 use crate::engine::entry::task::Task;
 use crate::engine::intake::lane::BATCH_WAIT_NANOS;
 use crate::engine::sync::Ordering;

@@ -20,12 +20,8 @@ use std::thread::{JoinHandle, Thread};
 
 use crate::engine::clock::{Clock, Nanos, Source};
 use crate::engine::driver::counts::{Counts, Totals};
-use crate::engine::entry::arena::Slots;
-use crate::engine::entry::key::Key;
-use crate::engine::entry::task::{Handoff, Jobs};
-use crate::engine::entry::Entry;
-use crate::engine::intake::lane::urgent_nanos;
-use crate::engine::intake::Intake;
+use crate::engine::entry::{arena::Slots, key::Key, task::Handoff, task::Jobs, Entry};
+use crate::engine::intake::{lane::urgent_nanos, Intake};
 #[cfg(test)]
 use crate::engine::sync::AtomicUsize;
 use crate::engine::sync::{lock, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, Queue};
@@ -195,7 +191,7 @@ impl Shared {
     }
 
     pub(crate) fn lock_core(&self) -> MutexGuard<'_, Core> {
-        // No user code runs under this lock (see `Slots::release_locked`).
+        // No user code runs under this lock (see `Shared::release_locked`).
         lock(&self.core)
     }
 

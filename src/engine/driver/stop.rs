@@ -6,9 +6,7 @@
 use std::sync::Weak;
 use std::task::Waker;
 
-use crate::engine::driver::counts::Ended;
-use crate::engine::driver::dispatch::each_then_first_panic;
-use crate::engine::driver::Shared;
+use crate::engine::driver::{counts::Ended, dispatch::each_then_first_panic, Shared};
 use crate::engine::entry::{key::Key, task::Task};
 use crate::engine::sync::{fence, lock, Ordering};
 
@@ -74,7 +72,7 @@ impl Shared {
             self.intake
                 .drain(usize::MAX, 0, true, |key| drained.push(key));
             while let Some(key) = self.mailbox.pop() {
-                self.slots.release_locked(key);
+                self.release_locked(key);
             }
             released = self.stop_each(drained, &mut all);
             all.append(&mut core.unfired);

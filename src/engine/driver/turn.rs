@@ -8,8 +8,7 @@
 use std::sync::Arc;
 
 use crate::engine::clock::{earliest, saturating_nanos, Nanos};
-use crate::engine::driver::counts::Ended;
-use crate::engine::driver::{Core, Shared, IDLE};
+use crate::engine::driver::{counts::Ended, Core, Shared, IDLE};
 use crate::engine::entry::{key::Key, task::Task, Fire};
 use crate::engine::intake::lane::{Drained, Lane, BATCH_WAIT_NANOS, KEEP_HALF, STAMPS_TELL_AGE};
 use crate::engine::sync::{fence, Ordering};
@@ -137,7 +136,7 @@ impl Shared {
             let entry = self.entry(key);
             if !entry.is_waiting() {
                 if core.wheel.remove(&self.slots, key) {
-                    self.slots.release_locked(key); // the wheel's reference
+                    self.release_locked(key); // the wheel's reference
                 }
             } else if entry.in_wheel() {
                 let filed = core.wheel.filed_tick(&self.slots, key);
@@ -149,7 +148,7 @@ impl Shared {
                 // Ours now, with the queue's reference: `file` adopts it.
                 self.file(core, key, ready_by);
             }
-            self.slots.release_locked(key); // the mailbox's
+            self.release_locked(key); // the mailbox's
         }
     }
 
@@ -159,7 +158,7 @@ impl Shared {
     pub(crate) fn file(&self, core: &mut Core, key: Key, ready_by: Option<Nanos>) {
         let entry = self.entry(key);
         if !entry.is_waiting() {
-            self.slots.release_locked(key);
+            self.release_locked(key);
             return;
         }
         let deadline = entry.deadline();
@@ -175,7 +174,7 @@ impl Shared {
         // raced the insert either sees it filed or is seen here.
         fence(Ordering::SeqCst);
         if self.entry(key).is_cancelled() && wheel.remove(&self.slots, key) {
-            self.slots.release_locked(key);
+            self.release_locked(key);
         }
     }
 
@@ -244,7 +243,7 @@ impl Shared {
             }
             let entry = self.entry(key);
             match entry.fire_due(now) {
-                Fire::Lost => self.slots.release(key),
+                Fire::Lost => self.release(key, 1),
                 Fire::Later => moved.push(key),
                 Fire::Won => {
                     ran = true;
@@ -264,7 +263,7 @@ impl Shared {
                             fired_at = self.clock.now();
                         }
                         Some(task) => self.dispatch(key, task),
-                        None => self.slots.release(key),
+                        None => self.release(key, 1),
                     }
                 }
             }

@@ -20,11 +20,9 @@ use futures::future::select;
 use futures::task::AtomicWaker;
 use tokio::sync::Notify;
 
-use crate::engine::clock::Nanos;
-use crate::engine::driver::counts::Refusal;
-use crate::engine::driver::{Shared, Unpark, BUSY};
-use crate::engine::entry::key::Key;
+use crate::engine::driver::{counts::Refusal, Shared, Unpark, BUSY};
 use crate::engine::sync::{lock, Ordering};
+use crate::engine::{clock::Nanos, entry::key::Key};
 
 #[inline(always)]
 pub(crate) fn ensure_started(shared: &Arc<Shared>) -> Result<(), Refusal> {

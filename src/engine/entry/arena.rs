@@ -101,19 +101,6 @@ impl Slots {
         }
     }
 
-    /// `release` under the core lock, where no user code may run: the task must be gone already.
-    /// Tests and loom assert it; elsewhere a task left behind is still dropped, its panic caught.
-    pub(crate) fn release_locked(&self, key: Key) {
-        let entry = self.get(key);
-        if entry.release(1) {
-            let left = entry.vacate();
-            #[cfg(any(debug_assertions, loom))]
-            assert!(left.is_none(), "a task was dropped under the core lock");
-            drop(left);
-            self.push_free(key);
-        }
-    }
-
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
         self.fresh.load(Ordering::Acquire) as usize - self.free.len()

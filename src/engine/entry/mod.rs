@@ -60,9 +60,7 @@ mod packed;
 pub(crate) mod task;
 
 use crate::engine::clock::{Nanos, NEVER};
-use crate::engine::entry::key::Key;
-use crate::engine::entry::packed::{Packed, NONE};
-use crate::engine::entry::task::Task;
+use crate::engine::entry::{key::Key, packed::Packed, packed::NONE, task::Task};
 use crate::engine::sync::{spin, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use std::task::Waker;
 

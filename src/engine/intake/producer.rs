@@ -15,12 +15,10 @@
 //! it, and the driver moves the entry out of its bucket or lane.
 
 use crate::engine::clock::Nanos;
-use crate::engine::driver::counts::{Ended, Refusal};
-use crate::engine::driver::dispatch::each_then_first_panic;
-use crate::engine::driver::Shared;
-use crate::engine::entry::arena::MAX_ENTRIES;
-use crate::engine::entry::key::Key;
-use crate::engine::entry::task::Task;
+use crate::engine::driver::{
+    counts::Ended, counts::Refusal, dispatch::each_then_first_panic, Shared,
+};
+use crate::engine::entry::{arena::MAX_ENTRIES, key::Key, task::Task};
 use crate::engine::entry::{prefetch, CancelOutcome, Entry};
 use crate::engine::intake::lane::{Lane, BATCH_WAIT_NANOS};
 use crate::engine::sync::{fence, yield_now, Ordering};
@@ -270,10 +268,29 @@ impl Shared {
         let entry = self.entry(key);
         if n > 0 && entry.release(n) {
             drop(entry.vacate()); // may run user code: before the lane
-            let lane = self.intake.lane_if_made();
-            if !lane.is_some_and(|lane| lane.push_free(key, entry)) {
-                self.slots.push_free(key);
-            }
+            self.free_slot(key, entry);
+        }
+    }
+
+    /// `release(key, 1)` under the core lock, where no user code may run: the task must be gone.
+    pub(crate) fn release_locked(&self, key: Key) {
+        let entry = self.entry(key);
+        if entry.release(1) {
+            let left = entry.vacate();
+            #[cfg(any(debug_assertions, loom))]
+            assert!(left.is_none(), "a task was dropped under the core lock");
+            drop(left);
+            self.free_slot(key, entry);
+        }
+    }
+
+    /// A vacant slot goes to this thread's lane if it has room (a driver turning on a worker feeds
+    /// that worker's schedules), else to the shared free list.
+    #[inline(always)]
+    fn free_slot(&self, key: Key, entry: &Entry) {
+        let lane = self.intake.lane_if_made();
+        if !lane.is_some_and(|lane| lane.push_free(key, entry)) {
+            self.slots.push_free(key);
         }
     }
 
