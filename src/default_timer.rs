@@ -1,9 +1,7 @@
 //! The process-wide default timer, and free functions that use it.
 
-use std::cell::RefCell;
-use std::future::IntoFuture;
-use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
+use std::{cell::RefCell, future::IntoFuture, rc::Rc};
 
 use arc_swap::ArcSwapOption;
 use std::time::{Duration, Instant};

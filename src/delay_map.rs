@@ -3,15 +3,12 @@
 //! if its map shard still names the `DelayKey` that came out of the queue, so a removed, replaced
 //! or moved key's old deadline is skipped. Locks go map shard, then queue shard, never the reverse.
 
-use std::borrow::Borrow;
 use std::collections::hash_map::{HashMap, RandomState};
-use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
+use std::{borrow::Borrow, fmt, pin::Pin, sync::Arc};
 
 use crossbeam_utils::CachePadded;
 use futures::Stream;

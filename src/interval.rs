@@ -1,9 +1,8 @@
 //! `Interval`: ticks at a fixed period, reusing one `Sleep`.
 
-use std::future::poll_fn;
-use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
+use std::{future::poll_fn, pin::Pin};
 
 use futures::Stream;
 

@@ -2,8 +2,7 @@
 //! `Periodic` (`task.rs`), run and re-armed once each run returns, so runs never overlap
 //! (`dispatch.rs`).
 
-use std::any::Any;
-use std::time::Duration;
+use std::{any::Any, time::Duration};
 
 use crate::engine::{clock::saturating_nanos, clock::Nanos, entry::task::Every, entry::task::Task};
 use crate::{HashedWheelTimer, Timeout, TimerError};

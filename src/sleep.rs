@@ -1,11 +1,9 @@
 //! `Sleep`: a future that completes at a deadline, backed by one wheel
 //! entry (the waker protocol is the entry's: `Entry::wait_with`).
 
-use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+use std::{fmt, future::Future, pin::Pin};
 
 use crate::engine::{clock::saturating_nanos, clock::Nanos, entry::key::Key, entry::task::Task};
 use crate::{HashedWheelTimer, TimerError};

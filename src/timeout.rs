@@ -1,8 +1,7 @@
 //! `Timeout`'s public methods: cancel, the state queries, `take_task`, `timer`, the deadline. The
 //! type and what makes it a handle (its reference, its identity) are the engine's: see `handle.rs`.
 
-use std::fmt;
-use std::time::{Duration, Instant};
+use std::{fmt, time::Duration, time::Instant};
 
 use crate::engine::entry::handle::Timeout;
 

@@ -1,9 +1,8 @@
 //! `TimeoutFuture`: a future raced against a `Sleep`.
 
-use std::future::{Future, IntoFuture};
-use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use std::{future::Future, future::IntoFuture, pin::Pin};
 
 use pin_project_lite::pin_project;
 

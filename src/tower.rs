@@ -3,11 +3,9 @@
 //! cargo feature `tower`. [`timeout`] mirrors `tower::timeout` name for
 //! name, so that a port changes one `use` line.
 
-use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
+use std::{fmt, future::Future, pin::Pin};
 
 use pin_project_lite::pin_project;
 use tower::timeout::error::Elapsed;

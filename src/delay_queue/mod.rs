@@ -6,11 +6,9 @@ mod store;
 mod stream;
 mod waiters;
 
-use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
+use std::{fmt, sync::atomic::Ordering, sync::Arc};
 
 pub use key::{DelayKey, Expired};
 

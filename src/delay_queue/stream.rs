@@ -2,11 +2,10 @@
 //! notify on the driver, which hands the item's key to the queue's
 //! `Signal`, and the stream, which takes the item out of its slot.
 
-use std::collections::VecDeque;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::{collections::VecDeque, pin::Pin};
 
 use futures::Stream;
 

@@ -5,9 +5,8 @@
 //! an executor: cheap, and in firing order. With an executor, each fire is a boxed job, in the table
 //! of jobs until it starts.
 
-use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::{any::Any, sync::Arc};
 
 use crate::engine::driver::{counts::Ended, Shared};
 use crate::engine::entry::task::{panic_message, Handoff, JobState, Jobs, Periodic, Task, UserBox};

@@ -13,10 +13,9 @@ pub(crate) mod turn;
 pub(crate) mod waits;
 pub(crate) mod worker;
 
-use std::any::Any;
-use std::cell::RefCell;
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
+use std::{any::Any, cell::RefCell};
 
 use crate::engine::clock::{Clock, Nanos, Source};
 use crate::engine::driver::counts::{Counts, Totals};

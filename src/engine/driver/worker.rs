@@ -10,11 +10,9 @@
 //! task (`TurnWaker`): what is due at an instant has fired when tokio's own timers of that instant
 //! wake. A round holds the driver lock (`stop()` waits for it), never across an `await`.
 
-use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Wake, Waker};
-use std::thread;
-use std::time::Duration;
+use std::{future::Future, thread, time::Duration};
 
 use futures::future::select;
 use futures::task::AtomicWaker;

@@ -4,13 +4,9 @@
 //! drop's: a destructor's panic never unwinds out of the worker, `advance`, `stop`, a dropped
 //! handle, or a destructor already unwinding.
 
-use std::any::Any;
-use std::collections::HashMap;
-use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
-use std::task::Waker;
+use std::{any::Any, collections::HashMap, fmt, sync::Arc, task::Waker};
 
 use crate::engine::clock::Nanos;
 use crate::engine::entry::key::Key;

@@ -285,7 +285,8 @@ impl Shared {
     }
 
     /// A vacant slot goes to this thread's lane if it has room (a driver turning on a worker feeds
-    /// that worker's schedules), else to the shared free list.
+    /// that worker's schedules), else to the shared free list. (A timer's own thread takes an index
+    /// from the pool here, one of 256, as it does when a callback schedules: 64 timers warn.)
     #[inline(always)]
     fn free_slot(&self, key: Key, entry: &Entry) {
         let lane = self.intake.lane_if_made();
