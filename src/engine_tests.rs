@@ -3,7 +3,7 @@
 //! never names the face.
 
 use crate::engine::sync::Ordering::SeqCst;
-use crate::timer::tests::in_wheel;
+use crate::timer::tests::{in_wheel, PAST_THE_HOLD};
 use crate::HashedWheelTimer;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ mod producer {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
         let shared = timer.shared();
         let ts = [(); 2].map(|()| timer.new_timeout(|_| {}, MS * 100).unwrap());
-        timer.advance(MS * 70); // both filed
+        timer.advance(PAST_THE_HOLD); // both filed
         let now = shared.clock.now();
         for (t, (planned, woken)) in ts.into_iter().zip([(now, 0), (now + 1, 1)]) {
             shared.housekeeping_requested.store(false, SeqCst);
@@ -36,7 +36,7 @@ mod producer {
         timer.advance(Duration::ZERO);
         assert_eq!(in_wheel(&timer), 0, "both taken out");
         let t = timer.new_timeout(|_| {}, MS * 100).unwrap();
-        timer.advance(MS * 70); // filed
+        timer.advance(PAST_THE_HOLD); // filed, 4 ms before its deadline
         let entry = shared.entry(t.key());
         let filed_tick = || shared.lock_core().wheel.filed_tick(&shared.slots, t.key());
         let filed = filed_tick();
@@ -46,7 +46,7 @@ mod producer {
         }
         assert!(shared.mailbox.is_empty(), "nothing queued for the driver");
         assert_eq!(filed_tick(), filed, "still where the wheel filed it");
-        timer.advance(MS * 29);
+        timer.advance(MS * 3);
         assert_eq!(filed_tick(), filed, "untouched before the old deadline");
         timer.advance(MS);
         assert!(t.is_pending(), "found moved at the old deadline");
@@ -68,7 +68,7 @@ mod producer {
         let shared = timer.shared();
         let later = timer.new_timeout(|_| {}, MS * 100).unwrap();
         let earlier = timer.new_timeout(|_| {}, MS * 400).unwrap();
-        timer.advance(MS * 70); // both filed
+        timer.advance(PAST_THE_HOLD); // both filed
         assert!(later.reset(MS * 300));
         assert!(earlier.reset(MS * 5));
         timer.advance(Duration::ZERO); // the earlier one filed again
@@ -81,7 +81,7 @@ mod producer {
         timer.advance(MS * 500); // nothing left to fire or to find
         assert_eq!(timer.stats().fired, 0);
         let t = timer.new_timeout(|_| {}, MS * 500).unwrap();
-        timer.advance(MS * 70);
+        timer.advance(PAST_THE_HOLD);
         assert!(t.reset(MS * 10));
         assert_eq!(shared.mailbox.len(), 1);
         timer.advance(Duration::ZERO);

@@ -94,7 +94,7 @@ fn a_reset_to_the_past_wakes_at_once_and_a_dropped_sleep_gives_its_entry_back_in
     let mut sleep = task::spawn(timer.sleep(MS * 1000));
     assert_pending!(sleep.poll());
     // Past the time the driver holds a far timeout in its lane.
-    timer.advance(crate::engine::intake::lane::HOLD + MS);
+    timer.advance(crate::timer::tests::PAST_THE_HOLD);
     assert_eq!(in_wheel(&timer), 1);
     drop(sleep);
     assert_eq!(timer.pending_timeouts(), 0, "uncounted at once");

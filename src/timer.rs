@@ -333,13 +333,15 @@ pub(crate) mod tests {
     }
 
     const MS: Duration = Duration::from_millis(1);
-    /// Long enough for the driver to file a far timeout (`intake/lane.rs`).
-    const PAST_THE_HOLD: Duration = crate::engine::intake::lane::HOLD.saturating_add(MS);
+    /// Long enough for the driver to file a far timeout: a `HOLD` and a `BATCH` (`intake/lane.rs`).
+    pub(crate) const PAST_THE_HOLD: Duration = crate::engine::intake::lane::HOLD.saturating_add(
+        Duration::from_nanos(crate::engine::intake::lane::BATCH_NANOS),
+    );
     const RING: usize = 1 << crate::engine::intake::lane::RING_BITS;
 
     /// The hold (`intake/lane.rs`): a far timeout waits in its lane until it is `HOLD` old, so a
     /// cancel meanwhile never involves the driver: it withdraws the timeout, which its last handle
-    /// frees. An urgent one is filed at the next tick, with its lane's older ones, in order.
+    /// frees. A near one waits there until due.
     #[test]
     fn a_far_timeout_waits_in_its_lane_and_a_withdrawn_one_is_freed_by_its_last_handle() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
@@ -369,15 +371,21 @@ pub(crate) mod tests {
         assert!(young.cancel(), "withdrawn from the lane");
         drop(young);
         assert_eq!(timer.shared().live(), 1, "its slot is back at once");
-        timer.advance(crate::engine::intake::lane::HOLD - MS * 10);
-        assert_eq!(in_wheel(&timer), 1, "filed once a hold old");
+        timer.advance(crate::engine::intake::lane::HOLD - MS * 11);
+        assert_eq!(in_wheel(&timer), 0, "held a hold at least");
+        timer.advance(PAST_THE_HOLD - crate::engine::intake::lane::HOLD + MS);
+        assert_eq!(in_wheel(&timer), 1, "filed by a hold and a batch");
         assert!(far.cancel());
 
         let held = timer.new_timeout(|_| {}, MS * 1000).unwrap();
-        let urgent = timer.new_timeout(|_| {}, MS * 5).unwrap();
+        let near = timer.new_timeout(|_| {}, MS * 5).unwrap();
+        timer.advance(MS * 4);
+        assert_eq!(in_wheel(&timer), 0, "both held, the near one until due");
         timer.advance(MS);
-        assert_eq!(in_wheel(&timer), 2, "the urgent one and the one before it");
-        assert!(held.cancel() && urgent.cancel());
+        assert!(near.is_expired(), "near");
+        assert!(held.is_pending(), "held");
+        assert_eq!(in_wheel(&timer), 0);
+        assert!(held.cancel());
     }
 
     /// A driver turning on a thread with a lane (`advance`; on a runtime, a worker) frees slots to
@@ -385,8 +393,8 @@ pub(crate) mod tests {
     #[test]
     fn a_slot_the_driver_frees_goes_to_the_lane_of_the_thread_it_turns_on() {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-        let t = timer.new_timeout(|_| {}, MS * 5).unwrap(); // urgent: filed at the next tick
-        timer.advance(MS);
+        let t = timer.new_timeout(|_| {}, MS * 1000).unwrap();
+        timer.advance(PAST_THE_HOLD); // filed
         let free_here = || timer.shared().intake.lane_if_made().unwrap().free_len();
         let (before, key) = (free_here(), t.key());
         assert!(in_wheel(&timer) == 1 && t.cancel());
@@ -455,15 +463,8 @@ pub(crate) mod tests {
         let keep = idle(Duration::from_secs(600));
         // Each deadline earlier than the last, so each wakes the worker.
         let ts: Vec<_> = (0..1000).map(|i| idle(MS * (300_000 - i))).collect();
-        // A later deadline does not wake a worker that sleeps to an earlier
-        // tick, so some may still wait in the intake. A zero delay wakes it,
-        // and once that one has fired, everything queued before it is filed.
-        let (tx, rx) = std::sync::mpsc::channel();
-        timer
-            .new_timeout(move |_| tx.send(()).unwrap(), Duration::ZERO)
-            .unwrap();
-        rx.recv_timeout(Duration::from_secs(60)).unwrap();
-        assert_eq!(in_wheel(&timer), 1001);
+        // Each is filed once a hold old (`intake/lane.rs`).
+        assert!(eventually(|| in_wheel(&timer) == 1001), "filed");
         ts.iter().for_each(|t| assert!(t.cancel()));
         let removed = eventually(|| in_wheel(&timer) == 1);
         assert!(removed, "the worker woke to remove them");

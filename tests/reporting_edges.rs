@@ -469,8 +469,9 @@ mod metrics_published {
                 .new_timeout(|_| {}, Duration::from_secs(3600))
                 .unwrap();
             // Fires one at 10 ms; files the far one once it is held 64 ms
-            // (`intake/lane.rs`'s HOLD); then nothing is due for an hour.
-            timer.advance(MS * 70);
+            // and up to 32 more (`intake/lane.rs`'s HOLD and BATCH); then
+            // nothing is due for an hour.
+            timer.advance(MS * 100);
         });
         let s = timer.stats();
         assert_eq!((s.fired, s.pending), (1, 1));

@@ -82,7 +82,7 @@ impl Shared {
         self.cancel_batched(); // dropped `Sleep`s' cancels, as a turn takes them first
         let mut core = self.lock_core();
         let now = self.clock.now();
-        while self.prepare(&mut core, now, true).more {}
+        while self.prepare(&mut core, now, true) {}
         if !core.ready.is_empty() {
             return Some(now);
         }

@@ -4,6 +4,7 @@
 
 pub(crate) mod counts;
 pub(crate) mod dispatch;
+pub(crate) mod held;
 pub(crate) mod lateness;
 #[cfg(all(test, loom))]
 mod loom_models;
@@ -20,7 +21,7 @@ use std::{any::Any, cell::RefCell};
 use crate::engine::clock::{Clock, Nanos, Source};
 use crate::engine::driver::counts::{Counts, Totals};
 use crate::engine::entry::{arena::Slots, key::Key, task::Handoff, task::Jobs, Entry};
-use crate::engine::intake::{lane::urgent_nanos, Intake};
+use crate::engine::intake::{lane::urgent_nanos, Intake, MAX_LANES};
 #[cfg(test)]
 use crate::engine::sync::AtomicUsize;
 use crate::engine::sync::{lock, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, Queue};
@@ -75,6 +76,14 @@ pub(crate) struct Core {
     pub(crate) unfired: Vec<Key>,
     /// Due when filed, each with the timer's reference: the filing turn fires them.
     pub(crate) ready: Vec<Key>,
+    /// Keys held in lanes, by the tick they are taken in (`held.rs`); `held_from`, the first
+    /// tick not yet taken.
+    pub(crate) held: Vec<Vec<held::Held>>,
+    pub(crate) held_from: u64,
+    /// Each lane's cells before this were scanned (`Lane::scan`).
+    pub(crate) scanned: Vec<u64>,
+    /// A look at the lanes found cells withdrawn by cancels: producers cancel young.
+    pub(crate) saw_withdrawn: bool,
 }
 
 pub(crate) struct Shared {
@@ -126,6 +135,10 @@ impl Shared {
                 last_housekeeping: None,
                 unfired: Vec::new(),
                 ready: Vec::new(),
+                held: held::new_buckets(),
+                held_from: 0,
+                scanned: vec![0; MAX_LANES],
+                saw_withdrawn: false,
             }),
             slots: Slots::new(),
             counts: Counts::new(config.max_pending),

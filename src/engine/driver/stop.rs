@@ -69,8 +69,8 @@ impl Shared {
             let mut drained = Vec::new();
             core.wheel.drain_all(&self.slots, &mut drained);
             drained.append(&mut core.ready);
-            self.intake
-                .drain(usize::MAX, 0, true, |key| drained.push(key));
+            core.held.iter_mut().for_each(Vec::clear);
+            self.intake.drain(usize::MAX, true, |key| drained.push(key));
             while let Some(key) = self.mailbox.pop() {
                 self.release_locked(key);
             }

@@ -1,6 +1,7 @@
 //! `turn(now)`, the one routine every driver runs (Netty's `Worker.run`, tokio's
 //! `process_at_time`). Under the core lock: read the mailbox (take cancelled entries out, file
-//! again those a reset moved earlier), file at most `DRAIN_CAP_PER_TICK` arrivals, expire every
+//! again those a reset moved earlier), file the lanes' keys due (`held.rs`) and at most
+//! `DRAIN_CAP_PER_TICK` of the shared queue's, expire every
 //! tick up to `now` (on a tokio clock, and the next tick's keys due by `now`). Then, unlocked,
 //! fire what is due, by deadline then submission (`dispatch.rs`), and say when to turn next; a
 //! sleeping driver publishes it (`plan_sleep`).
@@ -10,11 +11,12 @@ use std::sync::Arc;
 use crate::engine::clock::{earliest, saturating_nanos, Nanos};
 use crate::engine::driver::{counts::Ended, Core, Shared, IDLE};
 use crate::engine::entry::{key::Key, task::Task, Fire};
-use crate::engine::intake::lane::{Drained, Lane, BATCH_WAIT_NANOS, KEEP_HALF, STAMPS_TELL_AGE};
+use crate::engine::intake::lane::{Lane, BATCH_WAIT_NANOS};
 use crate::engine::sync::{fence, Ordering};
 
-/// The most new timeouts the driver files per turn, as in Netty, so a flood
-/// cannot stall expiry. The rest wait for the next turn: late, never early.
+/// The most new timeouts the driver files per turn from its shared queue (threads with no lane
+/// of their own, re-armed periodic tasks), as in Netty, so a flood cannot stall expiry. The rest
+/// wait for the next turn: late, never early. A lane holds 16,384 and its thread files the rest.
 pub const DRAIN_CAP_PER_TICK: usize = 100_000;
 
 pub(crate) struct Turn {
@@ -34,9 +36,9 @@ impl Shared {
         let now_tick = self.clock.ticks_at(now);
         let next = {
             let mut core = self.lock_core();
-            let drained = self.prepare(&mut core, now, false);
+            let more = self.prepare(&mut core, now, false);
             // Arrivals left over: expire one tick, filing them before the next.
-            let upto = if drained.more {
+            let upto = if more {
                 now_tick.min(core.wheel.current_tick().saturating_add(1))
             } else {
                 now_tick
@@ -50,7 +52,7 @@ impl Shared {
             // After the wheel's keys: a tie fires in filing order, and the
             // wheel's were filed first (`fire` sorts stably).
             due.append(&mut core.ready);
-            earliest(self.next_turn(&core, now_tick, drained), kept)
+            earliest(self.next_turn(&mut core, now_tick, more), kept)
         };
         let fired = !due.is_empty();
         let ran = self.fire(due);
@@ -60,56 +62,31 @@ impl Shared {
         Turn { fired, ran, next }
     }
 
-    /// The start of a turn: mailbox, then arrivals (`all`: held ones too).
-    pub(crate) fn prepare(&self, core: &mut Core, now: Nanos, all: bool) -> Drained {
-        let now_tick = self.clock.ticks_at(now);
+    /// The start of a turn: mailbox, then arrivals due (`all`: held ones too).
+    pub(crate) fn prepare(&self, core: &mut Core, now: Nanos, all: bool) -> bool {
         let ready_by = Some(self.clock.ready_by(now));
-        // After a jump of the clock past what stamps tell (tokio's `advance`), hold no key.
-        let last = self.clock.time_of(core.wheel.current_tick());
-        let all = all || now.saturating_sub(last) > STAMPS_TELL_AGE;
-        self.answer_housekeeping(core, now_tick);
+        self.answer_housekeeping(core, self.clock.ticks_at(now));
         self.read_mailbox(core, ready_by);
-        self.intake.drain(DRAIN_CAP_PER_TICK, now, all, |key| {
+        self.take_held(core, now, ready_by, all);
+        self.intake.drain(DRAIN_CAP_PER_TICK, all, |key| {
             self.file(core, key, ready_by)
         })
     }
 
-    /// Files the oldest half of a full `lane`, on its owner's thread, young keys too:
-    /// the youngest half stays, for cancels to withdraw. Returns the earliest
-    /// deadline filed (`u64::MAX`: none); `None` after a shutdown.
-    pub(crate) fn file_lane(&self, lane: &Lane) -> Option<Nanos> {
-        let mut core = self.lock_core();
-        if self.is_shutdown() {
-            return None;
-        }
-        let now = self.clock.now();
-        let ready_by = Some(self.clock.ready_by(now));
-        let mut earliest = u64::MAX;
-        lane.drain(now, KEEP_HALF, usize::MAX, &mut |key| {
-            earliest = earliest.min(self.entry(key).deadline());
-            self.file(&mut core, key, ready_by);
-        });
-        Some(earliest)
-    }
-
-    /// When to drain again for held keys: the end of the first one's tick.
-    fn look_time(&self, drained: Drained) -> Option<Nanos> {
-        Some(self.clock.time_of(self.clock.tick_of(drained.look_by?)))
-    }
-
     /// When to turn next; a round at most while producers cancel young (not on a clock that can
     /// be paused, whose auto-advance would jump a round for it: tokio's own timers would not).
-    fn next_turn(&self, core: &Core, now_tick: u64, drained: Drained) -> Option<Nanos> {
+    fn next_turn(&self, core: &mut Core, now_tick: u64, more: bool) -> Option<Nanos> {
         let at = |tick: u64| self.clock.time_of(tick);
-        if drained.more {
+        if more {
             return Some(at(now_tick));
         }
-        let cancelling_young = self.intake.take_saw_withdrawn() && self.clock.reads_real_time();
+        let cancelling_young =
+            std::mem::take(&mut core.saw_withdrawn) && self.clock.reads_real_time();
         let in_a_round = at(now_tick.saturating_add(self.config.ticks_per_wheel as u64));
         // The end of the next tick with work: all of it due, none of it more than a tick late.
         let mut next = core.wheel.next_work_tick().map(at);
         next = next.or(cancelling_young.then_some(in_a_round));
-        next = earliest(next, self.look_time(drained));
+        next = earliest(next, self.held_time(core));
         if self.housekeeping_requested.load(Ordering::SeqCst) {
             next = earliest(next, Some(at(now_tick.saturating_add(1))));
         }
@@ -152,24 +129,26 @@ impl Shared {
         }
     }
 
-    /// Files a key from the intake or its bucket by its deadline in force,
-    /// unless cancelled or stopped. A one-shot due by `ready_by` is ready: this
-    /// turn fires it. A periodic one waits a tick, to run at most once a tick.
+    /// Files a key from the intake or its bucket by its deadline in force, unless cancelled or
+    /// stopped: in the wheel, where its tick's keys fire in filing order, or, a one-shot due by
+    /// `ready_by` whose tick the wheel passed, ready: this turn fires it. A periodic one waits a
+    /// tick, to run at most once a tick.
     pub(crate) fn file(&self, core: &mut Core, key: Key, ready_by: Option<Nanos>) {
         let entry = self.entry(key);
         if !entry.is_waiting() {
             self.release_locked(key);
             return;
         }
-        let deadline = entry.deadline();
-        if ready_by.is_some_and(|now| deadline <= now) && !entry.is_periodic() {
+        let (deadline, wheel) = (entry.deadline(), &mut core.wheel);
+        let tick = self.clock.tick_of(deadline);
+        let passed = tick <= wheel.current_tick();
+        if ready_by.is_some_and(|now| deadline <= now) && passed && !entry.is_periodic() {
             // A cancel from now on finds it in no bucket: the fire's swap
             // decides, and releases the reference.
             core.ready.push(key);
             return;
         }
-        let wheel = &mut core.wheel;
-        wheel.insert(&self.slots, key, self.clock.tick_of(deadline));
+        wheel.insert(&self.slots, key, tick);
         // Pairs with the fence in `leave_removal_to_driver`: a cancel that
         // raced the insert either sees it filed or is seen here.
         fence(Ordering::SeqCst);
@@ -198,16 +177,16 @@ impl Shared {
     fn file_late_arrivals(&self, wake: Option<Nanos>) -> Result<Option<Nanos>, ()> {
         let mut core = self.lock_core();
         let now = self.clock.now();
-        let drained = self.prepare(&mut core, now, false);
+        let more = self.prepare(&mut core, now, false);
         let filed = core
             .wheel
             .next_work_tick()
             .map(|tick| self.clock.time_of(tick));
         let sooner = filed.is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
-        if drained.more || sooner || !core.ready.is_empty() {
+        if more || sooner || !core.ready.is_empty() {
             return Err(());
         }
-        let wake = earliest(wake, self.look_time(drained));
+        let wake = earliest(wake, self.held_time(&mut core));
         // A plan that long must see the batches: each owner's line, so only then.
         let batch_by = now.saturating_add(BATCH_WAIT_NANOS);
         if wake.map_or(true, |wake| wake > batch_by) && self.intake.lanes().any(Lane::has_batch) {

@@ -10,15 +10,15 @@
 //! the thread at hand.
 //!
 //! **Holding.** RPC code cancels most timeouts within milliseconds: in the ring, one swap on the
-//! producer's core; once filed, a trip to the driver on another core. So a drain leaves a key until
-//! it is `HOLD` old by its cell's *stamp* (the clock at the push, `stamp_of`), unless it is
-//! *urgent* (`urgent_nanos`), and stops at the first key it holds: later keys are younger (one
-//! owner pushes in time order), so a lane is filed in push order. That key's stamp plus
-//! `HOLD + BATCH` is when to look again (`Drained::look_by`): a steady stream of held keys wakes a
-//! sleeping driver once a `BATCH`, not once a tick.
+//! producer's core; once filed, a trip to the driver on another core. So a key stays in its cell
+//! until its *take time* (`take_time`): its deadline if that is near, else once it is `HOLD` old
+//! (on a `BATCH` boundary, so a steady stream of far keys wakes a sleeping driver once a `BATCH`).
+//! The driver reads each new cell once (`scan`) into a bucket by that tick (`driver/held.rs`), and
+//! then takes the key if it is still there (`take`): a cancel before that withdrew it, and the
+//! driver never touched its entry.
 //!
-//! **Owner-only fields**, written with plain loads and stores: `tail`, `head_seen`,
-//! `urgent`, `free`, `free_len`, `last_now`. The owner is the thread holding the lane's index
+//! **Owner-only fields**, written with plain loads and stores: `tail`, `head_seen`, `free`,
+//! `free_len`, `last_now`. The owner is the thread holding the lane's index
 //! (`intake/mod.rs`), which passes between threads only through the pool's lock.
 
 use crossbeam_utils::CachePadded;
@@ -31,46 +31,28 @@ use crate::engine::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// Cells per ring: a `HOLD` of schedules at 250,000 a second.
 pub(crate) const RING_BITS: u32 = if cfg!(loom) { 2 } else { 14 };
-const RING: u64 = 1 << RING_BITS;
+pub(crate) const RING: u64 = 1 << RING_BITS;
 /// Cells in use at which the owner moves the head past withdrawn ones.
 const RECLAIM_AT: u64 = RING / 4 * 3;
-/// `Lane::drain`'s `keep`: hold no key; hold any key not yet due; hold at
-/// most the youngest half (what an owner whose ring is full files).
-pub(crate) const KEEP_NONE: u64 = 0;
-pub(crate) const KEEP_YOUNG: u64 = u64::MAX;
-pub(crate) const KEEP_HALF: u64 = RING / 2;
-/// How old a key that is not urgent is, at least, when the driver files it.
+/// How old a far key is, at least, when the driver files it.
 pub(crate) const HOLD: Duration = Duration::from_millis(64);
-const HOLD_NANOS: i64 = HOLD.as_nanos() as i64;
-/// How much older than `HOLD`, at most, a look lets a key get.
-const BATCH_NANOS: u64 = HOLD.as_nanos() as u64 / 2;
-/// Stamps count units of 2^20 ns (1.05 ms): 32 bits wrap after 52 days.
-const STAMP_SHIFT: u32 = 20;
+const HOLD_NANOS: u64 = HOLD.as_nanos() as u64;
+/// Far keys are taken on multiples of this: how much older than `HOLD` they get, at most.
+pub(crate) const BATCH_NANOS: u64 = HOLD_NANOS / 2;
 
-/// Rounded down: a key looks older than it is, so is filed earlier, never later.
-#[inline(always)]
-pub(crate) fn stamp_of(now: Nanos) -> u32 {
-    (now >> STAMP_SHIFT) as u32
-}
-
-/// How long after the driver's last turn a stamp still tells a key's age (half the 26 days):
-/// past it, a turn files every key.
-pub(crate) const STAMPS_TELL_AGE: u64 = 1 << (30 + STAMP_SHIFT);
-
-/// Nanoseconds from `now` until a key stamped `stamp` is `HOLD` old, or 0.
-/// Signed (a producer may read the clock after the driver): right within 26
-/// days of the push, as `look_by` and `STAMPS_TELL_AGE` ensure.
-fn wait(stamp: u32, now: Nanos) -> u64 {
-    let units = stamp_of(now).wrapping_sub(stamp) as i32 as i64;
-    let age = (units << STAMP_SHIFT) + (now & ((1 << STAMP_SHIFT) - 1)) as i64;
-    (HOLD_NANOS - age).max(0) as u64
-}
-
-/// A key due within this long of its push (ticks of `tick_nanos`) is urgent. Any
-/// other, due `HOLD + BATCH` and two ticks or more after its stamp, is filed by the
-/// end of the tick it is `HOLD + BATCH` old in: a tick or more before it is due.
+/// A key due within this long of its push (ticks of `tick_nanos`) is taken at its deadline. Any
+/// other is taken when `HOLD` old, by the end of its `BATCH`: a tick or more before it is due.
 pub(crate) fn urgent_nanos(tick_nanos: u64) -> u64 {
-    (HOLD_NANOS as u64 + BATCH_NANOS).saturating_add(tick_nanos.saturating_mul(2))
+    (HOLD_NANOS + BATCH_NANOS).saturating_add(tick_nanos.saturating_mul(2))
+}
+
+/// When the driver takes a key pushed at `now`: see the module's doc.
+#[inline(always)]
+pub(crate) fn take_time(now: Nanos, deadline: Nanos, urgent_nanos: u64) -> Nanos {
+    if deadline < now.saturating_add(urgent_nanos) {
+        return deadline;
+    }
+    (now.saturating_add(HOLD_NANOS) / BATCH_NANOS).saturating_add(1) * BATCH_NANOS
 }
 
 /// Cancels a lane batches (`batch_cancel`: dropped `Sleep`s, queue removals): a cache line of keys.
@@ -78,7 +60,7 @@ pub(crate) const CANCEL_BATCH: usize = if cfg!(loom) { 2 } else { 16 };
 
 /// How long a batched cancel waits for no drop to fill its batch: the driver takes it by then
 /// (woken for it, if idle), as it files a held key. A tick would wake a busy driver each tick.
-pub(crate) const BATCH_WAIT_NANOS: u64 = HOLD_NANOS as u64;
+pub(crate) const BATCH_WAIT_NANOS: u64 = HOLD_NANOS;
 
 /// Free slots a lane keeps for its owner; the rest go to the shared list.
 const FREE_MAX: u32 = if cfg!(loom) { 2 } else { 4096 };
@@ -87,9 +69,10 @@ pub(crate) struct Lane {
     index: u32,
     /// Packed keys; 0 for an empty or withdrawn cell.
     cells: Box<[AtomicU32]>,
-    stamps: Box<[AtomicU32]>,
+    /// Each cell's take time, written before its key.
+    times: Box<[AtomicU64]>,
     producer: CachePadded<ProducerSide>,
-    /// Oldest cell that may hold a key; only moves on (`drain`, `reclaim`).
+    /// Oldest cell that may hold a key; only moves on (`advance_head`, `reclaim`, the drains).
     head: CachePadded<AtomicU64>,
     /// Keys whose cancels wait: the owner fills them in order, anyone takes them (`take_batch`).
     batch: CachePadded<[AtomicU32; CANCEL_BATCH]>,
@@ -100,8 +83,6 @@ struct ProducerSide {
     tail: AtomicU64,
     /// The driver's `head` as last read, to test for a full ring cheaply.
     head_seen: AtomicU64,
-    /// Just past the last urgent key: the driver files up to it each look.
-    urgent: AtomicU64,
     /// Top of the owner's free stack, a packed key.
     free: AtomicU32,
     free_len: AtomicU32,
@@ -109,18 +90,6 @@ struct ProducerSide {
     last_now: AtomicU64,
     /// The next `batch` cell the owner fills.
     batched: AtomicU32,
-}
-
-/// What a drain of a lane, or of the whole intake (`Intake::drain`), did.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Drained {
-    pub(crate) taken: usize,
-    /// Some cells passed were empty: withdrawn by a cancel.
-    pub(crate) skipped: bool,
-    /// Keys this drain was to take were left behind: drain again now.
-    pub(crate) more: bool,
-    /// When to drain again, for the key it held: when it is `HOLD + BATCH` old.
-    pub(crate) look_by: Option<Nanos>,
 }
 
 /// Where a queued entry sits, for a withdrawal: lane index + 1 and cell.
@@ -138,7 +107,7 @@ impl Lane {
         Lane {
             index,
             cells: (0..RING).map(|_| AtomicU32::new(0)).collect(),
-            stamps: (0..RING).map(|_| AtomicU32::new(0)).collect(),
+            times: (0..RING).map(|_| AtomicU64::new(0)).collect(),
             producer: CachePadded::default(),
             head: CachePadded::new(AtomicU64::new(0)),
             batch: CachePadded::new(std::array::from_fn(|_| AtomicU32::new(0))),
@@ -178,17 +147,16 @@ impl Lane {
 
     /// Owner only: the later of `now` and the last key's reading. A caller may push with a
     /// reading older than the last (on a manual clock, a task that `advance` runs late reads its
-    /// own tick's time); this one keeps the lane in time order, and the key's urgency true to the
-    /// stamp the driver will read.
+    /// own tick's time); this one keeps the lane in time order (`take_time` never decreases).
     #[inline(always)]
     pub(crate) fn not_before(&self, now: Nanos) -> Nanos {
         now.max(self.producer.last_now.load(Ordering::Relaxed))
     }
 
-    /// Owner only: queues `key`, made at `now` (from `not_before`); its entry keeps the cell for
-    /// a cancel. False if full: the owner files the lane (`Shared::file_lane`).
+    /// Owner only: queues `key`, made at `now` (from `not_before`), for the driver to take at
+    /// `at`; its entry keeps the cell for a cancel. False if full: the owner files the lane.
     #[inline(always)]
-    pub(crate) fn try_push(&self, key: Key, entry: &Entry, now: Nanos, urgent: bool) -> bool {
+    pub(crate) fn try_push(&self, key: Key, entry: &Entry, now: Nanos, at: Nanos) -> bool {
         let p = &self.producer;
         p.last_now.store(now, Ordering::Relaxed);
         let tail = p.tail.load(Ordering::Relaxed);
@@ -201,16 +169,10 @@ impl Lane {
         let mark = cell_mark(self.index, cell);
         // Before the key is visible: the driver reuses this field.
         entry.set_queue_mark(mark);
-        // Stamp first: the driver that reads the key finds it. Release: a
-        // driver reading this stamp sees `head` past the cell's last key, if
-        // the owner moved it on to write here again (see `drain`).
-        self.stamps[cell as usize].store(stamp_of(now), Ordering::Release);
+        // The time first: the driver that reads the key finds it.
+        self.times[cell as usize].store(at, Ordering::Relaxed);
         self.cells[cell as usize].store(key.pack(), Ordering::Release);
         p.tail.store(tail + 1, Ordering::Release);
-        if urgent {
-            // After `tail`: a driver reading this, then `tail`, finds it.
-            p.urgent.store(tail + 1, Ordering::Release);
-        }
         true
     }
 
@@ -242,61 +204,71 @@ impl Lane {
         })
     }
 
-    /// Driver only: passes to `out` up to `limit` keys, oldest first: those `HOLD`
-    /// old, before the last urgent key, or older than the `keep` newest cells. A
-    /// `reclaim` may move `head` past cells yet to read, even rewrite one after a
-    /// wrap: that key is taken early, harmless, as one swap claims each key.
-    pub(crate) fn drain(
-        &self,
-        now: Nanos,
-        keep: u64,
-        limit: usize,
-        out: &mut impl FnMut(Key),
-    ) -> Drained {
-        // `urgent` before `tail`: the tail read is at least as far.
-        let urgent = self.producer.urgent.load(Ordering::Acquire);
+    /// Driver only: passes each key pushed after cell `*scanned` to `out` (its cell, the key
+    /// packed, its take time), and moves `scanned` on; true if some cells were empty. A `reclaim`
+    /// may move `head` past cells yet to read, even rewrite one after a wrap: that key may be
+    /// passed twice, harmless, as one swap claims each key (`take`).
+    pub(crate) fn scan(&self, scanned: &mut u64, out: &mut impl FnMut(u32, u32, Nanos)) -> bool {
         let tail = self.producer.tail.load(Ordering::Acquire);
-        let due = urgent.max(tail.saturating_sub(keep));
+        let mut skipped = false;
+        for at in *scanned..tail {
+            let cell = (at & (RING - 1)) as usize;
+            match self.cells[cell].load(Ordering::Acquire) {
+                0 => skipped = true,
+                key => out(cell as u32, key, self.times[cell].load(Ordering::Relaxed)),
+            }
+        }
+        *scanned = tail.max(*scanned);
+        skipped
+    }
+
+    /// Driver only: `key`, if still in `cell` (not withdrawn), taken out.
+    pub(crate) fn take(&self, cell: u32, key: u32) -> Option<Key> {
+        let cell = &self.cells[cell as usize];
+        // A load first: a withdrawn cell stays on its owner's core.
+        (cell.load(Ordering::Relaxed) == key)
+            .then(|| cell.compare_exchange(key, 0, Ordering::AcqRel, Ordering::Relaxed))
+            .and_then(|taken| Key::unpack(taken.ok()?))
+    }
+
+    /// True if `cell` still holds `key`.
+    pub(crate) fn holds(&self, cell: u32, key: u32) -> bool {
+        self.cells[cell as usize].load(Ordering::Relaxed) == key
+    }
+
+    /// Driver only: moves `head` past the empty cells before `scanned`; returns it. (It only
+    /// moves on: an owner writes a cell again only after `head` passed it.)
+    pub(crate) fn advance_head(&self, scanned: u64) -> u64 {
         let start = self.head.load(Ordering::Acquire);
         let mut head = start;
-        let mut taken = 0;
-        let mut look_by = None;
-        while head < tail && taken < limit {
-            let at = (head & (RING - 1)) as usize;
-            let cell = &self.cells[at];
-            // Skip a withdrawn cell without a read-modify-write.
-            if cell.load(Ordering::Acquire) != 0 {
-                if head >= due {
-                    let wait = wait(self.stamps[at].load(Ordering::Acquire), now);
-                    if wait > 0 {
-                        look_by = Some(now.saturating_add(wait + BATCH_NANOS));
-                        break; // every key after it is younger
-                    }
-                }
-                if let Some(key) = Key::unpack(cell.swap(0, Ordering::AcqRel)) {
-                    out(key);
-                    taken += 1;
-                }
-            }
+        while head < scanned
+            && self.cells[(head & (RING - 1)) as usize].load(Ordering::Relaxed) == 0
+        {
             head += 1;
         }
-        let skipped = head - start > taken as u64;
-        let held_at = head;
-        // The owner may have moved `head` past empty cells meanwhile.
-        let head = if head > start {
-            head.max(self.head.fetch_max(head, Ordering::AcqRel))
-        } else {
-            self.head.load(Ordering::Acquire)
-        };
-        // Past the key this drain held: it was withdrawn, and the stamp read may be a younger
-        // key's, written after wrapping round. Older keys after it may be due: look again now.
-        let moved = look_by.is_some() && head > held_at;
-        Drained {
-            taken,
-            skipped,
-            more: moved || (look_by.is_none() && head < tail),
-            look_by,
+        if head > start {
+            head = head.max(self.head.fetch_max(head, Ordering::AcqRel));
         }
+        head
+    }
+
+    /// Driver, `stop()`, or the owner of a full ring (the oldest half) under the core lock: takes
+    /// the keys of the oldest `cells` (`None`: all) into `out`, in order. Returns the new head.
+    pub(crate) fn drain(&self, cells: Option<u64>, out: &mut impl FnMut(Key)) -> u64 {
+        let start = self.head.load(Ordering::Acquire);
+        let tail = self.producer.tail.load(Ordering::Acquire);
+        let end = cells.map_or(tail, |cells| tail.min(start + cells));
+        for at in start..end {
+            let cell = &self.cells[(at & (RING - 1)) as usize];
+            if cell.load(Ordering::Relaxed) != 0 {
+                Key::unpack(cell.swap(0, Ordering::AcqRel)).map(&mut *out);
+            }
+        }
+        end.max(self.head.fetch_max(end, Ordering::AcqRel))
+    }
+
+    pub(crate) fn index(&self) -> u32 {
+        self.index
     }
 
     /// Cells not yet drained, withdrawn ones included.

@@ -15,6 +15,7 @@ struct Fixture {
     lane: Lane,
     slots: Slots,
     marked: Key,
+    scanned: std::sync::Mutex<u64>,
 }
 
 impl Fixture {
@@ -25,182 +26,166 @@ impl Fixture {
             lane: Lane::new(0),
             slots,
             marked,
+            scanned: std::sync::Mutex::new(0),
         }
     }
 
     fn push(&self, keys: Range<u32>) {
-        keys.for_each(|n| self.push_at(n, 0, false));
+        keys.for_each(|n| self.push_at(n, 0));
     }
 
-    fn push_at(&self, n: u32, now: Nanos, urgent: bool) {
-        assert!(self.try_push_at(n, now, urgent), "the ring is full");
+    fn push_at(&self, n: u32, at: Nanos) {
+        assert!(self.try_push_at(n, at), "the ring is full");
     }
 
-    fn try_push_at(&self, n: u32, now: Nanos, urgent: bool) -> bool {
+    fn try_push_at(&self, n: u32, at: Nanos) -> bool {
         let entry = self.slots.get(self.marked);
-        self.lane.try_push(key(n), entry, now, urgent)
+        self.lane.try_push(key(n), entry, 0, at)
     }
 
-    /// Takes up to `limit` keys, holding none.
-    fn drain(&self, limit: usize) -> (Vec<u32>, bool) {
-        let (out, drained) = self.drain_by(0, true, limit);
-        (out, drained.more)
-    }
-
-    /// What a drain at `now` takes, and when it must look again.
-    fn drain_at(&self, now: Nanos) -> (Vec<u32>, Option<Nanos>) {
-        let (out, drained) = self.drain_by(now, false, usize::MAX);
-        (out, drained.look_by)
-    }
-
-    fn drain_by(&self, now: Nanos, all: bool, limit: usize) -> (Vec<u32>, Drained) {
-        let all = if all { KEEP_NONE } else { KEEP_YOUNG };
+    /// Takes the keys of the oldest `cells` (`None`: all).
+    fn drain(&self, cells: Option<u64>) -> Vec<u32> {
         let mut out = Vec::new();
-        let mut push = |k: Key| out.push(k.index() as u32);
-        let drained = self.lane.drain(now, all, limit, &mut push);
-        (out, drained)
+        self.lane
+            .drain(cells, &mut |k: Key| out.push(k.index() as u32));
+        out
+    }
+
+    /// What a scan passes: (cell, key number, take time); and whether it saw an empty cell.
+    fn scan(&self) -> (Vec<(u32, u32, Nanos)>, bool) {
+        let mut out = Vec::new();
+        let number = |key| Key::unpack(key).unwrap().index() as u32;
+        let mut scanned = self.scanned.lock().unwrap();
+        let skipped = self.lane.scan(&mut scanned, &mut |cell, key, at| {
+            out.push((cell, number(key), at))
+        });
+        (out, skipped)
+    }
+
+    /// Moves the head on past what was scanned and taken; how many cells are left.
+    fn advance_head(&self) -> usize {
+        let mut scanned = self.scanned.lock().unwrap();
+        *scanned = self.lane.advance_head(*scanned).max(*scanned);
+        self.lane.len()
     }
 }
 
 #[test]
-fn a_full_ring_refuses_keys_and_a_short_drain_says_more() {
+fn a_full_ring_refuses_keys_and_a_drain_takes_the_oldest_in_order() {
     let f = Fixture::new();
     f.push(0..R);
-    assert!(!f.try_push_at(R, 0, false), "the ring holds {R}");
+    assert!(!f.try_push_at(R, 0), "the ring holds {R}");
     // A withdrawn cell at the head is reclaimed by the owner.
     assert!(f.lane.withdraw(0, key(0)));
     f.push(R..R + 1);
-    assert!(!f.try_push_at(R + 1, 0, false));
-    let (out, more) = f.drain(usize::MAX);
-    assert_eq!(out, (1..R + 1).collect::<Vec<_>>(), "in push order");
-    assert!(!more && f.lane.len() == 0);
+    assert!(!f.try_push_at(R + 1, 0));
+    assert_eq!(
+        f.drain(None),
+        (1..R + 1).collect::<Vec<_>>(),
+        "in push order"
+    );
+    assert_eq!(f.lane.len(), 0);
     f.push(R + 1..R + 2);
-    assert_eq!(f.drain(usize::MAX).0, vec![R + 1]);
+    assert_eq!(f.drain(None), vec![R + 1]);
 
     let f = Fixture::new();
     f.push(0..10);
-    assert_eq!(f.drain(7), ((0..7).collect(), true));
-    assert_eq!(f.drain(7), ((7..10).collect(), false));
+    assert_eq!(
+        f.drain(Some(7)),
+        (0..7).collect::<Vec<_>>(),
+        "the oldest half of a full ring"
+    );
+    assert_eq!(f.lane.len(), 3);
+    assert_eq!(f.drain(None), (7..10).collect::<Vec<_>>());
 }
 
-/// `n` stamps, in nanoseconds.
-fn stamps(n: u64) -> Nanos {
-    n << STAMP_SHIFT
-}
-
-const HOLD_NS: Nanos = HOLD.as_nanos() as Nanos;
-/// When a drain that held a key stamped 0 says to look again.
-const LOOK_NS: Nanos = HOLD_NS + BATCH_NANOS;
-
+/// A scan passes each new key once, with its take time; a take claims a key once, and not a
+/// withdrawn one; the head moves past the cells taken or withdrawn, up to the first still held.
 #[test]
-fn the_hold_keeps_young_keys_in_order_past_withdrawn_cells_and_sets_the_next_look() {
+fn a_scan_passes_each_key_once_and_a_take_claims_it_once() {
     let f = Fixture::new();
-    f.push_at(0, 0, false);
-    f.push_at(1, stamps(10), false);
-    assert_eq!(f.drain_at(HOLD_NS - 1), (vec![], Some(LOOK_NS)));
-    assert_eq!(f.drain_at(HOLD_NS), (vec![0], Some(stamps(10) + LOOK_NS)));
-    assert_eq!(f.drain_at(stamps(10) + HOLD_NS), (vec![1], None));
-    assert_eq!(f.lane.len(), 0);
-
-    let f = Fixture::new();
-    // Stamped at 5 stamps: rounded down, so looked at a little early.
-    f.push_at(0, stamps(5) + 999, false);
-    f.push_at(1, stamps(7), false);
-    assert_eq!(f.drain_at(stamps(6)).1, Some(stamps(5) + LOOK_NS));
-    // A producer may read the clock after the driver did.
-    assert_eq!(f.drain_at(stamps(4)).1, Some(stamps(5) + LOOK_NS));
-    assert_eq!(f.drain_at(stamps(5) + HOLD_NS).1, Some(stamps(7) + LOOK_NS));
-
-    let f = Fixture::new();
-    f.push_at(0, 0, false);
-    f.push_at(1, 0, false);
-    f.push_at(2, 0, true);
-    f.push_at(3, 0, false);
-    assert_eq!(f.drain_at(0), (vec![0, 1, 2], Some(LOOK_NS)));
-    assert_eq!(f.drain_at(0), (vec![], Some(LOOK_NS)), "the last held");
-
-    let f = Fixture::new();
-    f.push_at(0, 0, false);
-    f.push_at(1, 0, false);
-    f.push_at(2, stamps(50), false);
-    assert!(f.lane.withdraw(0, key(0)));
-    let (out, drained) = f.drain_by(HOLD_NS, false, usize::MAX);
-    assert_eq!(out, vec![1], "past the withdrawn cell");
-    assert!(drained.skipped);
-    assert_eq!(drained.look_by, Some(stamps(50) + LOOK_NS));
-    // The last key withdrawn too: nothing held, nothing to look at.
-    assert!(f.lane.withdraw(2, key(2)));
-    assert_eq!(f.drain_at(HOLD_NS), (vec![], None));
-
-    // A key stamped earlier than the one before it (its producer read the
-    // clock, then pushed another first) waits for that one: filed in order.
-    let f = Fixture::new();
-    f.push_at(0, stamps(10), false);
-    f.push_at(1, 0, false);
-    assert_eq!(f.drain_at(HOLD_NS), (vec![], Some(stamps(10) + LOOK_NS)));
-    assert_eq!(f.drain_at(stamps(10) + HOLD_NS), (vec![0, 1], None));
+    f.push_at(0, 30);
+    f.push_at(1, 10);
+    f.push_at(2, 20);
+    assert!(f.lane.withdraw(1, key(1)));
+    let (seen, skipped) = f.scan();
+    assert_eq!(seen, vec![(0, 0, 30), (2, 2, 20)]);
+    assert!(skipped, "a withdrawn cell");
+    assert_eq!(f.scan(), (vec![], false), "read once");
+    let packed = |n| key(n).pack();
+    assert_eq!(f.lane.take(2, packed(2)), Some(key(2)));
+    assert_eq!(f.lane.take(2, packed(2)), None, "taken once");
+    assert!(
+        !f.lane.holds(1, packed(1)) && f.lane.take(1, packed(1)).is_none(),
+        "withdrawn"
+    );
+    assert_eq!(f.advance_head(), 3, "the oldest still held");
+    assert!(f.lane.holds(0, packed(0)));
+    assert_eq!(f.lane.take(0, packed(0)), Some(key(0)));
+    assert!(
+        !f.lane.withdraw(0, key(0)),
+        "taken: a cancel leaves it to the driver"
+    );
+    assert_eq!(f.advance_head(), 0);
+    f.push_at(3, 40);
+    assert_eq!(f.scan().0, vec![(3, 3, 40)], "only the new key");
 }
 
-/// A steady stream of held keys, one a millisecond: a driver that looks only when told to files
-/// each key once it is `HOLD` old, and before it is `HOLD + BATCH` old (and a stamp, for rounding),
-/// in a look per `BATCH`, a tick or more before a key that is not urgent can be due.
+/// A near deadline is taken when due; a far key once it is `HOLD` old, on a `BATCH` boundary, a
+/// tick or more before it is due, whatever the tick.
 #[test]
-fn a_look_files_a_batch_of_held_keys() {
-    let f = Fixture::new();
+fn a_far_key_is_taken_once_a_hold_old_and_a_tick_before_its_deadline() {
     let ms = 1_000_000;
-    let keys = 320;
-    (0..keys).for_each(|n| f.push_at(n, n as Nanos * ms, false));
-    let (mut now, mut looks, mut filed) = (0, 0, 0);
-    while filed < keys {
-        let (out, look_by) = f.drain_at(now);
-        for n in out {
-            assert_eq!(n, filed, "in push order");
-            let age = now - n as Nanos * ms;
-            assert!(age >= HOLD_NS - stamps(1), "key {n} filed {age} ns old");
-            assert!(age <= LOOK_NS + stamps(1), "key {n} filed {age} ns old");
-            // Filed by the end of the look's tick, a tick before the
-            // earliest deadline a key that is not urgent can have.
-            let filed_by = age - stamps(1) + ms;
-            assert!(filed_by + ms <= urgent_nanos(ms), "key {n} filed late");
-            filed += 1;
+    let hold = HOLD.as_nanos() as Nanos;
+    for tick in [ms / 10, ms, 10 * ms, 100 * ms] {
+        let urgent = urgent_nanos(tick);
+        for now in [0, 1, 7 * ms + 3, 1 << 40] {
+            assert_eq!(take_time(now, now + urgent - 1, urgent), now + urgent - 1);
+            assert_eq!(take_time(now, now, urgent), now, "due now");
+            for deadline in [now + urgent, now + urgent + 1, u64::MAX] {
+                let at = take_time(now, deadline, urgent);
+                assert!(at >= now + hold && at <= now + hold + BATCH_NANOS, "{at}");
+                assert_eq!(at % BATCH_NANOS, 0);
+                assert!(at + 2 * tick <= deadline, "taken a tick or more before due");
+            }
         }
-        now = look_by.unwrap_or(now);
-        looks += 1;
     }
-    let batches = keys as u64 * ms / BATCH_NANOS;
-    assert!(looks <= batches + 3, "{looks} looks for {batches} batches");
 }
 
-/// Stamps wrap after 2^32; the age is their difference, signed.
-#[test]
-fn a_stamps_age_wraps_round() {
-    let top = stamps(1 << 32);
-    let (before, after) = (top - stamps(2), top + stamps(3));
-    assert_eq!(wait(stamp_of(before), after), HOLD_NS - stamps(5));
-    assert_eq!(wait(stamp_of(after), before), HOLD_NS + stamps(5));
-    assert_eq!(wait(stamp_of(top - HOLD_NS), top), 0);
-}
-
-/// A drain reads a key, then its stamp; meanwhile the key is withdrawn and
-/// the owner wraps the ring (4 cells under loom), writing a younger stamp
-/// there. The drain must not hold on it and leave the next key, due now, behind.
+/// The owner withdraws a key while the driver scans, then wraps the ring (4 cells under loom),
+/// writing another key in the same cell: each key is taken once, by a take or the last drain,
+/// or withdrawn, and none is lost.
 #[cfg(loom)]
 #[test]
-fn loom_models_a_drain_holding_a_key_against_its_owner_wrapping_round() {
+fn loom_models_a_scan_and_take_against_its_owner_withdrawing_and_wrapping_round() {
     loom::model(|| {
         let f = std::sync::Arc::new(Fixture::new());
-        f.push_at(0, 0, false);
-        f.push_at(1, 0, false); // due at HOLD_NS, as is the first
+        f.push(0..2);
         let owner = {
             let f = f.clone();
             loom::thread::spawn(move || {
-                if f.lane.withdraw(0, key(0)) {
-                    (2..5).for_each(|n| f.push_at(n, HOLD_NS, false));
+                let withdrew = f.lane.withdraw(0, key(0));
+                if withdrew {
+                    (2..5).for_each(|n| assert!(f.try_push_at(n, 0), "room for {n}"));
                 }
+                withdrew
             })
         };
-        let (out, drained) = f.drain_by(HOLD_NS, false, usize::MAX);
-        owner.join().unwrap();
-        assert!(out.contains(&1) || drained.more, "{out:?}, {drained:?}");
+        let (seen, _) = f.scan();
+        let mut taken: Vec<u32> = seen
+            .iter()
+            .filter_map(|&(cell, n, _)| f.lane.take(cell, key(n).pack()))
+            .map(|k| k.index() as u32)
+            .collect();
+        f.advance_head();
+        let withdrew = owner.join().unwrap();
+        taken.extend(f.drain(None));
+        taken.sort();
+        let want: Vec<u32> = if withdrew {
+            (1..5).collect()
+        } else {
+            vec![0, 1]
+        };
+        assert_eq!(taken, want, "each once, none lost");
     });
 }

@@ -4,8 +4,8 @@
 //! task use the shared MPSC queue. The driver drains each lane's due keys, then the shared queue.
 //!
 //! **Order**: one thread's equal deadlines fire in submission order, a full ring included, except
-//! across a move between the shared queue and a lane, or when a drain stalled while the owner
-//! wrapped the ring round past withdrawn cells (see `Lane::drain`).
+//! across a move between the shared queue and a lane: a lane's keys of one deadline are taken in
+//! one bucket, in push order, or the earlier pushed in an earlier bucket (`lane::take_time`).
 //!
 //! **Which lane is this thread's**: a thread takes an index from a process-wide pool on its first
 //! schedule and gives it back when it exits, so a pool's threads reuse indices. Its lane in each
@@ -16,13 +16,12 @@ mod producer;
 
 use std::sync::OnceLock;
 
-use crate::engine::clock::{earliest, Nanos};
 use crate::engine::entry::{key::Key, Entry};
-use crate::engine::intake::lane::{unmark, Drained, Lane, KEEP_NONE, KEEP_YOUNG};
-use crate::engine::sync::{lock, AtomicBool, AtomicUsize, Ordering, Queue};
+use crate::engine::intake::lane::{unmark, Lane};
+use crate::engine::sync::{lock, AtomicUsize, Ordering, Queue};
 
 /// Lane indices: at most this many live threads queue without contention.
-const MAX_LANES: usize = 256;
+pub(crate) const MAX_LANES: usize = 256;
 
 /// Every this many keys on the shared queue ask the driver to look.
 pub(crate) const SHARED_LOOK_EVERY: usize = 1024;
@@ -33,8 +32,6 @@ pub(crate) struct Intake {
     /// One past the highest lane made.
     lanes_made: AtomicUsize,
     shared: Queue<Key>,
-    /// A drain found withdrawn cells since `take_saw_withdrawn`.
-    saw_withdrawn: AtomicBool,
 }
 
 impl Intake {
@@ -43,7 +40,6 @@ impl Intake {
             lanes: (0..MAX_LANES).map(|_| OnceLock::new()).collect(),
             lanes_made: AtomicUsize::new(0),
             shared: Queue::new(),
-            saw_withdrawn: AtomicBool::new(false),
         }
     }
 
@@ -98,42 +94,20 @@ impl Intake {
             .is_some_and(|(lane, cell)| lane.withdraw(cell, key))
     }
 
-    /// Passes up to `limit` keys to `out`: each lane's due at `now` (every
-    /// key with `all`), then the shared queue's. Driver or `stop()` only.
-    pub(crate) fn drain(
-        &self,
-        limit: usize,
-        now: Nanos,
-        all: bool,
-        mut out: impl FnMut(Key),
-    ) -> Drained {
-        let keep = if all { KEEP_NONE } else { KEEP_YOUNG };
-        let mut result = Drained::default();
-        for lane in self.lanes() {
-            let drained = lane.drain(now, keep, limit - result.taken, &mut out);
-            result.taken += drained.taken;
-            result.skipped |= drained.skipped;
-            result.more |= drained.more;
-            result.look_by = earliest(result.look_by, drained.look_by);
+    /// Passes to `out` every lane's keys if `all`, then up to `limit` of the shared queue's;
+    /// true if it left some there. Driver or `stop()` only; the driver takes the lanes' keys
+    /// when due (`Shared::take_held`).
+    pub(crate) fn drain(&self, limit: usize, all: bool, mut out: impl FnMut(Key)) -> bool {
+        for lane in self.lanes().filter(|_| all) {
+            lane.drain(None, &mut out);
         }
-        if result.skipped {
-            self.saw_withdrawn.store(true, Ordering::Relaxed);
-        }
-        while result.taken < limit {
-            let Some(key) = self.shared.pop() else {
-                return result;
-            };
-            out(key);
-            result.taken += 1;
-        }
-        result.more |= !self.shared.is_empty();
-        result
+        (0..limit).map_while(|_| self.shared.pop()).for_each(out);
+        !self.shared.is_empty()
     }
 
-    /// Driver only: true if a drain since the last call found cells
-    /// withdrawn by cancels, the sign of producers cancelling young.
-    pub(crate) fn take_saw_withdrawn(&self) -> bool {
-        self.saw_withdrawn.swap(false, Ordering::Relaxed)
+    /// The lane at `index`, if made.
+    pub(crate) fn lane(&self, index: u32) -> Option<&Lane> {
+        self.lanes.get(index as usize)?.get()
     }
 
     /// Cells and queue places not yet drained, withdrawn cells included.

@@ -20,7 +20,7 @@ use crate::engine::driver::{
 };
 use crate::engine::entry::{arena::MAX_ENTRIES, key::Key, task::Task};
 use crate::engine::entry::{prefetch, CancelOutcome, Entry};
-use crate::engine::intake::lane::{Lane, BATCH_WAIT_NANOS};
+use crate::engine::intake::lane::{take_time, Lane, BATCH_WAIT_NANOS};
 use crate::engine::sync::{fence, yield_now, Ordering};
 
 impl Shared {
@@ -49,13 +49,13 @@ impl Shared {
             });
         };
         entry.occupy(deadline, task, 2);
-        let urgent = deadline < now.saturating_add(self.urgent_nanos); // not held
+        let at = take_time(now, deadline, self.urgent_nanos);
         let queued = match lane {
-            Some(lane) => lane.try_push(key, entry, now, urgent).then_some(false),
+            Some(lane) => lane.try_push(key, entry, now, at).then_some(false),
             None => Some(self.intake.push_shared(key, entry)),
         };
         // `None`: its ring full, and the timer shut down; it was never queued.
-        let queued = queued.or_else(|| self.push_after_filing(lane?, key, entry, now, urgent));
+        let queued = queued.or_else(|| self.push_after_filing(lane?, key, entry, now, at));
         if !queued.is_some_and(|look| self.after_push(look, entry)) && entry.try_stop() {
             self.counts.unreserve();
             // Dropped here, not left in the slot: the queue's reference may
@@ -106,7 +106,7 @@ impl Shared {
         key: Key,
         entry: &Entry,
         now: Nanos,
-        urgent: bool,
+        at: Nanos,
     ) -> Option<bool> {
         let earliest = self.file_lane(lane)?;
         // Pairs with the driver's store of `planned_wake`; fence; look (see
@@ -115,7 +115,7 @@ impl Shared {
         if earliest < self.planned_wake.load(Ordering::SeqCst) {
             self.unpark_worker();
         }
-        lane.try_push(key, entry, now, urgent).then_some(false)
+        lane.try_push(key, entry, now, at).then_some(false)
     }
 
     /// Queues a re-armed periodic entry with the timer's reference, waking the driver if it must.
@@ -165,6 +165,9 @@ impl Shared {
         let withdrawn = self.intake.withdraw(entry, key); // unseen: the queue's ref is ours
         if !withdrawn {
             self.leave_removal_to_driver(key, entry);
+        } else if !self.clock.reads_real_time() && !self.clock.is_manual() {
+            // A paused tokio clock would move to the time planned for it: plan again.
+            self.look_if_asleep_past(self.intake.lane_if_made(), 0);
         }
         let task = match outcome {
             CancelOutcome::Waiting => entry.take_task_won(),

@@ -1,0 +1,96 @@
+//! Keys held in their lanes until their take time (`intake/lane.rs`): the driver reads each new
+//! cell once into a bucket by that tick, and at that tick takes each key still in its cell and
+//! files it. A cancel before that withdraws the key in its lane, so a timeout cancelled young, as
+//! RPC code cancels most, costs the driver a read of its cell, never a touch of its entry.
+
+use crate::engine::clock::Nanos;
+use crate::engine::driver::{Core, Shared};
+use crate::engine::intake::lane::{Lane, RING};
+
+/// Buckets, one a tick: more than a take time is ahead of a push at a millisecond's tick
+/// (`urgent_nanos`). A later one is taken in the last, early: it is filed in the wheel.
+pub(crate) const HELD_TICKS: u64 = 128;
+
+/// A held key: its lane's index, its cell, and the key packed.
+pub(crate) type Held = (u32, u32, u32);
+
+pub(crate) fn new_buckets() -> Vec<Vec<Held>> {
+    (0..HELD_TICKS).map(|_| Vec::new()).collect()
+}
+
+impl Shared {
+    /// Reads the lanes' new cells into `core.held`, then takes and files the keys of each bucket
+    /// due at `now` (on a tokio clock, the tick under way too: `expire_due_by` fires its keys due
+    /// by `now`), in bucket order; with `all`, every key. Notes withdrawn cells seen.
+    pub(crate) fn take_held(&self, core: &mut Core, now: Nanos, by: Option<Nanos>, all: bool) {
+        let now_tick = self.clock.ticks_at(now);
+        let first = core.held_from;
+        let last = first + HELD_TICKS - 1;
+        let mut late = Vec::new();
+        for lane in self.intake.lanes() {
+            let (index, held) = (lane.index(), &mut core.held);
+            let scanned = &mut core.scanned[index as usize];
+            core.saw_withdrawn |=
+                lane.scan(scanned, &mut |cell, key, at| match self.clock.tick_of(at) {
+                    tick if tick < first => late.push((index, cell, key)), // its bucket was taken
+                    tick => held[(tick.min(last) % HELD_TICKS) as usize].push((index, cell, key)),
+                });
+        }
+        let tokio = u64::from(self.clock.tokio_runtime().is_some());
+        let through = if all { last } else { now_tick + tokio };
+        for tick in first..=through.min(last) {
+            let mut bucket = std::mem::take(&mut core.held[(tick % HELD_TICKS) as usize]);
+            self.take(core, &mut bucket, by);
+            core.held[(tick % HELD_TICKS) as usize] = bucket; // its room, for the next round
+        }
+        self.take(core, &mut late, by); // after the buckets: theirs were pushed first
+        core.held_from = first.max(through + 1); // with `all`, later keys are filed at once
+        for lane in self.intake.lanes() {
+            let scanned = &mut core.scanned[lane.index() as usize];
+            *scanned = lane.advance_head(*scanned).max(*scanned);
+        }
+    }
+
+    /// Files each key of `keys` still in its cell.
+    fn take(&self, core: &mut Core, keys: &mut Vec<Held>, by: Option<Nanos>) {
+        for (lane, cell, key) in keys.drain(..) {
+            match self.intake.lane(lane).and_then(|lane| lane.take(cell, key)) {
+                Some(key) => self.file(core, key, by),
+                None => core.saw_withdrawn = true,
+            }
+        }
+    }
+
+    /// When the earliest key still held is taken: its tick's end. Buckets whose keys were all
+    /// withdrawn are emptied on the way, so they wake no one.
+    pub(crate) fn held_time(&self, core: &mut Core) -> Option<Nanos> {
+        let tick = (core.held_from..core.held_from + HELD_TICKS).find(|tick| {
+            let bucket = &mut core.held[(tick % HELD_TICKS) as usize];
+            bucket.retain(|&(lane, cell, key)| {
+                let lane = self.intake.lane(lane);
+                lane.is_some_and(|lane| lane.holds(cell, key))
+            });
+            !bucket.is_empty()
+        })?;
+        Some(self.clock.time_of(tick))
+    }
+
+    /// Files the oldest half of a full `lane`, on its owner's thread, young keys too:
+    /// the youngest half stays, for cancels to withdraw. Returns the earliest
+    /// deadline filed (`u64::MAX`: none); `None` after a shutdown.
+    pub(crate) fn file_lane(&self, lane: &Lane) -> Option<Nanos> {
+        let mut core = self.lock_core();
+        if self.is_shutdown() {
+            return None;
+        }
+        let ready_by = Some(self.clock.ready_by(self.clock.now()));
+        let mut earliest = u64::MAX;
+        let head = lane.drain(Some(RING / 2), &mut |key| {
+            earliest = earliest.min(self.entry(key).deadline());
+            self.file(&mut core, key, ready_by);
+        });
+        let scanned = &mut core.scanned[lane.index() as usize];
+        *scanned = head.max(*scanned);
+        Some(earliest)
+    }
+}
