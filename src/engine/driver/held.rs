@@ -3,6 +3,8 @@
 //! files it. A cancel before that withdraws the key in its lane, so a timeout cancelled young, as
 //! RPC code cancels most, costs the driver a read of its cell, never a touch of its entry.
 
+use std::collections::VecDeque;
+
 use crate::engine::clock::Nanos;
 use crate::engine::driver::{Core, Shared};
 use crate::engine::intake::lane::{Lane, RING};
@@ -14,10 +16,6 @@ pub(crate) const HELD_TICKS: u64 = 128;
 /// A held key: its lane's index, its cell, and the key packed.
 pub(crate) type Held = (u32, u32, u32);
 
-pub(crate) fn new_buckets() -> Vec<Vec<Held>> {
-    (0..HELD_TICKS).map(|_| Vec::new()).collect()
-}
-
 impl Shared {
     /// Reads the lanes' new cells into `core.held`, then takes and files the keys of each bucket
     /// due at `now` (on a tokio clock, the tick under way too: `expire_due_by` fires its keys due
@@ -26,15 +24,18 @@ impl Shared {
         let now_tick = self.clock.ticks_at(now);
         let first = core.held_from;
         let last = first + HELD_TICKS - 1;
-        let mut late = Vec::new();
+        let mut late = VecDeque::new();
         for lane in self.intake.lanes() {
-            let (index, held) = (lane.index(), &mut core.held);
+            let (index, held) = (lane.index, &mut core.held);
             let scanned = &mut core.scanned[index as usize];
-            core.saw_withdrawn |=
-                lane.scan(scanned, &mut |cell, key, at| match self.clock.tick_of(at) {
-                    tick if tick < first => late.push((index, cell, key)), // its bucket was taken
-                    tick => held[(tick.min(last) % HELD_TICKS) as usize].push((index, cell, key)),
-                });
+            core.saw_withdrawn |= lane.scan(scanned, &mut |cell, key, at| {
+                let tick = self.clock.tick_of(at).min(last);
+                match tick < first {
+                    true => &mut late, // its bucket was taken: filed at once
+                    false => &mut held[(tick % HELD_TICKS) as usize],
+                }
+                .push_back((index, cell, key))
+            });
         }
         let tokio = u64::from(self.clock.tokio_runtime().is_some());
         let through = if all { last } else { now_tick + tokio };
@@ -46,13 +47,13 @@ impl Shared {
         self.take(core, &mut late, by); // after the buckets: theirs were pushed first
         core.held_from = first.max(through + 1); // with `all`, later keys are filed at once
         for lane in self.intake.lanes() {
-            let scanned = &mut core.scanned[lane.index() as usize];
+            let scanned = &mut core.scanned[lane.index as usize];
             *scanned = lane.advance_head(*scanned).max(*scanned);
         }
     }
 
     /// Files each key of `keys` still in its cell.
-    fn take(&self, core: &mut Core, keys: &mut Vec<Held>, by: Option<Nanos>) {
+    fn take(&self, core: &mut Core, keys: &mut VecDeque<Held>, by: Option<Nanos>) {
         for (lane, cell, key) in keys.drain(..) {
             match self.intake.lane(lane).and_then(|lane| lane.take(cell, key)) {
                 Some(key) => self.file(core, key, by),
@@ -61,16 +62,22 @@ impl Shared {
         }
     }
 
-    /// When the earliest key still held is taken: its tick's end. Buckets whose keys were all
-    /// withdrawn are emptied on the way, so they wake no one.
+    /// When the earliest key still held is taken: its tick's end. Withdrawn keys ahead of it
+    /// are dropped on the way (each once), so a bucket whose keys were all withdrawn wakes no one.
     pub(crate) fn held_time(&self, core: &mut Core) -> Option<Nanos> {
         let tick = (core.held_from..core.held_from + HELD_TICKS).find(|tick| {
             let bucket = &mut core.held[(tick % HELD_TICKS) as usize];
-            bucket.retain(|&(lane, cell, key)| {
-                let lane = self.intake.lane(lane);
-                lane.is_some_and(|lane| lane.holds(cell, key))
-            });
-            !bucket.is_empty()
+            while let Some(&(lane, cell, key)) = bucket.front() {
+                if self
+                    .intake
+                    .lane(lane)
+                    .is_some_and(|lane| lane.holds(cell, key))
+                {
+                    return true;
+                }
+                bucket.pop_front();
+            }
+            false
         })?;
         Some(self.clock.time_of(tick))
     }
@@ -89,7 +96,7 @@ impl Shared {
             earliest = earliest.min(self.entry(key).deadline());
             self.file(&mut core, key, ready_by);
         });
-        let scanned = &mut core.scanned[lane.index() as usize];
+        let scanned = &mut core.scanned[lane.index as usize];
         *scanned = head.max(*scanned);
         Some(earliest)
     }

@@ -35,7 +35,7 @@ fn round_against<T: Send + 'static>(
 
 /// A producer queues a timeout while the driver turns and plans its sleep
 /// (`file_late_arrivals`). It learns in time: woken, round again, the timeout
-/// filed, or a plan to look by its deadline (a held one's: at `HOLD` old).
+/// filed, or a plan to look by its deadline (a held one's: by its take time).
 fn arrival_against_plan(delay: Duration) {
     loom::model(move || {
         let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();

@@ -78,7 +78,7 @@ pub(crate) struct Core {
     pub(crate) ready: Vec<Key>,
     /// Keys held in lanes, by the tick they are taken in (`held.rs`); `held_from`, the first
     /// tick not yet taken.
-    pub(crate) held: Vec<Vec<held::Held>>,
+    pub(crate) held: Vec<std::collections::VecDeque<held::Held>>,
     pub(crate) held_from: u64,
     /// Each lane's cells before this were scanned (`Lane::scan`).
     pub(crate) scanned: Vec<u64>,
@@ -135,7 +135,7 @@ impl Shared {
                 last_housekeeping: None,
                 unfired: Vec::new(),
                 ready: Vec::new(),
-                held: held::new_buckets(),
+                held: (0..held::HELD_TICKS).map(|_| Default::default()).collect(),
                 held_from: 0,
                 scanned: vec![0; MAX_LANES],
                 saw_withdrawn: false,

@@ -69,7 +69,7 @@ impl Shared {
             let mut drained = Vec::new();
             core.wheel.drain_all(&self.slots, &mut drained);
             drained.append(&mut core.ready);
-            core.held.iter_mut().for_each(Vec::clear);
+            core.held.iter_mut().for_each(|bucket| bucket.clear());
             self.intake.drain(usize::MAX, true, |key| drained.push(key));
             while let Some(key) = self.mailbox.pop() {
                 self.release_locked(key);

@@ -66,7 +66,7 @@ pub(crate) const BATCH_WAIT_NANOS: u64 = HOLD_NANOS;
 const FREE_MAX: u32 = if cfg!(loom) { 2 } else { 4096 };
 
 pub(crate) struct Lane {
-    index: u32,
+    pub(crate) index: u32,
     /// Packed keys; 0 for an empty or withdrawn cell.
     cells: Box<[AtomicU32]>,
     /// Each cell's take time, written before its key.
@@ -240,16 +240,12 @@ impl Lane {
     /// moves on: an owner writes a cell again only after `head` passed it.)
     pub(crate) fn advance_head(&self, scanned: u64) -> u64 {
         let start = self.head.load(Ordering::Acquire);
-        let mut head = start;
-        while head < scanned
-            && self.cells[(head & (RING - 1)) as usize].load(Ordering::Relaxed) == 0
-        {
-            head += 1;
+        let full = |at: &u64| self.cells[(at & (RING - 1)) as usize].load(Ordering::Relaxed) != 0;
+        let head = (start..scanned).find(full).unwrap_or(scanned.max(start));
+        if head == start {
+            return start; // a write only if it moved: the owner reads `head` to reclaim
         }
-        if head > start {
-            head = head.max(self.head.fetch_max(head, Ordering::AcqRel));
-        }
-        head
+        head.max(self.head.fetch_max(head, Ordering::AcqRel))
     }
 
     /// Driver, `stop()`, or the owner of a full ring (the oldest half) under the core lock: takes
@@ -265,10 +261,6 @@ impl Lane {
             }
         }
         end.max(self.head.fetch_max(end, Ordering::AcqRel))
-    }
-
-    pub(crate) fn index(&self) -> u32 {
-        self.index
     }
 
     /// Cells not yet drained, withdrawn ones included.
