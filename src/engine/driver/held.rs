@@ -3,14 +3,13 @@
 //! files it. A cancel before that withdraws the key in its lane, so a timeout cancelled young, as
 //! RPC code cancels most, costs the driver a read of its cell, never a touch of its entry.
 
-use std::collections::VecDeque;
-
 use crate::engine::clock::Nanos;
 use crate::engine::driver::{Core, Shared};
 use crate::engine::intake::lane::{Lane, RING};
 
-/// Buckets, one a tick: more than a take time is ahead of a push at a millisecond's tick
-/// (`urgent_nanos`). A later one is taken in the last, early: it is filed in the wheel.
+/// Buckets, each `Shared::held_width` ticks (one at a tick of 0.78 ms or more): they span
+/// more than a take time is ahead of its push (`urgent_nanos`). A later one goes in the last and
+/// is taken early: it is filed in the wheel. A bucket is taken at its first tick.
 pub(crate) const HELD_TICKS: u64 = 128;
 
 /// A held key: its lane's index, its cell, and the key packed.
@@ -21,30 +20,37 @@ impl Shared {
     /// due at `now` (on a tokio clock, the tick under way too: `expire_due_by` fires its keys due
     /// by `now`), in bucket order; with `all`, every key. Notes withdrawn cells seen.
     pub(crate) fn take_held(&self, core: &mut Core, now: Nanos, by: Option<Nanos>, all: bool) {
-        let now_tick = self.clock.ticks_at(now);
+        let width = self.held_width;
         let first = core.held_from;
         let last = first + HELD_TICKS - 1;
-        let mut late = VecDeque::new();
+        let mut late = false; // a key whose bucket was taken: the first is taken now, with it
         for lane in self.intake.lanes() {
             let (index, held) = (lane.index, &mut core.held);
             let scanned = &mut core.scanned[index as usize];
             core.saw_withdrawn |= lane.scan(scanned, &mut |cell, key, at| {
-                let tick = self.clock.tick_of(at).min(last);
-                match tick < first {
-                    true => &mut late, // its bucket was taken: filed at once
-                    false => &mut held[(tick % HELD_TICKS) as usize],
-                }
-                .push_back((index, cell, key))
+                let bucket = self.clock.tick_of(at) / width;
+                late |= bucket < first;
+                held[(bucket.clamp(first, last) % HELD_TICKS) as usize]
+                    .push_back((index, cell, key));
             });
         }
         let tokio = u64::from(self.clock.tokio_runtime().is_some());
-        let through = if all { last } else { now_tick + tokio };
-        for tick in first..=through.min(last) {
-            let mut bucket = std::mem::take(&mut core.held[(tick % HELD_TICKS) as usize]);
-            self.take(core, &mut bucket, by);
-            core.held[(tick % HELD_TICKS) as usize] = bucket; // its room, for the next round
+        let due = (self.clock.ticks_at(now) + tokio) / width;
+        let through = if all {
+            last
+        } else {
+            due.max(first * u64::from(late))
+        };
+        for bucket in first..=through.min(last) {
+            let mut keys = std::mem::take(&mut core.held[(bucket % HELD_TICKS) as usize]);
+            for (lane, cell, key) in keys.drain(..) {
+                match self.intake.lane(lane).and_then(|lane| lane.take(cell, key)) {
+                    Some(key) => self.file(core, key, by),
+                    None => core.saw_withdrawn = true,
+                }
+            }
+            core.held[(bucket % HELD_TICKS) as usize] = keys; // its room, for the next round
         }
-        self.take(core, &mut late, by); // after the buckets: theirs were pushed first
         core.held_from = first.max(through + 1); // with `all`, later keys are filed at once
         for lane in self.intake.lanes() {
             let scanned = &mut core.scanned[lane.index as usize];
@@ -52,34 +58,19 @@ impl Shared {
         }
     }
 
-    /// Files each key of `keys` still in its cell.
-    fn take(&self, core: &mut Core, keys: &mut VecDeque<Held>, by: Option<Nanos>) {
-        for (lane, cell, key) in keys.drain(..) {
-            match self.intake.lane(lane).and_then(|lane| lane.take(cell, key)) {
-                Some(key) => self.file(core, key, by),
-                None => core.saw_withdrawn = true,
-            }
-        }
-    }
-
-    /// When the earliest key still held is taken: its tick's end. Withdrawn keys ahead of it
+    /// When the earliest key still held is taken: its bucket's first tick's end. Withdrawn keys ahead of it
     /// are dropped on the way (each once), so a bucket whose keys were all withdrawn wakes no one.
     pub(crate) fn held_time(&self, core: &mut Core) -> Option<Nanos> {
-        let tick = (core.held_from..core.held_from + HELD_TICKS).find(|tick| {
-            let bucket = &mut core.held[(tick % HELD_TICKS) as usize];
-            while let Some(&(lane, cell, key)) = bucket.front() {
-                if self
-                    .intake
-                    .lane(lane)
-                    .is_some_and(|lane| lane.holds(cell, key))
-                {
-                    return true;
-                }
-                bucket.pop_front();
+        let live =
+            |(lane, cell, key): Held| self.intake.lane(lane).is_some_and(|l| l.holds(cell, key));
+        let bucket = (core.held_from..core.held_from + HELD_TICKS).find(|n| {
+            let keys = &mut core.held[(n % HELD_TICKS) as usize];
+            while keys.front().is_some_and(|&held| !live(held)) {
+                keys.pop_front();
             }
-            false
+            !keys.is_empty()
         })?;
-        Some(self.clock.time_of(tick))
+        Some(self.clock.time_of(bucket * self.held_width))
     }
 
     /// Files the oldest half of a full `lane`, on its owner's thread, young keys too:

@@ -89,6 +89,8 @@ pub(crate) struct Core {
 pub(crate) struct Shared {
     pub(crate) id: u64,
     pub(crate) urgent_nanos: u64,
+    /// Ticks per bucket of held keys (`held.rs`).
+    pub(crate) held_width: u64,
     pub(crate) config: Config,
     pub(crate) clock: Clock,
     pub(crate) slots: Slots,
@@ -129,6 +131,9 @@ impl Shared {
         Shared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             urgent_nanos: urgent_nanos(config.tick_nanos),
+            held_width: (urgent_nanos(config.tick_nanos) / config.tick_nanos)
+                .div_ceil(held::HELD_TICKS - 2)
+                .max(1),
             clock: Clock::of(config.tick_nanos, source),
             core: Mutex::new(Core {
                 wheel: Wheel::new(config.ticks_per_wheel),
