@@ -52,7 +52,7 @@ pub(crate) fn take_time(now: Nanos, deadline: Nanos, urgent_nanos: u64) -> Nanos
     if deadline < now.saturating_add(urgent_nanos) {
         return deadline;
     }
-    (now.saturating_add(HOLD_NANOS) / BATCH_NANOS).saturating_add(1) * BATCH_NANOS
+    (now.saturating_add(HOLD_NANOS) / BATCH_NANOS + 1).saturating_mul(BATCH_NANOS)
 }
 
 /// Cancels a lane batches (`batch_cancel`: dropped `Sleep`s, queue removals): a cache line of keys.

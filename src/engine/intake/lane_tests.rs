@@ -135,8 +135,9 @@ fn a_scan_passes_each_key_once_and_a_take_claims_it_once() {
 /// tick or more before it is due, whatever the tick.
 #[test]
 fn a_far_key_is_taken_once_a_hold_old_and_a_tick_before_its_deadline() {
-    let ms = 1_000_000;
+    let (ms, top) = (1_000_000, u64::MAX);
     let hold = HOLD.as_nanos() as Nanos;
+    assert_eq!(take_time(top - 5, top, urgent_nanos(ms)), top, "saturates");
     for tick in [ms / 10, ms, 10 * ms, 100 * ms] {
         let urgent = urgent_nanos(tick);
         for now in [0, 1, 7 * ms + 3, 1 << 40] {
