@@ -39,7 +39,7 @@ impl Shared {
         let through = if all {
             last
         } else {
-            due.max(first * u64::from(late))
+            due.max(first * u64::from(late)) // a late key: the first bucket too
         };
         for bucket in first..=through.min(last) {
             let mut keys = std::mem::take(&mut core.held[(bucket % HELD_TICKS) as usize]);
@@ -58,8 +58,8 @@ impl Shared {
         }
     }
 
-    /// When the earliest key still held is taken: its bucket's first tick's end. Withdrawn keys ahead of it
-    /// are dropped on the way (each once), so a bucket whose keys were all withdrawn wakes no one.
+    /// When the earliest key still held is taken: the end of its bucket's first tick. Withdrawn
+    /// keys ahead of it are dropped on the way (each once): a bucket all withdrawn wakes no one.
     pub(crate) fn held_time(&self, core: &mut Core) -> Option<Nanos> {
         let live =
             |(lane, cell, key): Held| self.intake.lane(lane).is_some_and(|l| l.holds(cell, key));
