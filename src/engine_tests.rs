@@ -1,6 +1,6 @@
 //! Unit tests of engine paths seen through a `HashedWheelTimer`: the producer's reset and cancel
-//! paths, the worker's plan to sleep, the intake's lanes. Here rather than in `engine/`, which
-//! never names the face.
+//! paths, the worker's plan to sleep, the intake's lanes, the handle. Here rather than in
+//! `engine/`, which never names the face.
 
 use crate::engine::sync::Ordering::SeqCst;
 use crate::timer::tests::{in_wheel, PAST_THE_HOLD};
@@ -267,4 +267,33 @@ fn shutdown_hooks_are_swept_once_per_list_full_and_stay_bounded() {
         );
     }
     assert!(sweeps <= 10_000 / 32, "{sweeps} sweeps");
+}
+
+mod handle {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Each handle holds a count of its timer's memory, which outlives the timer's last
+    /// `HashedWheelTimer`, its id held too; the last handle's drop frees both.
+    #[test]
+    fn a_handle_keeps_its_timer_and_its_id_until_the_last_one_drops() {
+        let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let shared = Arc::downgrade(timer.shared());
+        let first = timer.new_timeout(|_| {}, MS * 1000).unwrap();
+        let second = first.clone();
+        assert_eq!(shared.strong_count(), 3, "the timer's, and a handle's each");
+        drop((timer, first));
+        let reached = second.cancel() && second.timer().is_none();
+        assert!(reached, "reached after the timer");
+        let other = HashedWheelTimer::builder().manual_clock().build().unwrap();
+        let theirs = other.new_timeout(|_| {}, MS * 1000).unwrap();
+        assert_eq!(theirs.key(), second.key(), "the first key of each timer");
+        assert!(
+            theirs != second && theirs.timer().is_some(),
+            "their ids differ"
+        );
+        drop(second);
+        assert_eq!(shared.strong_count(), 0, "the last handle freed it");
+        assert!(theirs.cancel() && !theirs.is_expired());
+    }
 }

@@ -129,11 +129,12 @@ mod error;
 mod executor;
 mod interval;
 mod lateness;
+#[cfg(all(test, loom))]
+mod loom_models;
 mod one_shot;
 mod periodic;
 #[cfg(feature = "metrics")]
 mod publish;
-mod registry;
 mod sleep;
 mod stats;
 mod timeout;
@@ -194,11 +195,11 @@ pub use engine::driver::turn::DRAIN_CAP_PER_TICK;
 /// [`schedule_at_fixed_rate`]: crate::HashedWheelTimer::schedule_at_fixed_rate
 /// [`schedule_with_fixed_delay`]: crate::HashedWheelTimer::schedule_with_fixed_delay
 pub use engine::entry::handle::Timeout;
+pub use engine::entry::handle::TOO_MANY_TIMERS;
 pub use error::{Elapsed, TimerError};
 pub use executor::{Executor, Job, TokioExecutor};
 pub use interval::{Interval, MissedTickBehavior};
 pub use lateness::LatenessHistogram;
-pub use registry::TOO_MANY_TIMERS;
 pub use sleep::Sleep;
 pub use stats::TimerStats;
 pub use timeout_future::TimeoutFuture;

@@ -8,7 +8,6 @@ use crate::builder::Builder;
 use crate::default_timer::DEFAULT;
 use crate::engine::entry::{key::Key, task::Task};
 use crate::engine::{clock::Nanos, clock::Source, driver::worker, driver::Config, driver::Shared};
-use crate::registry::Registration;
 use crate::{Timeout, TimerError};
 
 /// A hashed timing wheel with one worker thread, Netty's `HashedWheelTimer`.
@@ -44,7 +43,6 @@ pub(crate) struct Owner {
     shared: Arc<Shared>,
     /// A tokio clock's timer for its futures once this one stopped.
     after_stop: OnceLock<HashedWheelTimer>,
-    _registration: Registration,
 }
 
 impl Drop for Owner {
@@ -80,9 +78,8 @@ impl HashedWheelTimer {
             let shared = Shared::new(config, source);
             let _ = shared.owner.set(weak.clone());
             Owner {
-                shared: Arc::new(shared),
+                shared,
                 after_stop: OnceLock::new(),
-                _registration: Registration::new(),
             }
         });
         if let Some(runtime) = owner.shared.clock.tokio_runtime() {

@@ -6,8 +6,6 @@ pub(crate) mod counts;
 pub(crate) mod dispatch;
 pub(crate) mod held;
 pub(crate) mod lateness;
-#[cfg(all(test, loom))]
-mod loom_models;
 pub(crate) mod manual;
 pub(crate) mod stop;
 pub(crate) mod turn;
@@ -20,7 +18,9 @@ use std::{any::Any, cell::RefCell};
 
 use crate::engine::clock::{Clock, Nanos, Source};
 use crate::engine::driver::counts::{Counts, Totals};
-use crate::engine::entry::{arena::Slots, key::Key, task::Handoff, task::Jobs, Entry};
+use crate::engine::entry::{
+    arena::Slots, handle::Registered, key::Key, task::Handoff, task::Jobs, Entry,
+};
 use crate::engine::intake::{lane::urgent_nanos, Intake, MAX_LANES};
 #[cfg(test)]
 use crate::engine::sync::AtomicUsize;
@@ -87,7 +87,8 @@ pub(crate) struct Core {
 }
 
 pub(crate) struct Shared {
-    pub(crate) id: u64,
+    /// Its id, for its `Timeout` handles (`handle.rs`) and the threads' marks (`RUNNING`).
+    pub(crate) id: Registered,
     pub(crate) urgent_nanos: u64,
     /// Ticks per bucket of held keys (`held.rs`).
     pub(crate) held_width: u64,
@@ -126,10 +127,9 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(config: Config, source: Source) -> Shared {
-        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        Shared {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+    pub(crate) fn new(config: Config, source: Source) -> Arc<Shared> {
+        Arc::new_cyclic(|shared| Shared {
+            id: Registered::new(shared.as_ptr()),
             urgent_nanos: urgent_nanos(config.tick_nanos),
             held_width: (urgent_nanos(config.tick_nanos) / config.tick_nanos)
                 .div_ceil(held::HELD_TICKS - 2)
@@ -164,7 +164,7 @@ impl Shared {
             wake: OnceLock::new(),
             owner: OnceLock::new(),
             shutdown_hooks: Mutex::new(Vec::new()),
-        }
+        })
     }
 
     pub(crate) fn owner(&self) -> Option<Arc<dyn Any + Send + Sync>> {
@@ -224,7 +224,7 @@ impl Shared {
 
     /// True in a task of this timer, or where it is driven (a task's drop), however deeply nested.
     pub(crate) fn in_own_task(&self) -> bool {
-        Shared::running_here().contains(&self.id)
+        Shared::running_here().contains(&self.id.get())
     }
 
     /// The timers this thread runs a task of or drives: their drivers may wait for it.
@@ -237,27 +237,27 @@ impl Shared {
     /// runs (on this thread, or on one that may wait for this task: an executor's job). Not for a
     /// brief turn elsewhere (a delay queue's poll): that one is waited for.
     pub(crate) fn is_nested(&self) -> bool {
-        let driving = RUNNING.try_with(|ids| ids.borrow().contains(&(self.id | DRIVING)));
+        let driving = RUNNING.try_with(|ids| ids.borrow().contains(&(self.id.get() | DRIVING)));
         driving.unwrap_or(false) || self.in_own_task() && self.advancing.load(Ordering::SeqCst)
     }
 
     /// Runs `f` as this timer's driver, under the driver lock (the worker thread drives without).
     pub(crate) fn drive<R>(&self, f: impl FnOnce() -> R) -> R {
         let _driving = lock(&self.driver);
-        self.mark_as(self.id | DRIVING, f)
+        self.mark_as(self.id.get() | DRIVING, f)
     }
 
     /// `drive`, unless the driver lock is held (`None`).
     pub(crate) fn try_drive<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
         let _driving = self.driver.try_lock().ok()?;
-        Some(self.mark_as(self.id | DRIVING, f))
+        Some(self.mark_as(self.id.get() | DRIVING, f))
     }
 
     /// Runs `f` marked as a task of this timer, or as its driver (`in_own_task`), the mark taken
     /// off after, even on a panic.
     #[inline]
     pub(crate) fn mark<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.mark_as(self.id, f)
+        self.mark_as(self.id.get(), f)
     }
 
     #[inline]

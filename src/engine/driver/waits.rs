@@ -21,16 +21,16 @@ impl Shared {
     /// for one of them.
     pub(crate) fn wait_for_driver(&self) -> Option<Waiting> {
         let mut running = Shared::running_here();
-        running.retain(|&id| id != self.id);
+        running.retain(|&id| id != self.id.get());
         let mut waits = WAITS.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut awaited = vec![self.id]; // this driver, and those it waits for
+        let mut awaited = vec![self.id.get()]; // this driver, and those it waits for
         while let Some(from) = awaited.pop() {
             if running.contains(&from) {
                 return None;
             }
             awaited.extend(waits.iter().filter(|e| e.0 == from).map(|e| e.1));
         }
-        let edges: Vec<(u64, u64)> = running.into_iter().map(|id| (id, self.id)).collect();
+        let edges: Vec<(u64, u64)> = running.into_iter().map(|id| (id, self.id.get())).collect();
         waits.extend_from_slice(&edges);
         Some(Waiting(edges))
     }

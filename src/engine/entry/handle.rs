@@ -1,27 +1,39 @@
-//! `Timeout`, the handle to one entry: its reference, clone, drop and
-//! identity. Its public methods are the face's, in `timeout.rs`.
+//! `Timeout`, the handle to one entry: its reference, clone, drop and identity, in 8 bytes. Its
+//! public methods are the face's, in `timeout.rs`.
+//!
+//! A handle is its timer's id and its entry's key; `TIMERS` maps each live timer's id to its
+//! `Shared`, of whose `Arc` the handle holds one strong count. A handle that held the `Arc`
+//! itself was 16 bytes: a pending timeout with its handle kept took 56 bytes, 48 now.
 
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::engine::driver::Shared;
 use crate::engine::entry::{key::Key, Entry};
 
-// Its public docs are on the face's re-export (`lib.rs`).
+// Its public docs are on the face's re-export (`lib.rs`). Equal handles name one entry of one
+// timer: a handle keeps its slot from reuse, and its timer's id.
 #[allow(missing_docs)]
+#[derive(PartialEq, Eq, Hash)]
 pub struct Timeout {
-    /// Keeps the timer's memory alive (not its driver: that goes with the last `HashedWheelTimer`).
-    shared: Arc<Shared>,
+    /// Its timer's id in `TIMERS`: the handle holds one strong count of that `Arc<Shared>` (it
+    /// keeps the timer's memory alive, not its driver: that goes with the last `HashedWheelTimer`).
+    timer: NonZeroU32,
     /// Holds one of the entry's references.
     key: Key,
 }
+
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Option<Timeout>>() == 8);
 
 impl Timeout {
     /// A handle that takes over one reference to `key` from the caller.
     #[inline(always)]
     pub(crate) fn from_parts(key: Key, shared: &Arc<Shared>) -> Timeout {
+        let _counted = Arc::into_raw(shared.clone());
         Timeout {
-            shared: shared.clone(),
+            timer: shared.id.0,
             key,
         }
     }
@@ -34,37 +46,79 @@ impl Timeout {
         self.shared().entry(self.key)
     }
 
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    #[inline(always)]
+    pub(crate) fn shared(&self) -> &Shared {
+        // SAFETY: the handle holds a strong count of its timer's `Arc` (`from_parts`, `clone`),
+        // so the `Shared` lives, registered under this id, until the handle's drop gives it back.
+        unsafe { &*shared_of(self.timer) }
     }
 }
 
 impl Clone for Timeout {
     fn clone(&self) -> Timeout {
         self.shared().slots.retain(self.key);
-        Timeout::from_parts(self.key, self.shared())
+        // SAFETY: the pointer is a live `Arc`'s (see `shared`); the count is the clone's own.
+        unsafe { Arc::increment_strong_count(shared_of(self.timer)) };
+        Timeout { ..*self }
     }
 }
 
 impl Drop for Timeout {
     #[inline]
     fn drop(&mut self) {
-        self.shared.release(self.key, 1);
+        // SAFETY: takes back this handle's own strong count (see `shared`), once: dropped at the
+        // end of this call, even if the release unwinds.
+        let shared = unsafe { Arc::from_raw(shared_of(self.timer)) };
+        shared.release(self.key, 1);
     }
 }
 
-impl PartialEq for Timeout {
-    /// Same key and timer: a handle keeps its slot from reuse.
-    fn eq(&self, other: &Timeout) -> bool {
-        self.key == other.key && Arc::ptr_eq(self.shared(), other.shared())
+/// Each live timer's `Shared` by id, null for an id no timer holds: zeros, in memory untouched
+/// until ids this high are used. A million live timers would hold 190 GB (an idle one: 190 KB).
+static TIMERS: [AtomicPtr<Shared>; 1 << 20] = [NONE; 1 << 20];
+#[allow(clippy::declare_interior_mutable_const)] // an array's initial value (Rust 1.75)
+const NONE: AtomicPtr<Shared> = AtomicPtr::new(std::ptr::null_mut());
+/// The ids given back by dropped timers, the next never given out, and whether one warned.
+static IDS: Mutex<(Vec<u32>, u32, bool)> = Mutex::new((Vec::new(), 1, false));
+
+/// Above this many live timers, the next logs one error, as Netty does: a timer per connection is
+/// a common mistake that costs a thread each.
+pub const TOO_MANY_TIMERS: usize = 64;
+
+fn shared_of(id: NonZeroU32) -> *const Shared {
+    TIMERS[id.get() as usize].load(Ordering::Acquire)
+}
+
+/// A timer's id, naming `shared` (its place in its `Arc`, not yet filled: it is before any handle
+/// of it exists); given back when the `Shared` drops, after its last handle.
+pub(crate) struct Registered(NonZeroU32);
+
+impl Registered {
+    pub(crate) fn new(shared: *const Shared) -> Registered {
+        let mut ids = IDS.lock().unwrap_or_else(PoisonError::into_inner);
+        let id = ids.0.pop().unwrap_or(ids.1);
+        ids.1 = ids.1.max(id + 1);
+        let live = (ids.1 - 1) as usize - ids.0.len();
+        if live > TOO_MANY_TIMERS && !std::mem::replace(&mut ids.2, true) {
+            crate::engine::notice::error(format_args!(
+                "you are creating too many HashedWheelTimer instances ({live} live, more than \
+                 {TOO_MANY_TIMERS}). A timer is a shared resource with its own thread: reuse \
+                 one across the application instead of one per connection or request."
+            ));
+        }
+        TIMERS[id as usize].store(shared.cast_mut(), Ordering::Release);
+        Registered(NonZeroU32::new(id).expect("ids start at 1"))
+    }
+
+    /// The id, which also marks the threads that run the timer (`driver/mod.rs`).
+    pub(crate) fn get(&self) -> u64 {
+        u64::from(self.0.get())
     }
 }
 
-impl Eq for Timeout {}
-
-impl Hash for Timeout {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        Arc::as_ptr(self.shared()).hash(state);
-        self.key.hash(state);
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut ids = IDS.lock().unwrap_or_else(PoisonError::into_inner);
+        ids.0.push(self.0.get());
     }
 }
