@@ -157,8 +157,8 @@ pub use engine::driver::turn::DRAIN_CAP_PER_TICK;
 /// A handle to a task scheduled on a [`HashedWheelTimer`], as returned by `new_timeout`. Netty's
 /// `Timeout`.
 ///
-/// It is cheap to clone (two reference counts) and two words in size; every clone refers to the
-/// same timeout. Dropping handles does not cancel: call [`cancel`].
+/// It is cheap to clone (two reference counts) and 8 bytes in size, an `Option<Timeout>` too;
+/// every clone refers to the same timeout. Dropping handles does not cancel: call [`cancel`].
 ///
 /// A one-shot timeout ends in exactly one way: it *expires* (its task ran), is *cancelled*, or is
 /// *stopped* (returned by [`stop`](crate::HashedWheelTimer::stop) without running). A periodic one
