@@ -76,11 +76,10 @@ pub struct Sleep {
     deadline: Instant,
     /// `deadline` on the timer's clock.
     deadline_nanos: Nanos,
-    /// The entry holding our waker, or spent: due at `entry_deadline`. Holds one of its references.
+    /// The entry holding our waker, or spent. Holds one of its references.
     entry: Option<Key>,
-    /// The deadline our entry holds: `deadline_nanos`, once a reset has swapped it in.
-    entry_deadline: Nanos,
-    /// The waker our entry holds, once a poll has looked at the entry.
+    /// The waker our entry holds, once a poll has looked at the entry; only while the entry is due
+    /// at `deadline_nanos` (a reset that could not move it takes it away).
     registered: Option<Waker>,
     /// `move_after_stop` ran.
     moved: bool,
@@ -122,7 +121,6 @@ impl Sleep {
             deadline,
             deadline_nanos,
             entry: None,
-            entry_deadline: 0,
             registered: None,
             moved: false,
         }
@@ -235,8 +233,8 @@ impl Sleep {
         if !earlier || self.deadline_nanos > shared.clock.now() {
             // The timer's one reset. If it cannot move the entry, it fired or the timer
             // stopped: the task was woken, and its next poll files a new entry or completes.
-            if shared.reset(key, self.deadline_nanos) {
-                self.entry_deadline = self.deadline_nanos;
+            if !shared.reset(key, self.deadline_nanos) {
+                self.registered = None; // due at the old deadline: the next poll asks it
             }
             return;
         }
@@ -266,7 +264,7 @@ impl Sleep {
             }
             // Our entry holds a waker of this task and will wake it.
             let registered = matches!(&self.registered, Some(w) if w.will_wake(cx.waker()));
-            if registered && shared.surely_pending(self.entry_deadline) {
+            if registered && shared.surely_pending(self.deadline_nanos) {
                 return Poll::Pending;
             }
             if shared.entry(key).wait_with(cx.waker()) {
@@ -290,7 +288,6 @@ impl Sleep {
         ) {
             Ok(key) => {
                 self.set_entry(Some(key));
-                self.entry_deadline = self.deadline_nanos;
                 self.registered = self.registered.take().filter(|w| w.will_wake(cx.waker()));
                 Poll::Pending
             }
