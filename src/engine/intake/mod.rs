@@ -27,8 +27,9 @@ pub(crate) const MAX_LANES: usize = 256;
 pub(crate) const SHARED_LOOK_EVERY: usize = 1024;
 
 pub(crate) struct Intake {
-    /// Lane `i` is the lane of the thread holding index `i`.
-    lanes: Box<[OnceLock<Lane>]>,
+    /// Lane `i` is the lane of the thread holding index `i`; boxed, so an idle timer holds 8 bytes
+    /// a lane, not 640 (a `Lane` is cache-padded).
+    lanes: Box<[OnceLock<Box<Lane>>]>,
     /// One past the highest lane made.
     lanes_made: AtomicUsize,
     shared: Queue<Key>,
@@ -45,7 +46,9 @@ impl Intake {
 
     pub(crate) fn lanes(&self) -> impl Iterator<Item = &Lane> {
         let made = self.lanes_made.load(Ordering::Acquire);
-        self.lanes[..made].iter().filter_map(OnceLock::get)
+        self.lanes[..made]
+            .iter()
+            .filter_map(|lane| lane.get().map(|lane| &**lane))
     }
 
     /// This thread's lane, made if need be; `None` without an index.
@@ -53,12 +56,15 @@ impl Intake {
     pub(crate) fn lane_here(&self) -> Option<&Lane> {
         let index = thread_index()?;
         let lane = self.lanes.get(index)?;
-        Some(lane.get().unwrap_or_else(|| self.make_lane(index)))
+        Some(
+            lane.get()
+                .map_or_else(|| self.make_lane(index), |lane| lane),
+        )
     }
 
     #[cold]
     fn make_lane(&self, index: usize) -> &Lane {
-        let lane = self.lanes[index].get_or_init(|| Lane::new(index as u32));
+        let lane = self.lanes[index].get_or_init(|| Box::new(Lane::new(index as u32)));
         // After the lane: a driver that reads this finds it.
         self.lanes_made.fetch_max(index + 1, Ordering::AcqRel);
         lane
@@ -77,7 +83,7 @@ impl Intake {
     #[inline(always)]
     fn place_of(&self, entry: &Entry) -> Option<(&Lane, usize)> {
         let (lane, cell) = unmark(entry.queue_mark())?;
-        Some((self.lanes.get(lane)?.get()?, cell))
+        Some((self.lane(lane as u32)?, cell))
     }
 
     /// Starts loading the lane cell `entry`'s key is in, if any.
@@ -107,7 +113,7 @@ impl Intake {
 
     /// The lane at `index`, if made.
     pub(crate) fn lane(&self, index: u32) -> Option<&Lane> {
-        self.lanes.get(index as usize)?.get()
+        self.lanes.get(index as usize)?.get().map(|lane| &**lane)
     }
 
     /// Cells and queue places not yet drained, withdrawn cells included.
@@ -118,7 +124,7 @@ impl Intake {
     /// This thread's lane, if it has made one here.
     #[inline]
     pub(crate) fn lane_if_made(&self) -> Option<&Lane> {
-        thread_index().and_then(|index| self.lanes.get(index)?.get())
+        thread_index().and_then(|index| self.lane(index as u32))
     }
 }
 
