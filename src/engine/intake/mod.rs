@@ -55,11 +55,8 @@ impl Intake {
     #[inline]
     pub(crate) fn lane_here(&self) -> Option<&Lane> {
         let index = thread_index()?;
-        let lane = self.lanes.get(index)?;
-        Some(
-            lane.get()
-                .map_or_else(|| self.make_lane(index), |lane| lane),
-        )
+        let lane = self.lanes.get(index)?.get();
+        Some(lane.map_or_else(|| self.make_lane(index), |lane| &**lane))
     }
 
     #[cold]
