@@ -31,11 +31,8 @@ impl Timeout {
     /// A handle that takes over one reference to `key` from the caller.
     #[inline(always)]
     pub(crate) fn from_parts(key: Key, shared: &Arc<Shared>) -> Timeout {
-        let _counted = Arc::into_raw(shared.clone());
-        Timeout {
-            timer: shared.id.0,
-            key,
-        }
+        let (_counted, timer) = (Arc::into_raw(shared.clone()), shared.id.0);
+        Timeout { timer, key }
     }
 
     pub(crate) fn key(&self) -> Key {
@@ -89,8 +86,8 @@ fn shared_of(id: NonZeroU32) -> *const Shared {
     TIMERS[id.get() as usize].load(Ordering::Acquire)
 }
 
-/// A timer's id, naming `shared` (its place in its `Arc`, not yet filled: it is before any handle
-/// of it exists); given back when the `Shared` drops, after its last handle.
+/// A timer's id, naming `shared`: its place in its `Arc`, filled before any handle of it exists.
+/// The id is given back when the `Shared` drops, after its last handle.
 pub(crate) struct Registered(NonZeroU32);
 
 impl Registered {

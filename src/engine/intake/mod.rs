@@ -46,9 +46,7 @@ impl Intake {
 
     pub(crate) fn lanes(&self) -> impl Iterator<Item = &Lane> {
         let made = self.lanes_made.load(Ordering::Acquire);
-        self.lanes[..made]
-            .iter()
-            .filter_map(|lane| lane.get().map(|lane| &**lane))
+        (0..made as u32).filter_map(|index| self.lane(index))
     }
 
     /// This thread's lane, made if need be; `None` without an index.
