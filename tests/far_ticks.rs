@@ -1,7 +1,7 @@
 //! Deadlines more ticks ahead than an entry's filed tick keeps (2^24 - 1: 4.66 hours of 1 ms
-//! ticks, 16.8 s of 1 µs ones): the wheel keeps their ticks apart, and they fire, cancel, reset,
-//! come back from `stop()` and are reached by `advance_to_next` as near ones do: at their tick's
-//! end, never early.
+//! ticks, 16.8 s of 1 µs ones): the wheel files them that far and again from there, and they fire,
+//! cancel, reset, come back from `stop()` and are reached by `advance_to_next` as near ones do: at
+//! their tick's end, never early.
 
 mod common;
 

@@ -86,7 +86,9 @@ impl Shared {
         if !core.ready.is_empty() {
             return Some(now);
         }
-        let tick = core.wheel.next_due_tick(&self.slots)?;
+        let tick = core
+            .wheel
+            .next_due_tick(&self.slots, |at| self.clock.tick_of(at))?;
         // Only saturated deadlines are past the last reachable tick.
         (tick <= self.clock.ticks_at(u64::MAX)).then(|| self.clock.time_of(tick))
     }

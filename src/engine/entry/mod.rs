@@ -71,16 +71,16 @@ const EXPIRED: u64 = 2;
 const CANCELLED: u64 = 3;
 const STOPPED: u64 = 4;
 /// `word`: this bit while `with_task` holds the slot's lock; above it, the kind of task the slot
-/// holds (`packed.rs`), then the flags; from `TICK_SHIFT` up, the filed tick's low bits.
+/// holds (`packed.rs`), then the flags (bit 7 spare); from `TICK_SHIFT` up, the filed tick's low
+/// bits.
 const TASK_LOCKED: u32 = 1;
 const KIND: u32 = 0b1110;
 const PERIODIC: u32 = 1 << 4;
 const IN_WHEEL: u32 = 1 << 5;
 const PANICKED: u32 = 1 << 6;
-/// Filed further ahead than the tick's bits reach: the wheel keeps the tick (`wheel/mod.rs`).
-const FAR: u32 = 1 << 7;
 const TICK_SHIFT: u32 = 8;
-/// How far past the wheel's current tick the filed tick's bits reach.
+/// How far past the wheel's current tick the filed tick's bits reach: the wheel files no entry
+/// further ahead (`wheel/mod.rs`).
 pub(crate) const TICKS_AHEAD: u64 = (1 << (32 - TICK_SHIFT)) - 1;
 
 fn kind_in(word: u32) -> u8 {
@@ -239,23 +239,20 @@ impl Entry {
     }
 
     /// The tick the wheel filed it at, no earlier than the wheel's `current` (driver only): the
-    /// first tick from `current` with the low bits kept; `None` if `FAR`.
+    /// first tick from `current` with the low bits kept.
     #[inline(always)]
-    pub(crate) fn filed_tick(&self, current: u64) -> Option<u64> {
-        let word = self.marks().load(Ordering::Relaxed);
-        let low = u64::from(word >> TICK_SHIFT);
-        (word & FAR == 0).then(|| current + (low.wrapping_sub(current) & TICKS_AHEAD))
+    pub(crate) fn filed_tick(&self, current: u64) -> u64 {
+        let low = u64::from(self.marks().load(Ordering::Relaxed) >> TICK_SHIFT);
+        current + (low.wrapping_sub(current) & TICKS_AHEAD)
     }
 
-    /// The wheel files it at `tick`, or `far` ahead (driver only): keeps the tick's low bits, and
-    /// sets `IN_WHEEL`, and `FAR` if `far`.
-    pub(crate) fn set_filed(&self, tick: u64, far: bool) {
+    /// The wheel files it at `tick` (driver only): keeps the tick's low bits, sets `IN_WHEEL`.
+    pub(crate) fn set_filed(&self, tick: u64) {
         let word = self.marks().load(Ordering::Relaxed);
-        debug_assert!(word & (IN_WHEEL | FAR) == 0, "filed twice");
+        debug_assert!(word & IN_WHEEL == 0, "filed twice");
         let tick_bits = (word ^ (tick as u32) << TICK_SHIFT) >> TICK_SHIFT << TICK_SHIFT;
-        let far = if far { FAR } else { 0 };
         self.marks()
-            .fetch_xor(tick_bits | IN_WHEEL | far, Ordering::SeqCst);
+            .fetch_xor(tick_bits | IN_WHEEL, Ordering::SeqCst);
     }
 
     fn status(&self) -> u64 {
@@ -304,9 +301,9 @@ impl Entry {
         self.has_flag(IN_WHEEL)
     }
 
-    /// Out of the wheel (driver only), which `set_filed` put it in; true if it was `FAR`.
-    pub(crate) fn set_out_of_wheel(&self) -> bool {
-        self.marks().fetch_and(!(IN_WHEEL | FAR), Ordering::SeqCst) & FAR != 0
+    /// Out of the wheel (driver only), which `set_filed` put it in.
+    pub(crate) fn set_out_of_wheel(&self) {
+        self.marks().fetch_and(!IN_WHEEL, Ordering::SeqCst);
     }
 
     /// One compare-and-swap of `state`: `change` maps the status and

@@ -13,12 +13,13 @@
 //! memory per entry, and equal deadlines stay FIFO. Insert, cancel and expire are O(1) but for
 //! `overflow`'s O(log rounds). An entry's tick is its deadline's when filed, or, if that tick was
 //! processed before the entry arrived, the next one (`current + 1`). The entry keeps the tick's low
-//! bits (`Entry::set_filed`); one filed further ahead than they reach, `far` keeps whole.
+//! bits (`Entry::set_filed`); one due further ahead than they reach is filed at their reach and
+//! filed again from there.
 
 mod bitmap;
 mod list;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
 use crate::engine::clock::{earliest, Nanos};
@@ -38,8 +39,6 @@ pub(crate) struct Wheel {
     buckets: Vec<Option<NonZeroU64>>,
     occupied: Bitmap,
     overflow: BTreeMap<u64, List>,
-    /// The ticks of entries filed more than `TICKS_AHEAD` ticks ahead.
-    far: HashMap<Key, u64>,
     shift: u32,
     mask: u64,
     /// The last tick processed. Every entry's tick is later than this.
@@ -53,7 +52,6 @@ impl Wheel {
             buckets: vec![None; ticks_per_wheel],
             occupied: Bitmap::new(ticks_per_wheel),
             overflow: BTreeMap::new(),
-            far: HashMap::new(),
             shift: ticks_per_wheel.trailing_zeros(),
             mask: ticks_per_wheel as u64 - 1,
             current: 0,
@@ -73,13 +71,12 @@ impl Wheel {
     }
 
     /// Files `key` at its deadline's `tick`, or the next if that one is past: late, never early.
+    /// One further ahead than an entry's tick bits reach is filed at their reach, `TICKS_AHEAD`
+    /// ticks ahead, where its deadline has not come: the turn files it again from there.
     pub(crate) fn insert(&mut self, slots: &Slots, key: Key, tick: u64) {
-        let tick = tick.max(self.current.saturating_add(1));
-        let far = tick - self.current > TICKS_AHEAD;
-        if far {
-            self.far.insert(key, tick);
-        }
-        slots.get(key).set_filed(tick, far);
+        let next = self.current.saturating_add(1);
+        let tick = tick.clamp(next, self.current.saturating_add(TICKS_AHEAD));
+        slots.get(key).set_filed(tick);
         self.with_list(self.place_of(tick), |list| list.push_back(slots, key));
     }
 
@@ -90,44 +87,49 @@ impl Wheel {
         }
         let place = self.place_of(self.filed_tick(slots, key));
         self.with_list(place, |list| list.unlink(slots, key));
-        self.took_out(slots, key);
+        slots.get(key).set_out_of_wheel();
         true
     }
 
     /// The tick `key`, in the wheel, was filed at.
     pub(crate) fn filed_tick(&self, slots: &Slots, key: Key) -> u64 {
-        let filed = slots.get(key).filed_tick(self.current);
-        filed.unwrap_or_else(|| self.far[&key])
-    }
-
-    /// `key` has left its list.
-    fn took_out(&mut self, slots: &Slots, key: Key) {
-        if slots.get(key).set_out_of_wheel() {
-            self.far.remove(&key);
-        }
+        slots.get(key).filed_tick(self.current)
     }
 
     /// The next occupied bucket's tick, or the first overflow round's start.
     pub(crate) fn next_work_tick(&self) -> Option<u64> {
-        let round_start = self.current & !self.mask;
-        let from = (self.current & self.mask) as usize + 1;
-        let bucket = self.occupied.next_set(from);
-        let in_round = bucket.map(|bucket| round_start + bucket as u64);
-        let later = self.overflow.keys().next().map(|round| round << self.shift);
-        earliest(in_round, later)
+        self.next_work_after(self.current)
     }
 
-    /// `next_work_tick`, but for a later round its earliest entry's tick,
-    /// not the round's start: walks that round's list, for `advance_to_next`.
-    pub(crate) fn next_due_tick(&self, slots: &Slots) -> Option<u64> {
+    /// `next_work_tick` after `after`, a tick no earlier than `current`.
+    fn next_work_after(&self, after: u64) -> Option<u64> {
+        let (round, round_start) = (after >> self.shift, self.current & !self.mask);
+        let bucket = (round == self.current >> self.shift)
+            .then(|| self.occupied.next_set((after & self.mask) as usize + 1))
+            .flatten();
+        let in_round = bucket.map(|bucket| round_start + bucket as u64);
+        let later = self.overflow.range(round + 1..).next();
+        earliest(in_round, later.map(|(round, _)| round << self.shift))
+    }
+
+    /// For `advance_to_next`: the tick the earliest entry at the next tick with work is due by (its
+    /// filed tick, or if filed at the reach or moved later since, `tick_of` its deadline), or the
+    /// tick with work after it if earlier. Walks that tick's bucket or round.
+    pub(crate) fn next_due_tick(
+        &self,
+        slots: &Slots,
+        tick_of: impl Fn(Nanos) -> u64,
+    ) -> Option<u64> {
         let tick = self.next_work_tick()?;
-        let Place::Round(round) = self.place_of(tick) else {
-            return Some(tick);
+        let list = match self.place_of(tick) {
+            Place::Bucket(bucket) => List::unpack(self.buckets[bucket]),
+            Place::Round(round) => self.overflow[&round],
         };
-        let list = self.overflow.get(&round)?;
-        list.iter(slots)
-            .map(|key| self.filed_tick(slots, key))
-            .min()
+        let filed = |key| self.filed_tick(slots, key);
+        let due = list
+            .iter(slots)
+            .map(|key| filed(key).max(tick_of(slots.get(key).deadline())));
+        earliest(due.min(), self.next_work_after(tick))
     }
 
     /// Processes the next tick with work up to `upto`, appending its keys to
@@ -179,7 +181,7 @@ impl Wheel {
             let deadline = (!entry.is_periodic()).then(|| entry.deadline());
             if deadline.is_some_and(|deadline| deadline <= now) {
                 list.unlink(slots, key);
-                self.took_out(slots, key);
+                slots.get(key).set_out_of_wheel();
                 due.push(key);
             } else {
                 kept = earliest(kept, deadline);
@@ -214,7 +216,7 @@ impl Wheel {
 
     fn drain_list(&mut self, slots: &Slots, mut list: List, out: &mut Vec<Key>) {
         while let Some(key) = list.pop_front(slots) {
-            self.took_out(slots, key);
+            slots.get(key).set_out_of_wheel();
             out.push(key);
         }
     }
@@ -326,6 +328,15 @@ mod tests {
         assert!(!slots.get(near).in_wheel());
         assert_eq!(wheel.len(&slots), 1);
         assert_eq!(run_to(&mut wheel, &slots, 100), vec![(51, 51)]);
+    }
+
+    /// The turn files it again from there, by its deadline (`tests/far_ticks.rs`).
+    #[test]
+    fn an_entry_due_past_the_ticks_reach_comes_out_at_the_reach() {
+        let (mut wheel, slots) = wheel(512);
+        insert(&mut wheel, &slots, TICKS_AHEAD + 100);
+        let out = run_to(&mut wheel, &slots, u64::MAX - 1);
+        assert_eq!(out, vec![(TICKS_AHEAD, TICKS_AHEAD + 100)]);
     }
 
     #[test]
