@@ -7,7 +7,7 @@
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::engine::driver::Shared;
 use crate::engine::entry::{key::Key, Entry};
@@ -70,11 +70,12 @@ impl Drop for Timeout {
     }
 }
 
-/// Each live timer's `Shared` by id, null for an id no timer holds: zeros, in memory untouched
-/// until ids this high are used. A million live timers would hold 27 GB (an idle one: 27 KB).
-static TIMERS: [AtomicPtr<Shared>; 1 << 20] = [NONE; 1 << 20];
+/// Each live timer's `Shared` by id, in pages made as ids reach them; null for an id no timer
+/// holds. Ids are `u32`s: no count of live timers that memory can hold finds the end.
+static TIMERS: [OnceLock<Box<Page>>; 1 << 16] = [NO_PAGE; 1 << 16];
+type Page = [AtomicPtr<Shared>; 1 << 16];
 #[allow(clippy::declare_interior_mutable_const)] // an array's initial value (Rust 1.75)
-const NONE: AtomicPtr<Shared> = AtomicPtr::new(std::ptr::null_mut());
+const NO_PAGE: OnceLock<Box<Page>> = OnceLock::new();
 /// The ids given back by dropped timers, the next never given out, and whether one warned.
 static IDS: Mutex<(Vec<u32>, u32, bool)> = Mutex::new((Vec::new(), 1, false));
 
@@ -83,7 +84,19 @@ static IDS: Mutex<(Vec<u32>, u32, bool)> = Mutex::new((Vec::new(), 1, false));
 pub const TOO_MANY_TIMERS: usize = 64;
 
 fn shared_of(id: NonZeroU32) -> *const Shared {
-    TIMERS[id.get() as usize].load(Ordering::Acquire)
+    place(id.get()).load(Ordering::Acquire)
+}
+
+/// `id`'s place in `TIMERS`, its page made if it is the first there.
+fn place(id: u32) -> &'static AtomicPtr<Shared> {
+    let page = TIMERS[(id >> 16) as usize].get_or_init(|| {
+        let nulls = (0..1 << 16).map(|_| AtomicPtr::new(std::ptr::null_mut()));
+        nulls
+            .collect::<Box<[_]>>()
+            .try_into()
+            .expect("a page's length")
+    });
+    &page[(id & 0xffff) as usize]
 }
 
 /// A timer's id, naming `shared`: its place in its `Arc`, filled before any handle of it exists.
@@ -103,7 +116,7 @@ impl Registered {
                  one across the application instead of one per connection or request."
             ));
         }
-        TIMERS[id as usize].store(shared.cast_mut(), Ordering::Release);
+        place(id).store(shared.cast_mut(), Ordering::Release);
         Registered(NonZeroU32::new(id).expect("ids start at 1"))
     }
 
@@ -117,5 +130,19 @@ impl Drop for Registered {
     fn drop(&mut self) {
         let mut ids = IDS.lock().unwrap_or_else(PoisonError::into_inner);
         ids.0.push(self.0.get());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::place;
+
+    /// A flat table of 2^20 places ended there: the next live timer's id was out of bounds.
+    #[test]
+    fn ids_past_the_first_page_have_places_of_their_own_made_once() {
+        let (id, below) = (70_000, 70_000 - (1 << 16));
+        assert!(!std::ptr::eq(place(id), place(below)));
+        assert!(std::ptr::eq(place(id), place(id)), "made once");
+        assert!(std::ptr::eq(place(u32::MAX), place(u32::MAX)));
     }
 }
