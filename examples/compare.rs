@@ -162,7 +162,7 @@ fn main() {
         table.add(two, peer, ns);
     }
     let mem = "bytes per pending timeout (1M pending, handles kept)";
-    for peer in PEERS.iter().chain([&rpc::QUEUE]) {
+    for peer in PEERS.iter().chain([&rpc::QUEUE, &HOURS_AWAY]) {
         if let Some(bytes) = memory_in_child(peer) {
             table.add(mem, peer, bytes);
         }
@@ -192,6 +192,9 @@ type SoloRow = (
     fn(&str, f64) -> f64,
     &'static str,
 );
+
+/// This crate's `new_timeout` 10 hours away, past the 24 bits of ticks an entry keeps (memory only).
+const HOURS_AWAY: &str = "hashed-wheel-timer, 10 h away";
 
 const PEERS: [&str; 6] = [
     "tokio::time",
@@ -396,9 +399,10 @@ fn bytes_per_pending(peer: &str) -> f64 {
     std::thread::sleep(Duration::from_millis(50));
     let before = proc::rss_bytes();
     let kept: Box<dyn std::any::Any> = match peer {
-        "hashed-wheel-timer" => {
+        "hashed-wheel-timer" | HOURS_AWAY => {
+            let far = if peer == HOURS_AWAY { FAR * 600 } else { FAR };
             let v: Vec<Timeout> = (0..PENDING)
-                .map(|_| timer.new_timeout(|_| {}, FAR).unwrap())
+                .map(|_| timer.new_timeout(|_| {}, far).unwrap())
                 .collect();
             std::thread::sleep(Duration::from_millis(500)); // filed into buckets
             Box::new(v)
