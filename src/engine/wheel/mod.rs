@@ -123,7 +123,7 @@ impl Wheel {
         let tick = self.next_work_tick()?;
         let list = match self.place_of(tick) {
             Place::Bucket(bucket) => List::unpack(self.buckets[bucket]),
-            Place::Round(round) => self.overflow[&round],
+            Place::Round(round) => *self.overflow.get(&round)?,
         };
         let filed = |key| self.filed_tick(slots, key);
         let due = list
