@@ -124,8 +124,8 @@ impl HashedWheelTimer {
         (clock.now(), clock.to_nanos(deadline))
     }
 
-    /// Schedules `task` at `deadline` as read `now` (see `Shared::schedule`). Inlined: a 16-byte
-    /// `Timeout` returned through memory stalls its caller's first read of it.
+    /// Schedules `task` at `deadline` as read `now` (see `Shared::schedule`). Inlined: a `Result`
+    /// returned through memory stalls its caller's first read of the `Timeout` in it.
     #[inline(always)]
     pub(crate) fn schedule_entry(
         &self,

@@ -91,8 +91,7 @@ fn shared_of(id: NonZeroU32) -> *const Shared {
 fn place(id: u32) -> &'static AtomicPtr<Shared> {
     let page = TIMERS[(id >> 16) as usize].get_or_init(|| {
         let nulls = (0..1 << 16).map(|_| AtomicPtr::new(std::ptr::null_mut()));
-        nulls
-            .collect::<Box<[_]>>()
+        Box::<[_]>::from_iter(nulls)
             .try_into()
             .expect("a page's length")
     });
