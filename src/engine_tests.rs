@@ -4,7 +4,7 @@
 
 use crate::engine::sync::Ordering::SeqCst;
 use crate::timer::tests::{in_wheel, PAST_THE_HOLD};
-use crate::HashedWheelTimer;
+use crate::{HashedWheelTimer, TimerError};
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
@@ -245,28 +245,26 @@ mod intake {
     }
 }
 
-/// A new delay queue's shutdown hook sweeps out the dead ones only when the list is full, making
-/// room for as many again (`Shared::on_shutdown`): with a queue dropped for each one made, 10,000
-/// cost about one sweep per 64, not one each, and the list stays within twice what lives.
+/// A delay queue's listener id comes back when the queue drops, for the next one: with a queue
+/// dropped for each one made, the registry stays as large as the queues that live. Past the ids a
+/// notice can name, a queue takes no items: `TooManyQueues`, not a panic.
 #[test]
-fn shutdown_hooks_are_swept_once_per_list_full_and_stay_bounded() {
+fn queue_ids_come_back_and_run_out_into_an_error() {
     let timer = HashedWheelTimer::builder().manual_clock().build().unwrap();
-    let hooks = || crate::engine::sync::lock(&timer.shared().shutdown_hooks).len();
-    let mut live: Vec<_> = (0..64).map(|_| timer.delay_queue::<()>()).collect();
-    let mut sweeps = 0;
-    for i in 0..10_000 {
-        live.swap_remove(i % 64); // one dead hook before each registration
-        let before = hooks();
+    let listeners = || crate::engine::sync::lock(&timer.shared().listeners).len();
+    let mut live: Vec<_> = (0..64).map(|_| timer.delay_queue::<u8>()).collect();
+    for i in 0..1_000 {
+        live.swap_remove(i % 64);
         live.push(timer.delay_queue());
-        sweeps += usize::from(hooks() != before + 1);
-        assert!(
-            hooks() <= 2 * live.len() + 8,
-            "{} hooks for {} queues",
-            hooks(),
-            live.len()
-        );
+        assert_eq!(listeners(), 64, "one id a live queue");
     }
-    assert!(sweeps <= 10_000 / 32, "{sweeps} sweeps");
+    let last = timer.delay_queue_with_ids(0, 65);
+    assert!(last.insert(1, MS).is_ok(), "the 65th id");
+    let over = timer.delay_queue_with_ids(0, 65);
+    assert_eq!(over.insert(2, MS), Err(TimerError::TooManyQueues));
+    drop(live.pop());
+    let again = timer.delay_queue_with_ids(0, 65);
+    assert!(again.insert(3, MS).is_ok(), "a dropped queue's id");
 }
 
 mod handle {

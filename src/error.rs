@@ -89,6 +89,10 @@ pub enum TimerError {
     /// [`close`](crate::DelayQueue::close).
     #[error("the delay queue was closed: it takes no more items")]
     QueueClosed,
+    /// An insert into a [`DelayQueue`](crate::DelayQueue) made while its timer had 2^24 queues
+    /// live: its items' notices have no room for another queue's id, so it takes no items.
+    #[error("the delay queue was made while its timer had 2^24 queues live: it takes no items")]
+    TooManyQueues,
 }
 
 impl TimerError {

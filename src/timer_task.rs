@@ -93,7 +93,7 @@ pub(crate) fn into_timer_task(task: Task) -> Option<Box<dyn TimerTask>> {
             Some(Box::new(move |timeout: &Timeout| (task.run)(timeout)))
         }
         Task::Wake(_) => None,
-        Task::Notice(notice) => Some(Box::new(move |_: &Timeout| notice.deliver())),
+        Task::Notice(notice) => Some(Box::new(move |t: &Timeout| t.shared().deliver(notice))),
     }
 }
 

@@ -595,3 +595,27 @@ fn a_waker_and_values_that_call_back_into_their_map_deadlock_nothing() {
     timer.advance(10 * MS);
     assert_stats_add_up(&timer);
 }
+
+/// A fired item's notice names it by its slot and its generation's low bits. Removed before the
+/// stream took it, with 64 inserts into its slot since, the notice's bits name the last of them
+/// too: the stream must not yield that one before its deadline, nor twice.
+#[test]
+fn a_removed_items_notice_yields_no_later_item_of_its_slot_early() {
+    use futures::{FutureExt, StreamExt};
+    let timer = manual(MS);
+    let queue = timer.delay_queue();
+    let fired = queue.insert(0u32, MS).unwrap();
+    timer.advance(MS); // its notice waits for the stream
+    assert_eq!(queue.remove(&fired), Some(0));
+    for i in 1..64 {
+        let key = queue.insert(i, MS * 100).unwrap();
+        assert_eq!(queue.remove(&key), Some(i));
+    }
+    let later = queue.insert(64, MS * 100).unwrap();
+    let mut stream = &queue;
+    assert!(stream.next().now_or_never().is_none(), "not due");
+    timer.advance(MS * 100);
+    let out = stream.next().now_or_never().flatten();
+    assert_eq!(out.map(|e| (e.key(), e.into_inner())), Some((later, 64)));
+    assert!(stream.next().now_or_never().is_none(), "once");
+}

@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use crate::engine::entry::task::TOKEN_BITS;
+
 /// The name of an item in a [`DelayQueue`](crate::DelayQueue), returned by
 /// [`insert`](crate::DelayQueue::insert) and given back with the item by the stream. tokio-util's
 /// `delay_queue::Key`.
@@ -38,7 +40,29 @@ impl DelayKey {
     pub(crate) fn generation(self) -> u32 {
         self.0 as u32 & GENERATION_MASK
     }
+
+    /// What a notice of its timeout carries, in `TOKEN_BITS`: its shard, its index, and the low
+    /// `TOKEN_GENERATION` bits of its generation.
+    pub(crate) fn token(self) -> u64 {
+        (self.0 >> GENERATION_BITS) << TOKEN_GENERATION | (self.0 & TOKEN_GENERATION_MASK)
+    }
+
+    /// The key a token came from, but for its generation's high bits, 0 here.
+    pub(crate) fn from_token(token: u64) -> DelayKey {
+        let high = token >> TOKEN_GENERATION << GENERATION_BITS;
+        DelayKey(high | (token & TOKEN_GENERATION_MASK))
+    }
+
+    /// True if a key made `from_token` may name an item of `generation`: its low bits match.
+    pub(crate) fn low_generation_of(self, generation: u32) -> bool {
+        u64::from(generation) & TOKEN_GENERATION_MASK == u64::from(self.generation())
+    }
 }
+
+/// The generation's bits a token keeps: it has `TOKEN_BITS` for the shard's 6, the index's 28 and
+/// these.
+const TOKEN_GENERATION: u32 = TOKEN_BITS - 6 - INDEX_BITS;
+const TOKEN_GENERATION_MASK: u64 = (1 << TOKEN_GENERATION) - 1;
 
 impl From<DelayKey> for u64 {
     fn from(key: DelayKey) -> u64 {

@@ -12,12 +12,13 @@ use std::{fmt, sync::atomic::Ordering, sync::Arc};
 
 pub use key::{DelayKey, Expired};
 
-use crate::engine::entry::task::{panic_message, Listener, Notice, Task, UserBox};
-use crate::engine::{clock::Nanos, driver::ShutdownHook};
+use crate::engine::clock::Nanos;
+use crate::engine::entry::task::{panic_message, Notice, Task, UserBox, LISTENER_IDS};
+use crate::TimerError::{QueueClosed, TooManyQueues};
 use crate::{current_timer, HashedWheelTimer, TimerError};
 pub(crate) use store::shards;
 use store::Store;
-use stream::{listener, Signal};
+use stream::Signal;
 use waiters::Seat;
 
 /// A queue of items, each given back once its deadline has passed:
@@ -97,8 +98,9 @@ struct Inner<T> {
     timer: HashedWheelTimer,
     store: Store<T>,
     signal: Arc<Signal>,
-    /// What the items' timeouts notify when they fire.
-    listener: Arc<Listener>,
+    /// The signal's id among its timer's listeners, which the items' notices name; `None` if the
+    /// timer had no id left (`TimerError::TooManyQueues`).
+    listener: Option<u32>,
 }
 
 impl HashedWheelTimer {
@@ -111,14 +113,17 @@ impl HashedWheelTimer {
     /// [`delay_queue`](Self::delay_queue), with room for `capacity` items inserted from this thread
     /// before the queue allocates (see [`DelayQueue::reserve`]).
     pub fn delay_queue_with_capacity<T: Send + 'static>(&self, capacity: usize) -> DelayQueue<T> {
+        self.delay_queue_with_ids(capacity, LISTENER_IDS)
+    }
+
+    /// A queue whose listener takes one of the first `ids` ids (fewer in tests).
+    pub(crate) fn delay_queue_with_ids<T>(&self, capacity: usize, ids: usize) -> DelayQueue<T> {
         let signal = Arc::new(Signal::default());
-        self.shared()
-            .on_shutdown(&(signal.clone() as Arc<dyn ShutdownHook>));
         DelayQueue {
             inner: Arc::new(Inner {
                 timer: self.clone(),
                 store: Store::new(capacity, self.shared().counts.limit()),
-                listener: listener(&signal),
+                listener: self.shared().listen(signal.clone(), ids),
                 signal,
             }),
             seat: Seat::default(),
@@ -170,15 +175,13 @@ impl<T: Send + 'static> DelayQueue<T> {
         let (now, deadline) = at;
         let inner = &*self.inner;
         let mut shard = inner.store.lock_mine();
-        if self.is_closed() {
-            drop_item((shard, item)); // checked under the lock a consumer's `is_empty` takes
-            return Err(TimerError::QueueClosed);
-        }
+        let closed = self.is_closed(); // read under the lock a consumer's `is_empty` takes
+        let Some(listener) = inner.listener.filter(|_| !closed) else {
+            drop_item((shard, item)); // the lock first
+            return Err(if closed { QueueClosed } else { TooManyQueues });
+        };
         let key = shard.next_key();
-        let notice = Task::Notice(Notice {
-            to: inner.listener.clone(),
-            token: key.into(),
-        });
+        let notice = Task::Notice(Notice::new(listener, key.token()));
         // Due already: filed by its tick's start, so a turn now fires it, not the tick's end.
         let filed = inner.timer.shared().clock.due_by(deadline, now);
         match inner.timer.schedule_key(now, filed, notice) {
@@ -406,6 +409,9 @@ impl<T> Inner<T> {
 impl<T> Drop for Inner<T> {
     fn drop(&mut self) {
         self.clear();
+        if let Some(id) = self.listener {
+            self.timer.shared().unlisten(id);
+        }
     }
 }
 

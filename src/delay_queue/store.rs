@@ -125,6 +125,27 @@ impl<T> Shard<T> {
         holds(index).then_some(index)
     }
 
+    /// The key of the fired item whose notice carried `token` (`DelayKey::token`), if it is still
+    /// here: at the token's index, or moved from there by `compact`, its generation's low bits the
+    /// token's and its entry `fired`. (The bits alone may name an item inserted since, pending:
+    /// `fired` tells it apart. One fired meanwhile may come out instead; its own notice then
+    /// finds nothing.)
+    pub(crate) fn fired_key(&self, token: u64, fired: impl Fn(Key) -> bool) -> Option<DelayKey> {
+        let named = DelayKey::from_token(token);
+        let here = |index: usize| {
+            let slot = self.slots.get(index)?;
+            let yes = named.low_generation_of(slot.generation) && fired(slot.entry);
+            yes.then(|| self.key_at(index, slot))
+        };
+        here(named.index()).or_else(|| {
+            let mut from_there = self
+                .moved
+                .iter()
+                .filter(|(key, _)| key.index() == named.index());
+            from_there.find_map(|(_, &to)| here(to))
+        })
+    }
+
     /// The slot `key` names, if it still holds that item.
     pub(crate) fn get(&mut self, key: &DelayKey) -> Option<&mut Slot<T>> {
         self.find(key).map(|index| &mut self.slots[index])

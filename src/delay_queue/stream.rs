@@ -1,19 +1,19 @@
-//! How items come out of a delay queue: the listener its items' timeouts
-//! notify on the driver, which hands the item's key to the queue's
-//! `Signal`, and the stream, which takes the item out of its slot.
+//! How items come out of a delay queue: its `Signal`, the listener its items' timeouts notify on the
+//! driver with the item's token, and the stream, which takes the item out of its slot.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::{collections::VecDeque, pin::Pin};
 
 use futures::Stream;
 
+use crate::delay_queue::store::Shard;
 use crate::delay_queue::{key::DelayKey, key::Expired, waiters::Waiters, DelayQueue};
-use crate::engine::{driver::ShutdownHook, entry::task::Listener, sync::lock, sync::Mutex};
+use crate::engine::{driver::Listener, sync::lock, sync::Mutex, sync::MutexGuard};
 
-/// What the driver and the consumers of one queue share: the keys of items whose deadline fired, in
-/// the order they fired, who waits for them, and whether the queue was closed.
+/// What the driver and the consumers of one queue share: the tokens of items whose deadline fired
+/// (`DelayKey::token`), in the order they fired, who waits for them, and whether the queue was
+/// closed.
 #[derive(Default)]
 pub(crate) struct Signal {
     fired: Mutex<VecDeque<u64>>,
@@ -21,23 +21,17 @@ pub(crate) struct Signal {
     pub(super) closed: AtomicBool,
 }
 
-impl ShutdownHook for Signal {
+/// The queue's listener: on the driver, it passes the fired item's token on.
+impl Listener for Signal {
+    fn hear(&self, token: u64) {
+        lock(&self.fired).push_back(token);
+        self.waiters.wake_all();
+    }
+
     /// A consumer waiting on an empty queue looks again, and ends.
     fn shut_down(&self) {
         self.waiters.wake_all();
     }
-}
-
-/// The queue's listener: on the driver, it passes the fired item's key on. It holds the signal
-/// weakly, so a timeout that outlives its queue fires into nothing.
-pub(crate) fn listener(signal: &Arc<Signal>) -> Arc<Listener> {
-    let signal = Arc::downgrade(signal);
-    Listener::new(move |key| {
-        if let Some(signal) = signal.upgrade() {
-            lock(&signal.fired).push_back(key);
-            signal.waiters.wake_all();
-        }
-    })
 }
 
 impl<T> DelayQueue<T> {
@@ -72,13 +66,14 @@ impl<T> DelayQueue<T> {
         }
     }
 
-    /// Takes out the next item whose key the driver passed on, skipping keys whose items were
+    /// Takes out the next item whose token the driver passed on, skipping tokens whose items were
     /// removed meanwhile.
     fn next_fired(&self) -> Option<Expired<T>> {
         let pop = || lock(&self.inner.signal.fired).pop_front();
-        while let Some(key) = pop().map(DelayKey::from) {
-            let shard = self.inner.store.lock_of(&key);
-            if let Some(slot) = shard.and_then(|mut shard| shard.take(&key)) {
+        while let Some(token) = pop() {
+            let taken =
+                |(mut shard, key): (MutexGuard<'_, Shard<T>>, _)| Some((key, shard.take(&key)?));
+            if let Some((key, slot)) = self.fired_key(token).and_then(taken) {
                 self.inner.timer.shared().release(slot.entry, 1); // it fired
                 self.wake_if_ending(); // a consumer that found it not yet empty looks again
                 return Some(self.inner.expired(key, slot));
@@ -88,19 +83,27 @@ impl<T> DelayQueue<T> {
     }
 
     /// The key of the first fired item still in the queue, which the stream yields before any
-    /// other: for `peek`. Keys of items removed meanwhile are dropped, as `next_fired` skips them.
+    /// other: for `peek`. Tokens of items removed meanwhile are dropped, as `next_fired` skips them.
     pub(super) fn peek_fired(&self) -> Option<DelayKey> {
         let fired = &self.inner.signal.fired;
         loop {
-            let key = *lock(fired).front()?; // not held across the store's lock
-            if self.with_slot(&key.into(), |_| ()).is_some() {
-                return Some(key.into());
+            let token = *lock(fired).front()?; // not held across the store's lock
+            if let Some((_, key)) = self.fired_key(token) {
+                return Some(key);
             }
             let mut fired = lock(fired);
-            if fired.front() == Some(&key) {
+            if fired.front() == Some(&token) {
                 fired.pop_front();
             }
         }
+    }
+
+    /// The fired item `token` names, if it is in the queue: its shard, locked, and its key.
+    fn fired_key(&self, token: u64) -> Option<(MutexGuard<'_, Shard<T>>, DelayKey)> {
+        let shared = self.inner.timer.shared();
+        let shard = self.inner.store.lock_of(&DelayKey::from_token(token))?;
+        let key = shard.fired_key(token, |entry| !shared.entry(entry).is_pending())?;
+        Some((shard, key))
     }
 }
 

@@ -16,10 +16,12 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
 use std::{any::Any, cell::RefCell};
 
+use slab::Slab;
+
 use crate::engine::clock::{Clock, Nanos, Source};
 use crate::engine::driver::counts::{Counts, Totals};
 use crate::engine::entry::{
-    arena::Slots, handle::Registered, key::Key, task::Handoff, task::Jobs, Entry,
+    arena::Slots, handle::Registered, key::Key, task::Handoff, task::Jobs, task::Notice, Entry,
 };
 use crate::engine::intake::{lane::urgent_nanos, Intake, MAX_LANES};
 #[cfg(test)]
@@ -123,7 +125,8 @@ pub(crate) struct Shared {
     wake: OnceLock<Unpark>,
     /// The face's handle, weakly, for `Timeout::timer()`, kept unnamed.
     pub(crate) owner: OnceLock<Weak<dyn Any + Send + Sync>>,
-    pub(crate) shutdown_hooks: Mutex<Vec<Weak<dyn ShutdownHook>>>,
+    /// Who hears notices (`Notice`) and the shutdown, by the id a notice names.
+    pub(crate) listeners: Mutex<Slab<Arc<dyn Listener>>>,
 }
 
 impl Shared {
@@ -163,7 +166,7 @@ impl Shared {
             worker: Mutex::new(None),
             wake: OnceLock::new(),
             owner: OnceLock::new(),
-            shutdown_hooks: Mutex::new(Vec::new()),
+            listeners: Mutex::new(Slab::new()),
         })
     }
 
@@ -189,21 +192,32 @@ impl Shared {
         deadline > self.fired_by.load(Ordering::Acquire) && !self.is_shutdown()
     }
 
-    /// Calls `hook` when the timer shuts down, or now if it has. Held weakly, as its owner may go
-    /// first: those whose owners have gone are swept out when the list is full, and room is made
-    /// for as many again, so a sweep comes once per as many hooks as it looks at (not one a hook:
-    /// 100k live queues took 277 s to make).
-    pub(crate) fn on_shutdown(&self, hook: &Arc<dyn ShutdownHook>) {
-        let mut hooks = lock(&self.shutdown_hooks);
-        if hooks.len() == hooks.capacity() {
-            hooks.retain(|h| h.strong_count() > 0);
-            let live = hooks.len();
-            hooks.reserve(live.max(4));
-        }
-        hooks.push(Arc::downgrade(hook));
-        drop(hooks);
+    /// Registers `listener` for the notices that name the id returned, below `limit` (the bits a
+    /// notice has for it), and for the shutdown: told now if it has come. `None` if `limit` ids
+    /// are taken.
+    pub(crate) fn listen(&self, listener: Arc<dyn Listener>, limit: usize) -> Option<u32> {
+        let mut listeners = lock(&self.listeners);
+        let id = listeners.vacant_key();
+        (id < limit).then(|| listeners.insert(listener.clone()))?;
+        drop(listeners);
         if self.is_shutdown() {
-            hook.shut_down();
+            listener.shut_down();
+        }
+        Some(id as u32)
+    }
+
+    /// Forgets the listener `listen` gave `id`: notices naming it are heard by nobody.
+    pub(crate) fn unlisten(&self, id: u32) {
+        let gone = lock(&self.listeners).try_remove(id as usize);
+        drop(gone); // after the lock: its drop may drop wakers, user code
+    }
+
+    /// Hands `notice` to its listener, outside the registry's lock (it wakes tasks).
+    pub(crate) fn deliver(&self, notice: Notice) {
+        let (id, token) = notice.parts();
+        let listener = lock(&self.listeners).get(id).cloned();
+        if let Some(listener) = listener {
+            listener.hear(token);
         }
     }
 
@@ -287,7 +301,10 @@ impl Shared {
     }
 }
 
-/// Told once, after `stop()` has stopped every entry.
-pub(crate) trait ShutdownHook: Send + Sync {
+/// Hears the notices of its timeouts (a delay queue's items), on the driver.
+pub(crate) trait Listener: Send + Sync {
+    /// A timeout whose notice carries `token` fired.
+    fn hear(&self, token: u64);
+    /// Told once, after `stop()` has stopped every entry.
     fn shut_down(&self);
 }

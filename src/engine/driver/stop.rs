@@ -1,9 +1,8 @@
 //! Stopping: each entry that never ran is stopped and returned once, whoever
 //! stops (`stop()`, the last handle's drop, a tokio driver task dropped with
-//! its runtime); futures are woken instead. Hooks (`Shared::on_shutdown`)
-//! run last, for a delay queue's consumer waiting with no entry in the wheel.
+//! its runtime); futures are woken instead. Listeners (`Shared::listen`)
+//! are told last, for a delay queue's consumer waiting with no entry in the wheel.
 
-use std::sync::Weak;
 use std::task::Waker;
 
 use crate::engine::driver::{counts::Ended, dispatch::each_then_first_panic, Shared};
@@ -84,12 +83,12 @@ impl Shared {
         self.config.publish.turned(self, self.clock.now(), None);
         all.retain(|&key| !self.wake_if_future(key));
         all.sort_by_key(|&key| self.entry(key).deadline());
-        // Every live hook, called outside the lock (it ends with this statement).
-        let hooks: Vec<_> = lock(&self.shutdown_hooks)
+        // Every listener, told outside the lock (it ends with this statement).
+        let listeners: Vec<_> = lock(&self.listeners)
             .iter()
-            .filter_map(Weak::upgrade)
+            .map(|(_, l)| l.clone())
             .collect();
-        let _ = self.catch_task(|| each_then_first_panic(&hooks, |h| h.shut_down())); // may panic
+        let _ = self.catch_task(|| each_then_first_panic(&listeners, |l| l.shut_down())); // may panic
         all
     }
 

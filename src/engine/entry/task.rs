@@ -30,28 +30,28 @@ pub(crate) enum Task {
     Notice(Notice),
 }
 
-/// A fired timeout's number, and who hears it. Delivered on the driver,
-/// as a waker is, whatever the executor, in firing order.
-pub(crate) struct Notice {
-    pub(crate) to: Arc<Listener>,
-    pub(crate) token: u64,
-}
+/// A fired timeout's token, for the listener (`driver::Listener`) its timer registered under the id
+/// in its high bits. Delivered on the driver, as a waker is, whatever the executor, in firing
+/// order. Naming the listener by id, not holding its `Arc`, keeps it 8 bytes.
+pub(crate) struct Notice(u64);
+
+/// The bits of a notice's token; the listener's id has the rest: `LISTENER_IDS` of them.
+pub(crate) const TOKEN_BITS: u32 = 40;
+pub(crate) const LISTENER_IDS: usize = 1 << (64 - TOKEN_BITS);
 
 impl Notice {
-    #[inline]
-    pub(crate) fn deliver(self) {
-        (self.to.0)(self.token)
+    /// A notice of `token` (below 2^`TOKEN_BITS`) to the listener `id` (below 2^24).
+    pub(crate) fn new(id: u32, token: u64) -> Notice {
+        debug_assert!(token >> TOKEN_BITS == 0 && id >> (64 - TOKEN_BITS) == 0);
+        Notice(u64::from(id) << TOKEN_BITS | token)
     }
-}
 
-/// Hears many timeouts' notices; aligned so that, with one per thread, the
-/// `Arc` counts producers touch are never shared between cores.
-#[repr(align(128))]
-pub(crate) struct Listener(Box<dyn Fn(u64) + Send + Sync>);
-
-impl Listener {
-    pub(crate) fn new(hear: impl Fn(u64) + Send + Sync + 'static) -> Arc<Listener> {
-        Arc::new(Listener(Box::new(hear)))
+    /// The listener's id, and the token.
+    pub(crate) fn parts(&self) -> (usize, u64) {
+        (
+            (self.0 >> TOKEN_BITS) as usize,
+            self.0 & ((1 << TOKEN_BITS) - 1),
+        )
     }
 }
 
