@@ -325,7 +325,7 @@ fn compare_interval(script: Script) {
         );
         let on_grid = |d: Duration| d.subsec_nanos() % 1_000_000 == 0;
         let grid = on_grid(script.period)
-            && script.first.map_or(true, on_grid)
+            && script.first.is_none_or(on_grid)
             && script.steps.iter().all(|s| {
                 on_grid(s.work)
                     && !matches!(s.reset, Some(Reset::After(d) | Reset::At(d) | Reset::Back(d)) if !on_grid(d))

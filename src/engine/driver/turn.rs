@@ -182,14 +182,14 @@ impl Shared {
             .wheel
             .next_work_tick()
             .map(|tick| self.clock.time_of(tick));
-        let sooner = filed.is_some_and(|filed| wake.map_or(true, |wake| filed < wake));
+        let sooner = filed.is_some_and(|filed| wake.is_none_or(|wake| filed < wake));
         if more || sooner || !core.ready.is_empty() {
             return Err(());
         }
         let wake = earliest(wake, self.held_time(&mut core));
         // A plan that long must see the batches: each owner's line, so only then.
         let batch_by = now.saturating_add(BATCH_WAIT_NANOS);
-        if wake.map_or(true, |wake| wake > batch_by) && self.intake.lanes().any(Lane::has_batch) {
+        if wake.is_none_or(|wake| wake > batch_by) && self.intake.lanes().any(Lane::has_batch) {
             return Ok(Some(self.clock.time_of(self.clock.tick_of(batch_by))));
         }
         Ok(wake)

@@ -71,13 +71,12 @@ const EXPIRED: u64 = 2;
 const CANCELLED: u64 = 3;
 const STOPPED: u64 = 4;
 /// `word`: this bit while `with_task` holds the slot's lock; above it, the kind of task the slot
-/// holds (`packed.rs`), then the flags (bit 7 spare); from `TICK_SHIFT` up, the filed tick's low
-/// bits.
+/// holds (`packed.rs`), then the flags; from `TICK_SHIFT` up, the filed tick's low bits.
 const TASK_LOCKED: u32 = 1;
-const KIND: u32 = 0b1110;
-const PERIODIC: u32 = 1 << 4;
-const IN_WHEEL: u32 = 1 << 5;
-const PANICKED: u32 = 1 << 6;
+const KIND: u32 = 0b11110;
+const PERIODIC: u32 = 1 << 5;
+const IN_WHEEL: u32 = 1 << 6;
+const PANICKED: u32 = 1 << 7;
 const TICK_SHIFT: u32 = 8;
 /// How far past the wheel's current tick the filed tick's bits reach: the wheel files no entry
 /// further ahead (`wheel/mod.rs`).
@@ -422,7 +421,7 @@ impl Entry {
             return false;
         }
         let same = self.with_task(|slot| {
-            stored(slot).map_or(true, |w| w.as_ref().is_some_and(|w| w.will_wake(waker)))
+            stored(slot).is_none_or(|w| w.as_ref().is_some_and(|w| w.will_wake(waker)))
         });
         if !same {
             // Cloned and dropped outside the slot's lock: both run waker code.

@@ -202,3 +202,55 @@ fn the_words_parts_are_written_apart() {
     assert!(!e.in_wheel() && e.is_panicked() && e.filed_tick(AT) == AT + 5);
     assert_eq!(e.word.load(Ordering::Relaxed) & TASK_LOCKED, 0);
 }
+
+/// A waker comes back whole from the slot, its vtable kept by its place in a table or, once the
+/// table is full, with it in a box: wakers of 12 vtables (more than the table holds), stored from
+/// 12 threads at once, each wake their own task, and each clone is dropped once.
+#[test]
+fn wakers_of_many_vtables_come_back_whole() {
+    struct Count<const N: usize>(std::sync::atomic::AtomicUsize);
+    impl<const N: usize> std::task::Wake for Count<N> {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(N + 1, Ordering::SeqCst);
+        }
+    }
+    fn check<const N: usize>() {
+        let count = Arc::new(Count::<N>(Default::default()));
+        let waker = Waker::from(count.clone());
+        let e = Entry::new(0, Task::Wake(None));
+        for _ in 0..2 {
+            assert!(e.wait_with(&waker));
+            assert_eq!(
+                Arc::strong_count(&count),
+                3,
+                "stored once, then kept: will_wake"
+            );
+        }
+        let Some(Task::Wake(Some(stored))) = e.take_task() else {
+            panic!("the waker comes back")
+        };
+        stored.wake();
+        assert_eq!(count.0.load(Ordering::SeqCst), N + 1, "its own task woken");
+        drop((e, waker));
+        assert_eq!(Arc::strong_count(&count), 1, "each clone dropped once");
+    }
+    let checks: [fn(); 12] = [
+        check::<0>,
+        check::<1>,
+        check::<2>,
+        check::<3>,
+        check::<4>,
+        check::<5>,
+        check::<6>,
+        check::<7>,
+        check::<8>,
+        check::<9>,
+        check::<10>,
+        check::<11>,
+    ];
+    std::thread::scope(|s| {
+        checks
+            .map(|check| s.spawn(check))
+            .map(|t| t.join().unwrap())
+    });
+}
