@@ -35,7 +35,7 @@ impl HashedWheelTimer {
         task: T,
         delay: Duration,
     ) -> Result<Timeout, TimerError> {
-        self.schedule_entry(self.now_and_after(delay), Task::callback(Box::new(task)))
+        self.schedule_entry(self.now_and_after(delay), Task::callback(task))
     }
 
     /// [`new_timeout`](Self::new_timeout) at an absolute `deadline` on this timer's clock ([which
@@ -60,7 +60,7 @@ impl HashedWheelTimer {
         task: T,
         deadline: impl Into<Instant>,
     ) -> Result<Timeout, TimerError> {
-        let task = Task::callback(Box::new(task));
+        let task = Task::callback(task);
         self.schedule_entry(self.now_and_at(deadline.into()), task)
     }
 }

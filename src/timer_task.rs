@@ -3,7 +3,7 @@
 
 use std::any::Any;
 
-use crate::engine::entry::task::{Callback, Task};
+use crate::engine::entry::task::{Callback, Task, ThinCallback};
 use crate::Timeout;
 
 /// A task to run once when its [`Timeout`] expires, Netty's `TimerTask`.
@@ -51,6 +51,25 @@ pub trait TimerTask: Send + 'static {
     fn cancelled(self: Box<Self>, timeout: &Timeout) {
         let _ = timeout;
     }
+
+    /// How the timer runs it: [`run`](TimerTask::run) in a box of its own, as the timer keeps it in
+    /// one with more beside it. A closure runs where it is. Not for implementing.
+    #[doc(hidden)]
+    fn run_in_place(self, timeout: &Timeout)
+    where
+        Self: Sized,
+    {
+        TimerTask::run(Box::new(self), timeout)
+    }
+
+    /// [`cancelled`](TimerTask::cancelled) as `run_in_place` runs `run`. Not for implementing.
+    #[doc(hidden)]
+    fn cancelled_in_place(self, timeout: &Timeout)
+    where
+        Self: Sized,
+    {
+        TimerTask::cancelled(Box::new(self), timeout)
+    }
 }
 
 impl<F> TimerTask for F
@@ -60,6 +79,12 @@ where
     fn run(self: Box<Self>, timeout: &Timeout) {
         (*self)(timeout)
     }
+
+    fn run_in_place(self, timeout: &Timeout) {
+        self(timeout)
+    }
+
+    fn cancelled_in_place(self, _: &Timeout) {}
 }
 
 /// The engine hands a callback its own `Timeout` as `&dyn Any` (see ARCHITECTURE.md, "Where the
@@ -72,13 +97,13 @@ pub(crate) fn timeout_of(handle: &dyn Any) -> &Timeout {
 
 impl<T: TimerTask> Callback for T {
     #[inline]
-    fn run(self: Box<Self>, timeout: &dyn Any) {
-        TimerTask::run(self, timeout_of(timeout))
+    fn run(self, timeout: &dyn Any) {
+        self.run_in_place(timeout_of(timeout))
     }
 
     #[inline]
-    fn cancelled(self: Box<Self>, timeout: &dyn Any) {
-        TimerTask::cancelled(self, timeout_of(timeout))
+    fn cancelled(self, timeout: &dyn Any) {
+        self.cancelled_in_place(timeout_of(timeout))
     }
 }
 
@@ -87,7 +112,7 @@ impl<T: TimerTask> Callback for T {
 /// stream, as its deadline would have.
 pub(crate) fn into_timer_task(task: Task) -> Option<Box<dyn TimerTask>> {
     match task {
-        Task::Callback(task) => Some(Box::new(Stored(task.into_inner()))),
+        Task::Callback(task) => Some(Box::new(Stored(task))),
         Task::Periodic(task) => {
             let mut task = task.into_inner();
             Some(Box::new(move |timeout: &Timeout| (task.run)(timeout)))
@@ -98,7 +123,7 @@ pub(crate) fn into_timer_task(task: Task) -> Option<Box<dyn TimerTask>> {
 }
 
 /// A callback as the engine stored it.
-struct Stored(Box<dyn Callback>);
+struct Stored(ThinCallback);
 
 impl TimerTask for Stored {
     fn run(self: Box<Self>, timeout: &Timeout) {

@@ -159,7 +159,7 @@ fn run(timeout: &Timeout, task: Task) {
         Task::Wake(wakers) => shared.catch_task(|| wakers.into_iter().for_each(|w| w.wake())),
         Task::Notice(notice) => shared.catch_task(|| shared.deliver(notice)),
         Task::Callback(task) => {
-            let result = shared.catch_task(|| task.into_inner().run(timeout));
+            let result = shared.catch_task(|| task.run(timeout));
             shared.end_job(timeout.key());
             result
         }

@@ -158,7 +158,7 @@ mod tests {
 
         let alive = std::sync::Arc::new(());
         let held = alive.clone();
-        let task = Task::callback(Box::new(move |_: &crate::Timeout| drop(held)));
+        let task = Task::callback(move |_: &crate::Timeout| drop(held));
         let key = slots.insert(0, task, 2).unwrap();
         slots.release(key);
         assert_eq!(std::sync::Arc::strong_count(&alive), 2, "not yet dropped");

@@ -58,6 +58,7 @@ pub(crate) mod handle;
 pub(crate) mod key;
 mod packed;
 pub(crate) mod task;
+mod thin;
 
 use crate::engine::clock::{Nanos, NEVER};
 use crate::engine::entry::{key::Key, packed::Packed, packed::NONE, task::Task};
@@ -154,7 +155,7 @@ unsafe impl Sync for Entry {}
 
 // On 64-bit targets; a 32-bit one's pointers make it smaller.
 #[cfg(all(not(loom), target_pointer_width = "64"))]
-const _: () = assert!(std::mem::size_of::<Entry>() == 40);
+const _: () = assert!(std::mem::size_of::<Entry>() == 32);
 
 impl Entry {
     pub(crate) fn vacant() -> Entry {

@@ -11,7 +11,8 @@ use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, Ordering::AcqRel, Ordering::Acquire};
 use std::task::{RawWakerVTable, Waker};
 
-use crate::engine::entry::task::{Callback, Notice, Periodic, Task, UserBox};
+use crate::engine::entry::task::{Notice, Periodic, Task, UserBox};
+use crate::engine::entry::thin::ThinCallback;
 
 /// Which `Option<Task>` a `Packed` holds (4 bits): `NONE`, no task.
 pub(crate) const NONE: u8 = 0;
@@ -45,7 +46,7 @@ fn place_of(vtable: &'static RawWakerVTable) -> Option<u8> {
 /// A task's payload without its variant. Dropping it drops nothing: `unpack` moves the task out.
 pub(crate) union Packed {
     empty: (),
-    callback: ManuallyDrop<UserBox<dyn Callback>>,
+    callback: ManuallyDrop<ThinCallback>,
     periodic: ManuallyDrop<UserBox<Periodic>>,
     /// The data of a waker whose vtable the kind names.
     waker: *const (),

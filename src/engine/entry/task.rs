@@ -1,8 +1,8 @@
 //! What runs when a timeout expires (a user callback, a periodic task, a future's waker), and with
 //! an executor the `Job` it runs as there. A task is user code when it runs and when it is dropped
-//! unrun; either may panic. The runner catches a run's panic (`dispatch.rs`), a [`UserBox`] its
-//! drop's: a destructor's panic never unwinds out of the worker, `advance`, `stop`, a dropped
-//! handle, or a destructor already unwinding.
+//! unrun; either may panic. The runner catches a run's panic (`dispatch.rs`), a [`UserBox`] or a
+//! `ThinCallback` its drop's: a destructor's panic never unwinds out of the worker, `advance`,
+//! `stop`, a dropped handle, or a destructor already unwinding.
 
 use std::ops::{Deref, DerefMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -10,18 +10,19 @@ use std::{any::Any, collections::HashMap, fmt, sync::Arc, task::Waker};
 
 use crate::engine::clock::Nanos;
 use crate::engine::entry::key::Key;
+pub(crate) use crate::engine::entry::thin::ThinCallback;
 
 /// A one-shot task. Its handle comes as `&dyn Any`, so entries need not name
 /// its type (see the loop in ARCHITECTURE.md); `TimerTask` downcasts it.
-pub(crate) trait Callback: Send + 'static {
-    fn run(self: Box<Self>, timeout: &dyn Any);
+pub(crate) trait Callback: Send + Sized + 'static {
+    fn run(self, timeout: &dyn Any);
     /// Tells the task its cancel won.
-    fn cancelled(self: Box<Self>, timeout: &dyn Any);
+    fn cancelled(self, timeout: &dyn Any);
 }
 
 pub(crate) enum Task {
     /// A user callback, consumed when it runs.
-    Callback(UserBox<dyn Callback>),
+    Callback(ThinCallback),
     /// Taken out for each run, put back at re-arm; boxed: one-shots stay small.
     Periodic(UserBox<Periodic>),
     /// The waker of the task awaiting a `Sleep`; `None` before its first poll.
@@ -56,8 +57,8 @@ impl Notice {
 }
 
 impl Task {
-    pub(crate) fn callback(task: Box<dyn Callback>) -> Task {
-        Task::Callback(UserBox::new(task))
+    pub(crate) fn callback(task: impl Callback) -> Task {
+        Task::Callback(ThinCallback::new(task))
     }
 
     pub(crate) fn periodic(run: impl FnMut(&dyn Any) + Send + 'static, every: Every) -> Task {
@@ -72,7 +73,6 @@ impl Task {
     #[inline(always)]
     pub(crate) fn on_cancel(self, timeout: &dyn Any) {
         if let Task::Callback(task) = self {
-            let task = task.into_inner();
             let hook = catch_unwind(AssertUnwindSafe(|| task.cancelled(timeout)));
             if let Err(panic) = hook.map_err(UserBox::new) {
                 report_panic(&*panic, "in TimerTask::cancelled");
@@ -146,12 +146,17 @@ impl<T: ?Sized + 'static> DerefMut for UserBox<T> {
 impl<T: ?Sized + 'static> Drop for UserBox<T> {
     fn drop(&mut self) {
         if let Some(task) = self.0.take() {
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(task))) {
-                report_panic(&*panic, "while being dropped");
-                // Its payload may panic when dropped too (`panic_any`): that one is leaked.
-                let _ = catch_unwind(AssertUnwindSafe(|| drop(panic))).map_err(std::mem::forget);
-            }
+            drop_caught(|| drop(task));
         }
+    }
+}
+
+/// Runs `drop`, a task's destructor, catching and logging its panic.
+pub(crate) fn drop_caught(drop: impl FnOnce()) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(drop)) {
+        report_panic(&*panic, "while being dropped");
+        // Its payload may panic when dropped too (`panic_any`): that one is leaked.
+        let _ = catch_unwind(AssertUnwindSafe(|| std::mem::drop(panic))).map_err(std::mem::forget);
     }
 }
 

@@ -6,7 +6,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 fn entry() -> Entry {
-    Entry::new(0, Task::callback(Box::new(|_: &crate::Timeout| {})))
+    Entry::new(0, Task::callback(|_: &crate::Timeout| {}))
 }
 
 fn periodic() -> Entry {
