@@ -193,16 +193,12 @@ impl Shared {
     }
 
     /// Registers `listener` for the notices that name the id returned, below `limit` (the bits a
-    /// notice has for it), and for the shutdown: told now if it has come. `None` if `limit` ids
-    /// are taken.
+    /// notice has for it), and for the shutdown (one made after it has nobody waiting to tell).
+    /// `None` if `limit` ids are taken.
     pub(crate) fn listen(&self, listener: Arc<dyn Listener>, limit: usize) -> Option<u32> {
         let mut listeners = lock(&self.listeners);
         let id = listeners.vacant_key();
-        (id < limit).then(|| listeners.insert(listener.clone()))?;
-        drop(listeners);
-        if self.is_shutdown() {
-            listener.shut_down();
-        }
+        (id < limit).then(|| listeners.insert(listener))?;
         Some(id as u32)
     }
 

@@ -134,7 +134,7 @@ pub(crate) fn prefetch<T>(at: &T) {
 /// The most references an entry takes: half the count's range, leaving room for what is in flight.
 const MAX_REFS: u32 = u32::MAX / 2;
 
-/// 40 bytes: entries share cache lines (see `arena.rs`).
+/// 32 bytes: entries share cache lines (see `arena.rs`).
 pub(crate) struct Entry {
     state: AtomicU64,
     /// The lock, the task's kind, the flags and the filed tick (ground rules).

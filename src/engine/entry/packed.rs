@@ -1,6 +1,6 @@
-//! `Packed`: an entry's `Option<Task>` in 16 bytes. Its variant lives apart, in spare bits of
-//! the entry's `word`, so an entry is 40 bytes; an `Option<Task>` (three variants of 16 bytes,
-//! and a tag) made it 48.
+//! `Packed`: an entry's `Option<Task>` in 8 bytes. Its variant lives apart, in spare bits of the
+//! entry's `word`, so an entry is 32 bytes; an `Option<Task>` (variants of 16 bytes, and a tag)
+//! made it 48.
 //!
 //! A waker is packed as its data pointer, its vtable named by the kind: its place in `VTABLES`, a
 //! process-wide table of the first vtables seen. A program has few (tokio's tasks share one, as do

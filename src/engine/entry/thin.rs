@@ -87,9 +87,8 @@ impl ThinCallback {
     }
 
     fn consume(self, what: What<'_>) {
-        let this = ManuallyDrop::new(self); // `call` frees the box
-                                            // SAFETY: consumed once (`self`), and not dropped.
-        unsafe { this.call(what) }
+        // SAFETY: consumed once (`self`), and not dropped: `call` frees the box.
+        unsafe { ManuallyDrop::new(self).call(what) }
     }
 
     /// # Safety
