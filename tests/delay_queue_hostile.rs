@@ -619,3 +619,26 @@ fn a_removed_items_notice_yields_no_later_item_of_its_slot_early() {
     assert_eq!(out.map(|e| (e.key(), e.into_inner())), Some((later, 64)));
     assert!(stream.next().now_or_never().is_none(), "once");
 }
+
+/// As above, with the timer stopped before the stream looks: the later item's timeout, stopped, not
+/// fired, keeps it in the queue (for `remove`, or its task run).
+#[test]
+fn a_removed_items_notice_yields_no_stopped_item_of_its_slot() {
+    use futures::{FutureExt, StreamExt};
+    let timer = manual(MS);
+    let queue = timer.delay_queue();
+    let fired = queue.insert(0u32, MS).unwrap();
+    timer.advance(MS);
+    assert_eq!(queue.remove(&fired), Some(0));
+    for i in 1..64 {
+        let key = queue.insert(i, MS * 100).unwrap();
+        assert_eq!(queue.remove(&key), Some(i));
+    }
+    let stopped = queue.insert(64, MS * 100).unwrap();
+    assert_eq!(timer.stop().unwrap().len(), 1);
+    assert!(
+        (&queue).next().now_or_never().is_none(),
+        "left in the queue"
+    );
+    assert_eq!(queue.remove(&stopped), Some(64));
+}

@@ -127,9 +127,9 @@ impl<T> Shard<T> {
 
     /// The key of the fired item whose notice carried `token` (`DelayKey::token`), if it is still
     /// here: at the token's index, or moved from there by `compact`, its generation's low bits the
-    /// token's and its entry `fired`. (The bits alone may name an item inserted since, pending:
-    /// `fired` tells it apart. One fired meanwhile may come out instead; its own notice then
-    /// finds nothing.)
+    /// token's and its entry's notice gone out (`fired`). (The bits alone may name an item inserted
+    /// since, its notice still in its entry, pending or stopped: `fired` tells it apart. One whose
+    /// notice went out meanwhile may come out instead; its own notice then finds nothing.)
     pub(crate) fn fired_key(&self, token: u64, fired: impl Fn(Key) -> bool) -> Option<DelayKey> {
         let named = DelayKey::from_token(token);
         let here = |index: usize| {

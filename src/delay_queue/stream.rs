@@ -102,7 +102,7 @@ impl<T> DelayQueue<T> {
     fn fired_key(&self, token: u64) -> Option<(MutexGuard<'_, Shard<T>>, DelayKey)> {
         let shared = self.inner.timer.shared();
         let shard = self.inner.store.lock_of(&DelayKey::from_token(token))?;
-        let key = shard.fired_key(token, |entry| !shared.entry(entry).is_pending())?;
+        let key = shard.fired_key(token, |entry| shared.entry(entry).task_gone())?;
         Some((shard, key))
     }
 }

@@ -289,6 +289,11 @@ impl Entry {
         self.status() == STOPPED
     }
 
+    /// True once its task is gone: fired, or taken (`stop()`'s `take_task`), not in `with_task`.
+    pub(crate) fn task_gone(&self) -> bool {
+        kind_in(self.word.load(Ordering::Acquire)) == NONE
+    }
+
     pub(crate) fn is_panicked(&self) -> bool {
         self.has_flag(PANICKED)
     }
