@@ -220,11 +220,7 @@ fn wakers_of_many_vtables_come_back_whole() {
         let e = Entry::new(0, Task::Wake(None));
         for _ in 0..2 {
             assert!(e.wait_with(&waker));
-            assert_eq!(
-                Arc::strong_count(&count),
-                3,
-                "stored once, then kept: will_wake"
-            );
+            assert_eq!(Arc::strong_count(&count), 3, "stored once: will_wake");
         }
         let Some(Task::Wake(Some(stored))) = e.take_task() else {
             panic!("the waker comes back")
@@ -234,20 +230,9 @@ fn wakers_of_many_vtables_come_back_whole() {
         drop((e, waker));
         assert_eq!(Arc::strong_count(&count), 1, "each clone dropped once");
     }
-    let checks: [fn(); 12] = [
-        check::<0>,
-        check::<1>,
-        check::<2>,
-        check::<3>,
-        check::<4>,
-        check::<5>,
-        check::<6>,
-        check::<7>,
-        check::<8>,
-        check::<9>,
-        check::<10>,
-        check::<11>,
-    ];
+    #[rustfmt::skip]
+    let checks: [fn(); 12] = [check::<0>, check::<1>, check::<2>, check::<3>, check::<4>,
+        check::<5>, check::<6>, check::<7>, check::<8>, check::<9>, check::<10>, check::<11>];
     std::thread::scope(|s| {
         checks
             .map(|check| s.spawn(check))
