@@ -107,10 +107,12 @@ fn a_worker_thread_publishes_to_the_global_recorder() {
         .build()
         .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    // Far enough off that the driver sleeps before it fires them: a driver thread held off the
+    // CPU past a 10 ms deadline fired all three in its first turn and woke up never (a CI run).
     for _ in 0..3 {
         let tx = tx.clone();
         timer
-            .new_timeout(move |_| tx.send(()).unwrap(), MS * 10)
+            .new_timeout(move |_| tx.send(()).unwrap(), MS * 500)
             .unwrap();
     }
     for _ in 0..3 {
