@@ -176,20 +176,10 @@ impl Lane {
         true
     }
 
-    /// Owner only: moves `head` past the oldest empty cells; returns it, also
-    /// into `head_seen`. A cell between `head` and `tail` that reads 0 stays
-    /// empty: the owner writes one only at `tail`, after `head` passed it.
+    /// Owner only: `advance_head` up to `tail`, the result also into `head_seen`.
     #[cold]
     fn reclaim(&self, tail: u64) -> u64 {
-        let start = self.head.load(Ordering::Acquire);
-        let mut head = start;
-        while head < tail && self.cells[(head & (RING - 1)) as usize].load(Ordering::Relaxed) == 0 {
-            head += 1;
-        }
-        if head > start {
-            // The driver may have moved it on meanwhile: never back.
-            head = head.max(self.head.fetch_max(head, Ordering::AcqRel));
-        }
+        let head = self.advance_head(tail);
         self.producer.head_seen.store(head, Ordering::Relaxed);
         head
     }
@@ -236,12 +226,13 @@ impl Lane {
         self.cells[cell as usize].load(Ordering::Relaxed) == key
     }
 
-    /// Driver only: moves `head` past the empty cells before `scanned`; returns it. (It only
-    /// moves on: an owner writes a cell again only after `head` passed it.)
-    pub(crate) fn advance_head(&self, scanned: u64) -> u64 {
+    /// Driver, or the owner (`reclaim`): moves `head` past the empty cells before `upto`; returns
+    /// it. A cell between `head` and `tail` that reads 0 stays empty: the owner writes one only at
+    /// `tail`, after `head` passed it. It only moves on, whoever else moved it meanwhile.
+    pub(crate) fn advance_head(&self, upto: u64) -> u64 {
         let start = self.head.load(Ordering::Acquire);
         let full = |at: &u64| self.cells[(at & (RING - 1)) as usize].load(Ordering::Relaxed) != 0;
-        let head = (start..scanned).find(full).unwrap_or(scanned.max(start));
+        let head = (start..upto).find(full).unwrap_or(upto.max(start));
         if head == start {
             return start; // a write only if it moved: the owner reads `head` to reclaim
         }
