@@ -70,7 +70,7 @@ impl Shared {
                     // `None`: a periodic job cancelled meanwhile.
                     if let Some(counted) = entry.try_stop_fired() {
                         uncounted += usize::from(counted);
-                        self.slots.retain(key);
+                        self.entry(key).retain();
                         taken_back.push(key);
                     }
                 }
@@ -110,7 +110,7 @@ impl Shared {
             // `stop()` may have ended it), or cancelled during the run (the canceller counted it).
             return self.end_unrun(entry);
         }
-        self.slots.retain(key); // the queue's reference
+        self.entry(key).retain(); // the queue's reference
         if !self.enqueue(key) && self.entry(key).try_stop() {
             self.counts.uncount(1, Ended::Stopped);
             // Stopped by the shutdown. Taken out: the queue's reference may

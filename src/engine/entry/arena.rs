@@ -85,12 +85,6 @@ impl Slots {
         Key::unpack(i as u32 + 1) // entry i's key
     }
 
-    /// One more reference to `key`, for a caller that holds one already.
-    #[inline]
-    pub(crate) fn retain(&self, key: Key) {
-        self.get(key).retain();
-    }
-
     /// Gives up one reference; the last frees the slot and drops any task left.
     #[inline]
     pub(crate) fn release(&self, key: Key) {
@@ -124,7 +118,7 @@ impl Drop for Slots {
 }
 
 /// `[make(); N]` on the heap, without building it on the stack first.
-fn boxed_array<T, const N: usize>(make: impl FnMut() -> T) -> Box<[T; N]> {
+pub(crate) fn boxed_array<T, const N: usize>(make: impl FnMut() -> T) -> Box<[T; N]> {
     let items: Box<[T]> = std::iter::repeat_with(make).take(N).collect();
     items
         .try_into()

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::engine::driver::Shared;
-use crate::engine::entry::{key::Key, Entry};
+use crate::engine::entry::{arena::boxed_array, key::Key, Entry};
 
 // Its public docs are on the face's re-export (`lib.rs`). Equal handles name one entry of one
 // timer: a handle keeps its slot from reuse, and its timer's id.
@@ -53,7 +53,7 @@ impl Timeout {
 
 impl Clone for Timeout {
     fn clone(&self) -> Timeout {
-        self.shared().slots.retain(self.key);
+        self.entry().retain();
         // SAFETY: the pointer is a live `Arc`'s (see `shared`); the count is the clone's own.
         unsafe { Arc::increment_strong_count(shared_of(self.timer)) };
         Timeout { ..*self }
@@ -89,12 +89,8 @@ fn shared_of(id: NonZeroU32) -> *const Shared {
 
 /// `id`'s place in `TIMERS`, its page made if it is the first there.
 fn place(id: u32) -> &'static AtomicPtr<Shared> {
-    let page = TIMERS[(id >> 16) as usize].get_or_init(|| {
-        let nulls = (0..1 << 16).map(|_| AtomicPtr::new(std::ptr::null_mut()));
-        Box::<[_]>::from_iter(nulls)
-            .try_into()
-            .expect("a page's length")
-    });
+    let page = TIMERS[(id >> 16) as usize]
+        .get_or_init(|| boxed_array(|| AtomicPtr::new(std::ptr::null_mut())));
     &page[(id & 0xffff) as usize]
 }
 

@@ -260,7 +260,7 @@ impl Shared {
     /// driver's store of `planned_wake` or clearing of `housekeeping_requested`, then
     /// read of the mailbox: it sees our key, or we see its plan or the flag.
     fn mail(&self, key: Key) {
-        self.slots.retain(key);
+        self.entry(key).retain();
         self.mailbox.push(key);
         fence(Ordering::SeqCst);
     }
