@@ -92,11 +92,7 @@ struct ProducerSide {
     batched: AtomicU32,
 }
 
-/// Where a queued entry sits, for a withdrawal: lane index + 1 and cell.
-pub(crate) fn cell_mark(lane: u32, cell: u64) -> u32 {
-    (lane + 1) << RING_BITS | cell as u32
-}
-
+/// The lane and cell of a queued entry's mark (`try_push`: lane index + 1, then the cell).
 pub(crate) fn unmark(mark: u32) -> Option<(usize, usize)> {
     let lane = (mark >> RING_BITS).checked_sub(1)?;
     Some((lane as usize, (mark & (RING as u32 - 1)) as usize))
@@ -166,9 +162,8 @@ impl Lane {
             return false;
         }
         let cell = tail & (RING - 1);
-        let mark = cell_mark(self.index, cell);
         // Before the key is visible: the driver reuses this field.
-        entry.set_queue_mark(mark);
+        entry.set_queue_mark((self.index + 1) << RING_BITS | cell as u32);
         // The time first: the driver that reads the key finds it.
         self.times[cell as usize].store(at, Ordering::Relaxed);
         self.cells[cell as usize].store(key.pack(), Ordering::Release);

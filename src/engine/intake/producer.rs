@@ -55,7 +55,7 @@ impl Shared {
             None => Some(self.intake.push_shared(key, entry)),
         };
         // `None`: its ring full, and the timer shut down; it was never queued.
-        let queued = queued.or_else(|| self.push_after_filing(lane?, key, entry, now, at));
+        let queued = queued.or_else(|| self.push_after_filing(lane?, key, now, at));
         if !queued.is_some_and(|look| self.after_push(look, entry)) && entry.try_stop() {
             self.counts.unreserve();
             // Dropped here, not left in the slot: the queue's reference may
@@ -100,14 +100,7 @@ impl Shared {
 
     /// This thread's `lane` is full: files its oldest half and pushes again.
     #[cold]
-    fn push_after_filing(
-        &self,
-        lane: &Lane,
-        key: Key,
-        entry: &Entry,
-        now: Nanos,
-        at: Nanos,
-    ) -> Option<bool> {
+    fn push_after_filing(&self, lane: &Lane, key: Key, now: Nanos, at: Nanos) -> Option<bool> {
         let earliest = self.file_lane(lane)?;
         // Pairs with the driver's store of `planned_wake`; fence; look (see
         // `plan_sleep`), which takes the lock `file_lane` held.
@@ -115,7 +108,8 @@ impl Shared {
         if earliest < self.planned_wake.load(Ordering::SeqCst) {
             self.unpark_worker();
         }
-        lane.try_push(key, entry, now, at).then_some(false)
+        lane.try_push(key, self.entry(key), now, at)
+            .then_some(false)
     }
 
     /// Queues a re-armed periodic entry with the timer's reference, waking the driver if it must.

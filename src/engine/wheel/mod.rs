@@ -168,26 +168,25 @@ impl Wheel {
         due: &mut Vec<Key>,
     ) -> Option<Nanos> {
         let place = self.place_of(self.current.saturating_add(1));
-        let mut list = match place {
-            Place::Bucket(bucket) => List::unpack(self.buckets[bucket]),
-            Place::Round(_) if !rounds_too => return None,
-            Place::Round(round) => self.overflow.get(&round).copied().unwrap_or_default(),
-        };
-        let mut kept = None;
-        let mut next = list.head;
-        while let Some(key) = next {
-            let entry = slots.get(key);
-            next = entry.next_link();
-            let deadline = (!entry.is_periodic()).then(|| entry.deadline());
-            if deadline.is_some_and(|deadline| deadline <= now) {
-                list.unlink(slots, key);
-                slots.get(key).set_out_of_wheel();
-                due.push(key);
-            } else {
-                kept = earliest(kept, deadline);
-            }
+        if matches!(place, Place::Round(_)) && !rounds_too {
+            return None;
         }
-        self.with_list(place, |left| *left = list);
+        let mut kept = None;
+        self.with_list(place, |list| {
+            let mut next = list.head;
+            while let Some(key) = next {
+                let entry = slots.get(key);
+                next = entry.next_link();
+                let deadline = (!entry.is_periodic()).then(|| entry.deadline());
+                if deadline.is_some_and(|deadline| deadline <= now) {
+                    list.unlink(slots, key);
+                    entry.set_out_of_wheel();
+                    due.push(key);
+                } else {
+                    kept = earliest(kept, deadline);
+                }
+            }
+        });
         kept
     }
 
