@@ -342,11 +342,6 @@ impl Entry {
         fire
     }
 
-    #[cfg(test)]
-    pub(crate) fn try_fire(&self) -> bool {
-        self.fire_due(u64::MAX) == Fire::Won
-    }
-
     /// Moves a pending one-shot entry's deadline to `to`; returns the old
     /// one, or `None`, changing nothing, if it is not pending.
     pub(crate) fn try_reset(&self, to: Nanos) -> Option<Nanos> {

@@ -16,26 +16,26 @@ fn periodic() -> Entry {
 /// A periodic entry in the middle of a run.
 fn running() -> Entry {
     let e = periodic();
-    assert!(e.try_fire());
+    assert_eq!(e.fire_due(u64::MAX), Fire::Won);
     e
 }
 
 #[test]
 fn one_shot_fire_cancel_stop_and_reset_exclude_each_other() {
     let e = entry();
-    assert!(e.try_fire());
+    assert_eq!(e.fire_due(u64::MAX), Fire::Won);
     assert!(e.is_expired() && !e.is_pending());
     assert_eq!(e.try_cancel(), None);
-    assert!(!e.try_fire());
+    assert_eq!(e.fire_due(u64::MAX), Fire::Lost);
 
     let e = entry();
     assert_eq!(e.try_cancel(), Some(CancelOutcome::Waiting));
-    assert!(!e.try_fire());
+    assert_eq!(e.fire_due(u64::MAX), Fire::Lost);
     assert_eq!(e.try_cancel(), None);
 
     let e = entry();
     assert!(e.try_stop());
-    assert!(!e.try_fire());
+    assert_eq!(e.fire_due(u64::MAX), Fire::Lost);
     assert_eq!(e.try_cancel(), Some(CancelOutcome::Stopped));
     assert_eq!(e.try_cancel(), None);
 
@@ -67,9 +67,9 @@ fn a_periodic_entry_runs_and_rearms_until_cancelled() {
     let e = periodic();
     assert!(e.is_periodic());
     for _ in 0..3 {
-        assert!(e.try_fire());
+        assert_eq!(e.fire_due(u64::MAX), Fire::Won);
         assert!(!e.is_waiting() && e.is_pending() && !e.is_expired());
-        assert!(!e.try_fire(), "never two runs at once");
+        assert_eq!(e.fire_due(u64::MAX), Fire::Lost, "never two runs at once");
         assert!(!e.try_stop(), "stop() does not collect a running entry");
         assert!(e.try_rearm(10));
         assert!(e.is_waiting());
@@ -84,7 +84,7 @@ fn a_run_or_a_fired_entry_ends_once_cancelled_panicking_or_stopped() {
     assert_eq!(e.try_cancel(), None);
     assert!(!e.try_rearm(10));
     assert!(e.is_cancelled() && !e.is_pending());
-    assert!(!e.try_fire());
+    assert_eq!(e.fire_due(u64::MAX), Fire::Lost);
     assert_eq!(e.try_stop_fired(), None, "cancel won");
     // Cancelled during the run that then panicked: stays cancelled.
     assert!(!e.try_end_panicked());
@@ -94,7 +94,8 @@ fn a_run_or_a_fired_entry_ends_once_cancelled_panicking_or_stopped() {
     assert!(e.try_end_panicked());
     assert!(e.is_expired() && e.is_panicked() && !e.is_pending());
     assert_eq!(e.try_cancel(), None, "nothing left to cancel");
-    assert!(!e.try_fire() && !e.try_rearm(10) && !e.try_stop());
+    assert_eq!(e.fire_due(u64::MAX), Fire::Lost);
+    assert!(!e.try_rearm(10) && !e.try_stop());
 
     // Stopped after it fired: once.
     let e = running();
@@ -104,7 +105,7 @@ fn a_run_or_a_fired_entry_ends_once_cancelled_panicking_or_stopped() {
 
     // A one-shot that fired (and panicked) stays expired until stopped.
     let e = entry();
-    assert!(e.try_fire());
+    assert_eq!(e.fire_due(u64::MAX), Fire::Won);
     e.mark_panicked();
     assert!(e.is_expired() && e.is_panicked());
     assert_eq!(e.try_stop_fired(), Some(false), "expired: uncounted");
