@@ -1,10 +1,7 @@
 //! `turn(now)`, the one routine every driver runs (Netty's `Worker.run`, tokio's
-//! `process_at_time`). Under the core lock: read the mailbox (take cancelled entries out, file
-//! again those a reset moved earlier), file the lanes' keys due (`held.rs`) and at most
-//! `DRAIN_CAP_PER_TICK` of the shared queue's, expire every
-//! tick up to `now` (on a tokio clock, and the next tick's keys due by `now`). Then, unlocked,
-//! fire what is due, by deadline then submission (`dispatch.rs`), and say when to turn next; a
-//! sleeping driver publishes it (`plan_sleep`).
+//! `process_at_time`). Under the core lock: read the mailbox, file the arrivals due (`prepare`),
+//! expire every tick up to `now`. Then, unlocked, fire what is due, by deadline then submission
+//! (`dispatch.rs`), and say when to turn next; a sleeping driver publishes it (`plan_sleep`).
 
 use std::sync::Arc;
 

@@ -16,10 +16,6 @@
 //! The driver reads each new cell once (`scan`) into a bucket by that tick (`driver/held.rs`), and
 //! then takes the key if it is still there (`take`): a cancel before that withdrew it, and the
 //! driver never touched its entry.
-//!
-//! **Owner-only fields**, written with plain loads and stores: `tail`, `head_seen`, `free`,
-//! `free_len`, `last_now`. The owner is the thread holding the lane's index
-//! (`intake/mod.rs`), which passes between threads only through the pool's lock.
 
 use crossbeam_utils::CachePadded;
 
@@ -78,6 +74,8 @@ pub(crate) struct Lane {
     batch: CachePadded<[AtomicU32; CANCEL_BATCH]>,
 }
 
+/// The owner's alone, written with plain loads and stores. The owner is the thread holding the
+/// lane's index (`intake/mod.rs`), which passes between threads only through the pool's lock.
 #[derive(Default)]
 struct ProducerSide {
     tail: AtomicU64,

@@ -24,9 +24,9 @@ use crate::engine::intake::lane::{take_time, Lane, BATCH_WAIT_NANOS};
 use crate::engine::sync::{fence, yield_now, Ordering};
 
 impl Shared {
-    /// Counts, queues and, if needed, wakes the driver. `now`, a reading no later than the clock's
-    /// (the one `deadline` was made from), is the key's stamp in its lane, kept in time order
-    /// there. The entry gets two references, the timer's and the caller's.
+    /// Counts, queues and, if needed, wakes the driver. `now`, the reading `deadline` was made
+    /// from, times the key in its lane (`take_time`). The entry gets two references, the timer's
+    /// and the caller's.
     #[inline(always)]
     pub(crate) fn schedule(&self, now: Nanos, deadline: Nanos, task: Task) -> Result<Key, Refusal> {
         if self.is_shutdown() {
