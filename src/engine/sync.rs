@@ -30,7 +30,6 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// `SegQueue`'s API on a loom `Mutex`.
 #[cfg(loom)]
-#[derive(Default)]
 pub(crate) struct Queue<T>(Mutex<std::collections::VecDeque<T>>);
 
 #[cfg(loom)]

@@ -110,8 +110,8 @@ impl Shared {
             // `stop()` may have ended it), or cancelled during the run (the canceller counted it).
             return self.end_unrun(entry);
         }
-        self.entry(key).retain(); // the queue's reference
-        if !self.enqueue(key) && self.entry(key).try_stop() {
+        entry.retain(); // the queue's reference
+        if !self.enqueue(key) && entry.try_stop() {
             self.counts.uncount(1, Ended::Stopped);
             // Stopped by the shutdown. Taken out: the queue's reference may
             // be the last, released under the core lock.

@@ -207,11 +207,9 @@ impl Lane {
 
     /// Driver only: `key`, if still in `cell` (not withdrawn), taken out.
     pub(crate) fn take(&self, cell: u32, key: u32) -> Option<Key> {
-        let cell = &self.cells[cell as usize];
         // A load first: a withdrawn cell stays on its owner's core.
-        (cell.load(Ordering::Relaxed) == key)
-            .then(|| cell.compare_exchange(key, 0, Ordering::AcqRel, Ordering::Relaxed))
-            .and_then(|taken| Key::unpack(taken.ok()?))
+        let key = Key::unpack(key).filter(|_| self.holds(cell, key))?;
+        self.withdraw(cell as usize, key).then_some(key)
     }
 
     /// True if `cell` still holds `key`.
