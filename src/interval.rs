@@ -195,10 +195,9 @@ impl Interval {
         // Its runtime gone, a wait not yet due ended at once: wait a period on the default timer.
         let sleep = &self.sleep;
         if result.is_err() && !sleep.is_elapsed() && sleep.timer().after_stop().is_shutdown() {
-            let period = self.period;
             let pace = self
                 .pace
-                .get_or_insert_with(|| default_timer().sleep(period));
+                .get_or_insert_with(|| default_timer().sleep(self.period));
             let _ = ready!(pace.poll_elapsed(cx));
             self.pace = None;
         }

@@ -60,7 +60,6 @@ impl HashedWheelTimer {
         task: T,
         deadline: impl Into<Instant>,
     ) -> Result<Timeout, TimerError> {
-        let task = Task::callback(task);
-        self.schedule_entry(self.now_and_at(deadline.into()), task)
+        self.schedule_entry(self.now_and_at(deadline.into()), Task::callback(task))
     }
 }

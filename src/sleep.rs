@@ -281,11 +281,8 @@ impl Sleep {
         if clock.has_come(self.deadline_nanos, now) {
             return Poll::Ready(done);
         }
-        match self.home().schedule_key(
-            now,
-            self.deadline_nanos,
-            Task::Wake(Some(cx.waker().clone())),
-        ) {
+        let task = Task::Wake(Some(cx.waker().clone()));
+        match self.home().schedule_key(now, self.deadline_nanos, task) {
             Ok(key) => {
                 self.set_entry(Some(key));
                 self.registered = self.registered.take().filter(|w| w.will_wake(cx.waker()));

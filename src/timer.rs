@@ -49,8 +49,8 @@ impl Drop for Owner {
     fn drop(&mut self) {
         // Never from a task (or thread) of a timer: its own driver cannot wait for itself, and
         // another's may wait for this one. A driver sees the shutdown and exits after this task.
-        let wait = Shared::running_here().is_empty(); // unless in a timer's task
-        self.shared.shut_down_dropping(wait);
+        self.shared
+            .shut_down_dropping(Shared::running_here().is_empty());
     }
 }
 

@@ -185,15 +185,13 @@ impl<T: Send + 'static> DelayQueue<T> {
         // Due already: filed by its tick's start, so a turn now fires it, not the tick's end.
         let filed = inner.timer.shared().clock.due_by(deadline, now);
         match inner.timer.schedule_key(now, filed, notice) {
-            Ok(entry) => {
-                shard.put(key, entry, deadline, item);
-                Ok((key, deadline <= now))
-            }
+            Ok(entry) => shard.put(key, entry, deadline, item),
             Err(error) => {
                 drop_item((shard, item)); // the lock first, as for a closed queue
-                Err(error)
+                return Err(error);
             }
         }
+        Ok((key, deadline <= now))
     }
 }
 
