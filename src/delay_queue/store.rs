@@ -60,7 +60,6 @@ impl<T> Store<T> {
         store
     }
 
-    /// This thread's shard, locked.
     pub(crate) fn lock_mine(&self) -> MutexGuard<'_, Shard<T>> {
         lock(&self.shards[thread_hint() & (self.shards.len() - 1)])
     }
@@ -70,7 +69,6 @@ impl<T> Store<T> {
         self.shards.get(key.shard()).map(|s| lock(s))
     }
 
-    /// Each shard in turn, locked.
     pub(crate) fn each(&self) -> impl Iterator<Item = MutexGuard<'_, Shard<T>>> {
         self.shards.iter().map(|s| lock(s))
     }
@@ -105,7 +103,6 @@ impl<T> Shard<T> {
         debug_assert_eq!(index, key.index());
     }
 
-    /// The key of the item at `index`.
     pub(crate) fn key_at(&self, index: usize, slot: &Slot<T>) -> DelayKey {
         let key = || DelayKey::new(self.index, index, slot.generation);
         self.moved_from.get(&index).copied().unwrap_or_else(key)
@@ -176,7 +173,6 @@ impl<T> Shard<T> {
         moved_from.shrink_to_fit();
     }
 
-    /// Takes out every item.
     pub(crate) fn take_all(&mut self) -> Slab<Slot<T>> {
         self.moved.clear();
         self.moved_from.clear();
