@@ -15,11 +15,8 @@ impl Timeout {
     /// deadline. See also [`TimerTask::cancelled`](crate::TimerTask::cancelled).
     #[inline]
     pub fn cancel(&self) -> bool {
-        let Some(task) = self.shared().cancel(self.key(), 0) else {
-            return false;
-        };
-        task.on_cancel(self);
-        true
+        let task = self.shared().cancel(self.key(), 0);
+        task.map(|task| task.on_cancel(self)).is_some()
     }
 
     /// True if [`cancel`](Timeout::cancel) won.

@@ -159,9 +159,8 @@ impl<T: Send + 'static> DelayQueue<T> {
             .map(|(key, due)| self.wake_if(due, key))
     }
 
-    /// [`insert`](Self::insert) with an absolute deadline on the timer's clock, a
-    /// `std::time::Instant` or `tokio::time::Instant` ([which to use](crate#deadlines)). A deadline
-    /// already past is due at once.
+    /// [`insert`](Self::insert) with an absolute deadline on the timer's clock ([which
+    /// `Instant`](crate#deadlines)). A deadline already past is due at once.
     pub fn insert_at(&self, item: T, deadline: impl Into<Instant>) -> Result<DelayKey, TimerError> {
         let at = self.inner.timer.now_and_at(deadline.into());
         self.put(item, at).map(|(key, due)| self.wake_if(due, key))
