@@ -112,13 +112,11 @@ impl HashedWheelTimer {
         &self.owner.shared
     }
 
-    /// The clock's reading now, and the deadline `delay` after it.
     #[inline(always)]
     pub(crate) fn now_and_after(&self, delay: Duration) -> (Nanos, Nanos) {
         self.shared().clock.now_and_after(delay)
     }
 
-    /// The clock's reading now, and `deadline` on this timer's clock.
     pub(crate) fn now_and_at(&self, deadline: Instant) -> (Nanos, Nanos) {
         let clock = &self.shared().clock;
         (clock.now(), clock.to_nanos(deadline))

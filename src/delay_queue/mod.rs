@@ -393,7 +393,6 @@ impl<T> Inner<T> {
         }
     }
 
-    /// A slot taken out, as the item with its key and deadline.
     fn expired(&self, key: DelayKey, slot: store::Slot<T>) -> Expired<T> {
         Expired {
             item: slot.item,
