@@ -257,9 +257,8 @@ impl Sleep {
             .ok_or(TimerError::Shutdown);
         let shared = self.home().shared();
         let clock = &shared.clock;
-        let real_time = clock.reads_real_time();
         if let Some(key) = self.entry {
-            if !real_time && clock.has_come(self.deadline_nanos, clock.now()) {
+            if !clock.reads_real_time() && clock.has_come(self.deadline_nanos, clock.now()) {
                 return Poll::Ready(done);
             }
             // Our entry holds a waker of this task and will wake it.
