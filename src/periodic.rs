@@ -19,8 +19,7 @@ fn periodic<R>(
         return Err(TimerError::ZeroPeriod { what, value });
     }
     let run = move |timeout: &dyn Any| drop(task(crate::timer_task::timeout_of(timeout)));
-    let every = make(saturating_nanos(value));
-    Ok(Task::periodic(run, every))
+    Ok(Task::periodic(run, make(saturating_nanos(value))))
 }
 
 impl HashedWheelTimer {
