@@ -283,9 +283,15 @@ fn a_sleep_moved_by_a_stop_can_still_be_reset_either_way() {
     sleep.reset(timer.now() + Duration::from_secs(3600));
     assert!(!sleep.is_elapsed());
     assert_pending!(sleep.poll());
-    sleep.reset(timer.now() + ms(20));
+    // A second after the move (the poll after the stop) on the default timer's real clock, not
+    // 20 ms: a thread held off the CPU that long found it ready at the next poll (a loaded run).
+    sleep.reset(timer.now() + ms(1000));
     assert_pending!(sleep.poll());
-    std::thread::sleep(ms(400)); // 20x the 20 ms left, on the default timer's real clock
+    // Woken by the default timer's thread: wait for it (a minute at most), not a fixed 400 ms.
+    let waited = std::time::Instant::now();
+    while !sleep.is_woken() && waited.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(ms(1));
+    }
     assert!(sleep.is_woken());
     assert_ready!(sleep.poll());
 }
