@@ -74,7 +74,9 @@ fn a_sleep_moved_between_runtimes_wakes_its_new_task() {
     let first = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let mut sleep = timer.sleep(MS * 20);
+    // A second, not 20 ms: the first poll must find it pending, and a thread held off the CPU
+    // for 20 ms between the two would find it ready.
+    let mut sleep = timer.sleep(MS * 1000);
     // Poll once on one runtime, then finish on another executor.
     first.block_on(async {
         let polled = futures::poll!(&mut sleep);
@@ -92,7 +94,9 @@ fn stop_from_another_thread_lets_waiting_futures_wait_out_their_deadlines() {
         .worker_threads(2)
         .build()
         .unwrap();
-    let wait = Duration::from_millis(300);
+    // Both futures must be registered, and the timer stopped under them, before either deadline:
+    // 2 s, not 300 ms, so that a thread held off the CPU for a while cannot let one pass first.
+    let wait = Duration::from_secs(2);
     let sleeper = rt.spawn({
         let timer = timer.clone();
         async move {
