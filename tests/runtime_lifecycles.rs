@@ -525,7 +525,14 @@ fn two_timers_callbacks_drop_each_others_last_handle() {
             };
             let (a, b) = (make(), make());
             // Each callback waits (a while: two drivers of one runtime may share a worker) for
-            // the other to start, so that both drops come at once.
+            // the other to start, so that both drops come at once. The real-clock pair must both
+            // run, so it waits up to 10 s (was 500 ms) for a worker thread held off the CPU; the
+            // tokio pair keeps 500 ms, which it waits out whenever its drivers share a worker.
+            let patience = if tokio {
+                ms(500)
+            } else {
+                Duration::from_secs(10)
+            };
             let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
             let (tx, rx) = std::sync::mpsc::channel();
             for (mine, other) in [(a.clone(), b.clone()), (b, a)] {
@@ -535,7 +542,7 @@ fn two_timers_callbacks_drop_each_others_last_handle() {
                     started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let begun = std::time::Instant::now();
                     while started.load(std::sync::atomic::Ordering::SeqCst) < 2
-                        && begun.elapsed() < ms(500)
+                        && begun.elapsed() < patience
                     {
                         std::thread::yield_now();
                     }
