@@ -94,10 +94,8 @@ impl Shared {
 
     /// Wakes a stopped future's entry, to be polled and end, and releases it; true if it was one.
     fn wake_if_future(&self, key: Key) -> bool {
-        let taken = self.entry(key).with_task(|slot| match slot {
-            Some(Task::Wake(_)) => slot.take(),
-            _ => None,
-        });
+        let future = |task: &mut Task| matches!(task, Task::Wake(_));
+        let taken = self.entry(key).with_task(|slot| slot.take_if(future));
         let Some(Task::Wake(waker)) = taken else {
             return false;
         };
