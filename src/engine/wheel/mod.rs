@@ -151,7 +151,7 @@ impl Wheel {
         let bucket = (tick & self.mask) as usize;
         let list = List::unpack(std::mem::take(&mut self.buckets[bucket]));
         self.occupied.clear(bucket);
-        self.drain_list(slots, list, due);
+        drain_list(slots, list, due);
         Some(tick)
     }
 
@@ -203,20 +203,11 @@ impl Wheel {
 
     /// Empties the whole wheel into `out`, for `stop()`.
     pub(crate) fn drain_all(&mut self, slots: &Slots, out: &mut Vec<Key>) {
-        for bucket in 0..self.buckets.len() {
-            let list = List::unpack(self.buckets[bucket].take());
-            self.occupied.clear(bucket);
-            self.drain_list(slots, list, out);
-        }
-        for (_, list) in std::mem::take(&mut self.overflow) {
-            self.drain_list(slots, list, out);
-        }
-    }
-
-    fn drain_list(&mut self, slots: &Slots, mut list: List, out: &mut Vec<Key>) {
-        while let Some(key) = list.pop_front(slots) {
-            slots.get(key).set_out_of_wheel();
-            out.push(key);
+        self.occupied = Bitmap::new(self.buckets.len());
+        let buckets = self.buckets.iter_mut().map(Option::take);
+        let rounds = std::mem::take(&mut self.overflow).into_values();
+        for list in buckets.map(List::unpack).chain(rounds) {
+            drain_list(slots, list, out);
         }
     }
 
@@ -252,6 +243,13 @@ impl Wheel {
     }
 }
 
+fn drain_list(slots: &Slots, mut list: List, out: &mut Vec<Key>) {
+    while let Some(key) = list.pop_front(slots) {
+        slots.get(key).set_out_of_wheel();
+        out.push(key);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,11 +259,14 @@ mod tests {
         (Wheel::new(ticks_per_wheel), Slots::new())
     }
 
-    /// Ticks of 1 ns: an entry due at `deadline` is filed at tick `deadline`.
-    fn insert(wheel: &mut Wheel, slots: &Slots, deadline: u64) -> Key {
-        let key = slots.insert(deadline, Task::Wake(None), 1).unwrap();
-        wheel.insert(slots, key, deadline);
-        key
+    /// Ticks of 1 ns: an entry due at `deadline` is filed at tick `deadline`. Returns the last key.
+    fn insert(wheel: &mut Wheel, slots: &Slots, deadlines: impl IntoIterator<Item = u64>) -> Key {
+        let mut last = None;
+        for deadline in deadlines {
+            last = slots.insert(deadline, Task::Wake(None), 1);
+            wheel.insert(slots, last.unwrap(), deadline);
+        }
+        last.unwrap()
     }
 
     fn run_to(wheel: &mut Wheel, slots: &Slots, upto: u64) -> Vec<(u64, u64)> {
@@ -281,9 +282,7 @@ mod tests {
     fn fires_each_entry_at_its_tick_across_rounds() {
         let (mut wheel, slots) = wheel(8);
         let ticks = [1u64, 7, 8, 9, 15, 16, 17, 64, 65, 1000];
-        for &t in &ticks {
-            insert(&mut wheel, &slots, t);
-        }
+        insert(&mut wheel, &slots, ticks);
         let fired = run_to(&mut wheel, &slots, 2000);
         let expected: Vec<(u64, u64)> = ticks.iter().map(|&t| (t, t)).collect();
         assert_eq!(fired, expected);
@@ -296,31 +295,29 @@ mod tests {
     fn a_late_arrival_fires_on_the_next_tick_unless_removed() {
         let (mut wheel, slots) = wheel(4);
         assert!(run_to(&mut wheel, &slots, 5).is_empty());
-        let late = insert(&mut wheel, &slots, 1); // due at 6
+        let late = insert(&mut wheel, &slots, [1]); // due at 6
         assert!(wheel.remove(&slots, late));
-        insert(&mut wheel, &slots, 3);
+        insert(&mut wheel, &slots, [3]);
         assert_eq!(run_to(&mut wheel, &slots, 7), vec![(6, 3)]);
-        let late = insert(&mut wheel, &slots, 2); // due at 8, in round 2
-        insert(&mut wheel, &slots, 9);
+        let late = insert(&mut wheel, &slots, [2]); // due at 8, in round 2
+        insert(&mut wheel, &slots, [9]);
         assert!(wheel.remove(&slots, late), "found where it was filed");
-        insert(&mut wheel, &slots, 2);
+        insert(&mut wheel, &slots, [2]);
         assert_eq!(run_to(&mut wheel, &slots, 9), vec![(8, 2), (9, 9)]);
     }
 
     #[test]
     fn drain_all_and_remove_find_entries_in_buckets_and_overflow() {
         let (mut wheel, slots) = wheel(4);
-        for t in [1u64, 3, 5, 100, u64::MAX] {
-            insert(&mut wheel, &slots, t);
-        }
+        insert(&mut wheel, &slots, [1, 3, 5, 100, u64::MAX]);
         let mut out = vec![];
         wheel.drain_all(&slots, &mut out);
         assert_eq!(out.len(), 5);
         assert_eq!(wheel.len(&slots), 0);
         assert_eq!(wheel.next_work_tick(), None);
-        let near = insert(&mut wheel, &slots, 2);
-        let far = insert(&mut wheel, &slots, 50);
-        insert(&mut wheel, &slots, 51);
+        let near = insert(&mut wheel, &slots, [2]);
+        let far = insert(&mut wheel, &slots, [50]);
+        insert(&mut wheel, &slots, [51]);
         assert!(wheel.remove(&slots, near));
         assert!(!wheel.remove(&slots, near), "second remove finds nothing");
         assert!(wheel.remove(&slots, far));
@@ -333,7 +330,7 @@ mod tests {
     #[test]
     fn an_entry_due_past_the_ticks_reach_comes_out_at_the_reach() {
         let (mut wheel, slots) = wheel(512);
-        insert(&mut wheel, &slots, TICKS_AHEAD + 100);
+        insert(&mut wheel, &slots, [TICKS_AHEAD + 100]);
         let out = run_to(&mut wheel, &slots, u64::MAX - 1);
         assert_eq!(out, vec![(TICKS_AHEAD, TICKS_AHEAD + 100)]);
     }
@@ -341,9 +338,7 @@ mod tests {
     #[test]
     fn a_tick_touches_only_what_fires() {
         let (mut wheel, slots) = wheel(512);
-        for i in 0..10_000u64 {
-            insert(&mut wheel, &slots, 60_000 + i);
-        }
+        insert(&mut wheel, &slots, 60_000..70_000);
         // Nothing is due for ~117 rounds: the next work is at a round start,
         // and processing up to just before it touches no entry.
         assert_eq!(wheel.next_work_tick(), Some((60_000 >> 9) << 9));
