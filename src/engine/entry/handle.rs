@@ -72,10 +72,8 @@ impl Drop for Timeout {
 
 /// Each live timer's `Shared` by id, in pages made as ids reach them; null for an id no timer
 /// holds. Ids are `u32`s: no count of live timers that memory can hold finds the end.
-static TIMERS: [OnceLock<Box<Page>>; 1 << 16] = [NO_PAGE; 1 << 16];
+static TIMERS: [OnceLock<Box<Page>>; 1 << 16] = [const { OnceLock::new() }; 1 << 16];
 type Page = [AtomicPtr<Shared>; 1 << 16];
-#[allow(clippy::declare_interior_mutable_const)] // an array's initial value (Rust 1.75)
-const NO_PAGE: OnceLock<Box<Page>> = OnceLock::new();
 /// The ids given back by dropped timers, the next never given out, and whether one warned.
 static IDS: Mutex<(Vec<u32>, u32, bool)> = Mutex::new((Vec::new(), 1, false));
 
