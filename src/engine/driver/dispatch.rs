@@ -65,20 +65,14 @@ impl Shared {
         let mut uncounted = 0;
         for (key, state) in lock(&self.jobs).drain() {
             let entry = self.entry(key);
-            match state {
-                JobState::Queued => {
-                    // `None`: a periodic job cancelled meanwhile.
-                    if let Some(counted) = entry.try_stop_fired() {
-                        uncounted += usize::from(counted);
-                        self.entry(key).retain();
-                        taken_back.push(key);
-                    }
-                }
-                JobState::Running => {
-                    // A one-shot that runs has fired; a periodic one that
-                    // runs is still pending until now.
-                    uncounted += usize::from(entry.try_stop_running());
-                }
+            if state == JobState::Running {
+                // A one-shot that runs has fired; a periodic one that runs was pending until now.
+                uncounted += usize::from(entry.try_stop_running());
+            } else if let Some(counted) = entry.try_stop_fired() {
+                // (`None`: a periodic job cancelled meanwhile.)
+                uncounted += usize::from(counted);
+                entry.retain();
+                taken_back.push(key);
             }
         }
         uncounted
