@@ -59,24 +59,22 @@ impl Shared {
         self.cancel_batched(); // dropped `Sleep`s, removed items: cancelled, not stopped
         fence(Ordering::SeqCst);
         let mut all = Vec::new();
-        let released;
-        {
-            let mut core = self.lock_core();
-            // Jobs first: a periodic run that ends on an executor from now
-            // on sees the shutdown, and one that ended is in the intake.
-            let uncounted = self.reclaim_jobs(&mut all);
-            let mut drained = Vec::new();
-            core.wheel.drain_all(&self.slots, &mut drained);
-            drained.append(&mut core.ready);
-            core.held.iter_mut().for_each(|bucket| bucket.clear());
-            self.intake.drain(usize::MAX, true, |key| drained.push(key));
-            while let Some(key) = self.mailbox.pop() {
-                self.release_locked(key);
-            }
-            released = self.stop_each(drained, &mut all);
-            all.append(&mut core.unfired);
-            self.counts.uncount(uncounted, Ended::Stopped);
+        let mut core = self.lock_core();
+        // Jobs first: a periodic run that ends on an executor from now
+        // on sees the shutdown, and one that ended is in the intake.
+        let uncounted = self.reclaim_jobs(&mut all);
+        let mut drained = Vec::new();
+        core.wheel.drain_all(&self.slots, &mut drained);
+        drained.append(&mut core.ready);
+        core.held.iter_mut().for_each(|bucket| bucket.clear());
+        self.intake.drain(usize::MAX, true, |key| drained.push(key));
+        while let Some(key) = self.mailbox.pop() {
+            self.release_locked(key);
         }
+        let released = self.stop_each(drained, &mut all);
+        all.append(&mut core.unfired);
+        self.counts.uncount(uncounted, Ended::Stopped);
+        drop(core);
         wait.then(|| self.counts.end()); // else a turn under way may hold keys: still pending
         released.into_iter().for_each(|key| self.slots.release(key));
         #[cfg(feature = "metrics")]
