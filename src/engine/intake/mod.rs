@@ -81,14 +81,12 @@ impl Intake {
         Some((self.lane(lane as u32)?, cell))
     }
 
-    /// Starts loading the lane cell `entry`'s key is in, if any.
     pub(crate) fn prefetch_cell(&self, entry: &Entry) {
         if let Some((lane, cell)) = self.place_of(entry) {
             lane.prefetch_cell(cell);
         }
     }
 
-    /// `Lane::withdraw` at `entry`'s place.
     #[inline(always)]
     pub(crate) fn withdraw(&self, entry: &Entry, key: Key) -> bool {
         self.place_of(entry)
@@ -106,7 +104,6 @@ impl Intake {
         !self.shared.is_empty()
     }
 
-    /// The lane at `index`, if made.
     pub(crate) fn lane(&self, index: u32) -> Option<&Lane> {
         self.lanes.get(index as usize)?.get().map(|lane| &**lane)
     }
@@ -123,37 +120,24 @@ impl Intake {
     }
 }
 
-/// The process-wide pool of lane indices: those given back, and the next never handed out.
-struct Pool {
-    free: Vec<usize>,
-    next: usize,
-}
+/// The process-wide pool of lane indices, a stack: those given back on top, then those never
+/// handed out, lowest first. Made on first use.
+type Pool = Vec<usize>;
 
-impl Pool {
-    fn take(&mut self) -> Option<usize> {
-        self.free.pop().or_else(|| {
-            let index = self.next;
-            self.next += usize::from(index < MAX_LANES);
-            (index < MAX_LANES).then_some(index)
-        })
-    }
+fn fresh_pool() -> Pool {
+    (0..MAX_LANES).rev().collect()
 }
-
-const EMPTY: Pool = Pool {
-    free: Vec::new(),
-    next: 0,
-};
 
 #[cfg(not(loom))]
-static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(EMPTY);
+static POOL: std::sync::Mutex<Option<Pool>> = std::sync::Mutex::new(None);
 
 /// Runs `f` on the pool. (Under loom, a pool of its own per model run.)
 fn with_pool<R>(f: impl FnOnce(&mut Pool) -> R) -> R {
     #[cfg(loom)]
     loom::lazy_static! {
-        static ref POOL: loom::sync::Mutex<Pool> = loom::sync::Mutex::new(EMPTY);
+        static ref POOL: loom::sync::Mutex<Option<Pool>> = loom::sync::Mutex::new(None);
     }
-    f(&mut lock(&POOL))
+    f(lock(&POOL).get_or_insert_with(fresh_pool))
 }
 
 /// A thread's lane index, given back when the thread exits.
@@ -165,13 +149,13 @@ impl Drop for Index {
         // pool is gone; each run starts a fresh one anyway.
         #[cfg(not(loom))]
         if let Some(index) = self.0 {
-            with_pool(|pool| pool.free.push(index));
+            with_pool(|pool| pool.push(index));
         }
     }
 }
 
 crate::engine::sync::thread_local! {
-    static INDEX: Index = Index(with_pool(Pool::take));
+    static INDEX: Index = Index(with_pool(Vec::pop));
 }
 
 /// This thread's lane index, taken on first use; `None` once the thread gave it back.
@@ -184,14 +168,13 @@ fn thread_index() -> Option<usize> {
 mod tests {
     #[test]
     fn the_pool_hands_out_given_back_indices_first_and_none_past_the_last() {
-        let mut pool = super::Pool {
-            free: Vec::new(),
-            next: super::MAX_LANES - 2,
-        };
-        assert_eq!(pool.take(), Some(super::MAX_LANES - 2));
-        pool.free.push(7);
-        assert_eq!(pool.take(), Some(7), "a thread that exited gave it back");
-        assert_eq!(pool.take(), Some(super::MAX_LANES - 1));
-        assert_eq!((pool.take(), pool.take()), (None, None), "all taken");
+        let mut pool = super::fresh_pool();
+        assert_eq!(pool.pop(), Some(0), "the lowest first");
+        pool.truncate(2);
+        assert_eq!(pool.pop(), Some(super::MAX_LANES - 2));
+        pool.push(7);
+        assert_eq!(pool.pop(), Some(7), "a thread that exited gave it back");
+        assert_eq!(pool.pop(), Some(super::MAX_LANES - 1));
+        assert_eq!((pool.pop(), pool.pop()), (None, None), "all taken");
     }
 }
