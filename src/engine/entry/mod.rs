@@ -171,13 +171,6 @@ impl Entry {
         }
     }
 
-    #[cfg(test)]
-    pub(crate) fn new(deadline: Nanos, task: Task) -> Entry {
-        let entry = Entry::vacant();
-        entry.occupy(deadline, task, 1);
-        entry
-    }
-
     /// Fills a vacant slot with a pending entry named by `refs` holders.
     #[inline(always)]
     pub(crate) fn occupy(&self, deadline: Nanos, task: Task, refs: u32) {

@@ -210,14 +210,3 @@ pub(crate) enum JobState {
 /// The executor's jobs, by key, until their code returns: how `stop()`
 /// finds fired tasks not started and periodic runs in progress.
 pub(crate) type Jobs = HashMap<Key, JobState>;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn next_due_saturates() {
-        assert_eq!(Every::Rate(u64::MAX).next_due(1, 1), u64::MAX);
-        assert_eq!(Every::Delay(2).next_due(0, u64::MAX - 1), u64::MAX);
-    }
-}

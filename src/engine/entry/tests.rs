@@ -5,12 +5,27 @@ use crate::engine::entry::task::{Every, Notice};
 use std::any::Any;
 use std::sync::Arc;
 
+fn new_entry(deadline: Nanos, task: Task) -> Entry {
+    let entry = Entry::vacant();
+    entry.occupy(deadline, task, 1);
+    entry
+}
+
 fn entry() -> Entry {
-    Entry::new(0, Task::callback(|_: &crate::Timeout| {}))
+    new_entry(0, Task::callback(|_: &crate::Timeout| {}))
 }
 
 fn periodic() -> Entry {
-    Entry::new(0, Task::periodic(|_: &dyn Any| {}, Every::Rate(10)))
+    new_entry(0, Task::periodic(|_: &dyn Any| {}, Every::Rate(10)))
+}
+
+/// A waker's task of its own type (so its waker's vtable), counting its wakes: `N + 1` each.
+struct Count<const N: usize>(std::sync::atomic::AtomicUsize);
+
+impl<const N: usize> std::task::Wake for Count<N> {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(N + 1, Ordering::SeqCst);
+    }
 }
 
 /// A periodic entry in the middle of a run.
@@ -40,7 +55,7 @@ fn one_shot_fire_cancel_stop_and_reset_exclude_each_other() {
     assert_eq!(e.try_cancel(), None);
 
     // A reset moves the deadline in force, and races the fire.
-    let e = Entry::new(100, Task::Wake(None));
+    let e = new_entry(100, Task::Wake(None));
     assert_eq!(e.try_reset(300), Some(100));
     assert_eq!(e.deadline(), 300);
     assert_eq!(e.fire_due(200), Fire::Later, "due where it is filed only");
@@ -48,17 +63,17 @@ fn one_shot_fire_cancel_stop_and_reset_exclude_each_other() {
     assert_eq!(e.try_reset(400), None, "spent");
     assert_eq!(e.deadline(), 300, "kept once expired");
 
-    let e = Entry::new(100, Task::Wake(None));
+    let e = new_entry(100, Task::Wake(None));
     assert_eq!(e.try_reset(500), Some(100));
     assert_eq!(e.fire_due(150), Fire::Later, "the reset won");
     assert!(e.try_cancel().is_some());
     assert_eq!(e.fire_due(u64::MAX), Fire::Lost);
     assert_eq!(e.deadline(), 500, "a cancel keeps the deadline");
 
-    let e = Entry::new(u64::MAX - 1, Task::Wake(None));
+    let e = new_entry(u64::MAX - 1, Task::Wake(None));
     assert_eq!(e.deadline(), NEVER);
     assert_eq!(e.fire_due(NEVER - 1), Fire::Later);
-    let e = Entry::new(NEVER - 1, Task::Wake(None));
+    let e = new_entry(NEVER - 1, Task::Wake(None));
     assert_eq!(e.deadline(), NEVER - 1, "the latest kept as it is");
 }
 
@@ -75,6 +90,9 @@ fn a_periodic_entry_runs_and_rearms_until_cancelled() {
         assert!(e.is_waiting());
     }
     assert!(!e.try_rearm(10), "only a running entry re-arms");
+    // The next run's time saturates: a period too large to add never fires again.
+    assert_eq!(Every::Rate(u64::MAX).next_due(1, 1), u64::MAX);
+    assert_eq!(Every::Delay(2).next_due(0, u64::MAX - 1), u64::MAX);
 }
 
 #[test]
@@ -128,18 +146,14 @@ fn the_task_slot_holds_each_kind_frees_it_and_survives_a_panic() {
     );
     assert!(e.take_task().is_none());
 
-    let e = Entry::new(0, Task::Wake(None));
+    let e = new_entry(0, Task::Wake(None));
     assert!(matches!(e.take_task(), Some(Task::Wake(None))));
     e.put_task(Task::periodic(|_: &dyn Any| {}, Every::Rate(10)));
     assert!(matches!(e.vacate(), Some(Task::Periodic(_))));
     assert!(e.vacate().is_none());
 
     // A notice and a waker come back whole; a waker goes with a dropped entry.
-    struct Noop;
-    impl std::task::Wake for Noop {
-        fn wake(self: Arc<Self>) {}
-    }
-    let noop = Arc::new(Noop);
+    let noop = Arc::new(Count::<0>(Default::default()));
     e.put_task(Task::Notice(Notice::new(3, 7)));
     assert!(matches!(e.take_task(), Some(Task::Notice(n)) if n.parts() == (3, 7)));
     e.put_task(Task::Wake(Some(Waker::from(noop.clone()))));
@@ -209,16 +223,10 @@ fn the_words_parts_are_written_apart() {
 /// 12 threads at once, each wake their own task, and each clone is dropped once.
 #[test]
 fn wakers_of_many_vtables_come_back_whole() {
-    struct Count<const N: usize>(std::sync::atomic::AtomicUsize);
-    impl<const N: usize> std::task::Wake for Count<N> {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(N + 1, Ordering::SeqCst);
-        }
-    }
     fn check<const N: usize>() {
         let count = Arc::new(Count::<N>(Default::default()));
         let waker = Waker::from(count.clone());
-        let e = Entry::new(0, Task::Wake(None));
+        let e = new_entry(0, Task::Wake(None));
         for _ in 0..2 {
             assert!(e.wait_with(&waker));
             assert_eq!(Arc::strong_count(&count), 3, "stored once: will_wake");
