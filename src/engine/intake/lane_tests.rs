@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::engine::entry::task::Task;
-use std::ops::Range;
 
 const R: u32 = RING as u32;
 
@@ -28,10 +27,6 @@ impl Fixture {
             marked,
             scanned: std::sync::Mutex::new(0),
         }
-    }
-
-    fn push(&self, keys: Range<u32>) {
-        keys.for_each(|n| self.push_at(n, 0));
     }
 
     fn push_at(&self, n: u32, at: Nanos) {
@@ -73,26 +68,21 @@ impl Fixture {
 #[test]
 fn a_full_ring_refuses_keys_and_a_drain_takes_the_oldest_in_order() {
     let f = Fixture::new();
-    f.push(0..R);
+    (0..R).for_each(|n| f.push_at(n, 0));
     assert!(!f.try_push_at(R, 0), "the ring holds {R}");
     // A withdrawn cell at the head is reclaimed by the owner.
     assert!(f.lane.withdraw(0, key(0)));
-    f.push(R..R + 1);
+    f.push_at(R, 0);
     assert!(!f.try_push_at(R + 1, 0));
-    assert_eq!(
-        f.drain(None),
-        (1..R + 1).collect::<Vec<_>>(),
-        "in push order"
-    );
+    assert!(f.drain(None).into_iter().eq(1..R + 1), "in push order");
     assert_eq!(f.lane.len(), 0);
-    f.push(R + 1..R + 2);
+    f.push_at(R + 1, 0);
     assert_eq!(f.drain(None), vec![R + 1]);
 
     let f = Fixture::new();
-    f.push(0..10);
-    assert_eq!(
-        f.drain(Some(7)),
-        (0..7).collect::<Vec<_>>(),
+    (0..10).for_each(|n| f.push_at(n, 0));
+    assert!(
+        f.drain(Some(7)).into_iter().eq(0..7),
         "the oldest half of a full ring"
     );
     assert_eq!(f.lane.len(), 3);
@@ -161,7 +151,7 @@ fn a_far_key_is_taken_once_a_hold_old_and_a_tick_before_its_deadline() {
 fn loom_models_a_scan_and_take_against_its_owner_withdrawing_and_wrapping_round() {
     loom::model(|| {
         let f = std::sync::Arc::new(Fixture::new());
-        f.push(0..2);
+        (0..2).for_each(|n| f.push_at(n, 0));
         let owner = {
             let f = f.clone();
             loom::thread::spawn(move || {
