@@ -110,7 +110,6 @@ pub(crate) struct Shared {
     pub(crate) planned_wake: AtomicU64,
     /// The latest `now` entries were fired by, stored before `fire` fires them.
     fired_by: AtomicU64,
-    /// Calls to `unpark_worker`, for tests.
     #[cfg(test)]
     pub(crate) unparks: AtomicUsize,
     core: Mutex<Core>,
@@ -121,7 +120,6 @@ pub(crate) struct Shared {
     /// Set while an `advance` turns (`is_nested`).
     pub(crate) advancing: AtomicBool,
     pub(crate) worker: Mutex<Option<JoinHandle<()>>>,
-    /// How producers wake the driver, once it runs.
     wake: OnceLock<Unpark>,
     /// The face's handle, weakly, for `Timeout::timer()`, kept unnamed.
     pub(crate) owner: OnceLock<Weak<dyn Any + Send + Sync>>,
@@ -257,7 +255,6 @@ impl Shared {
         self.mark_as(self.id.get() | DRIVING, f)
     }
 
-    /// `drive`, unless the driver lock is held (`None`).
     pub(crate) fn try_drive<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
         let _driving = self.driver.try_lock().ok()?;
         Some(self.mark_as(self.id.get() | DRIVING, f))

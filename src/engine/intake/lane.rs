@@ -212,7 +212,6 @@ impl Lane {
         self.withdraw(cell as usize, key).then_some(key)
     }
 
-    /// True if `cell` still holds `key`.
     pub(crate) fn holds(&self, cell: u32, key: u32) -> bool {
         self.cells[cell as usize].load(Ordering::Relaxed) == key
     }
