@@ -178,7 +178,7 @@ impl Interval {
 
     /// Polls for the next tick, as [`try_tick`](Self::try_tick).
     pub fn poll_try_tick(&mut self, cx: &mut Context<'_>) -> Poll<Result<Instant, TimerError>> {
-        let timer = self.sleep.timer();
+        let timer = &self.sleep.timer;
         if timer.is_shutdown() {
             let seen = *self.stop_seen.get_or_insert_with(|| timer.now());
             if self.sleep.deadline() > seen || !self.sleep.is_elapsed() {
@@ -194,7 +194,7 @@ impl Interval {
         let result = ready!(self.sleep.poll_elapsed(cx));
         // Its runtime gone, a wait not yet due ended at once: wait a period on the default timer.
         let sleep = &self.sleep;
-        if result.is_err() && !sleep.is_elapsed() && sleep.timer().after_stop().is_shutdown() {
+        if result.is_err() && !sleep.is_elapsed() && sleep.timer.after_stop().is_shutdown() {
             let pace = self
                 .pace
                 .get_or_insert_with(|| default_timer().sleep(self.period));
@@ -202,7 +202,7 @@ impl Interval {
             self.pace = None;
         }
         let due = self.sleep.deadline();
-        let timer = self.sleep.timer();
+        let timer = &self.sleep.timer;
         let now = timer.now();
         let tolerance = MISSED_TICK_TOLERANCE.max(timer.tick_duration());
         let next = if now > saturating_add(due, tolerance) {
@@ -226,7 +226,7 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is `after` from now.
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(saturating_add(self.sleep.timer().now(), after));
+        self.reset_at(saturating_add(self.sleep.timer.now(), after));
     }
 
     /// Restarts the schedule: the next tick is at `deadline` ([which `Instant`](crate#deadlines)).

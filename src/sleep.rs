@@ -72,7 +72,7 @@ use crate::{HashedWheelTimer, TimerError};
 /// ```
 #[must_use = "futures do nothing unless you .await or poll them"]
 pub struct Sleep {
-    timer: HashedWheelTimer,
+    pub(crate) timer: HashedWheelTimer,
     deadline: Instant,
     /// `deadline` on the timer's clock.
     deadline_nanos: Nanos,
@@ -124,10 +124,6 @@ impl Sleep {
             registered: None,
             moved: false,
         }
-    }
-
-    pub(crate) fn timer(&self) -> &HashedWheelTimer {
-        &self.timer
     }
 
     /// The timer that holds our entry, and on whose clock `deadline_nanos` is: ours, or its

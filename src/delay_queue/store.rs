@@ -60,8 +60,13 @@ impl<T> Store<T> {
         store
     }
 
+    /// This thread's shard: threads are numbered as they first ask, so they spread over the shards.
     pub(crate) fn lock_mine(&self) -> MutexGuard<'_, Shard<T>> {
-        lock(&self.shards[thread_hint() & (self.shards.len() - 1)])
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local! {
+            static HINT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+        }
+        lock(&self.shards[HINT.with(|hint| *hint) & (self.shards.len() - 1)])
     }
 
     /// The shard `key` names, locked, if it is one of this queue's.
@@ -192,13 +197,4 @@ pub(crate) fn shards<S>(make: impl FnMut(usize) -> S) -> Box<[CachePadded<Mutex<
         .map(make)
         .map(|s| CachePadded::new(Mutex::new(s)))
         .collect()
-}
-
-/// A number fixed per thread, counting threads as they first ask, so they spread over the shards.
-fn thread_hint() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static HINT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    HINT.with(|hint| *hint)
 }
