@@ -178,16 +178,14 @@ impl Builder {
             n => n.next_power_of_two(),
         };
         // A turn ends before the end of time, so even the first tick's deadlines can come.
-        let turn_fits = |t: &u64| {
-            t.checked_mul(ticks_per_wheel as u64)
-                .is_some_and(|n| n < NEVER)
-        };
-        let Some(tick_nanos) = u64::try_from(tick.as_nanos()).ok().filter(turn_fits) else {
+        let turn = tick.checked_mul(ticks_per_wheel as u32); // at most 2^20 ticks
+        if turn.is_none_or(|turn| turn.as_nanos() >= u128::from(NEVER)) {
             return Err(TimerError::WheelDurationOverflow {
                 tick,
                 ticks_per_wheel,
             });
-        };
+        }
+        let tick_nanos = tick.as_nanos() as u64; // less than a turn
         if self.max_pending_timeouts == Some(0) {
             return Err(TimerError::ZeroMaxPendingTimeouts);
         }

@@ -219,8 +219,9 @@ mod intake {
     }
 
     /// A key pushed with a reading older than the lane's last (on a manual clock, by a task that
-    /// `advance` runs late) is stamped no older than the last key, and is urgent by that stamp. By its own reading it is not urgent, and would be held behind the younger key
-    /// until that one is `HOLD` old: filed 4 ms after its deadline.
+    /// `advance` runs late) takes the last reading (`not_before`), by which it is near and taken
+    /// when due. By its own reading it is far, and would be held behind the younger key until
+    /// that one is `HOLD` old: filed 4 ms after its deadline.
     #[test]
     fn a_key_pushed_with_an_older_reading_keeps_the_lane_in_time_order() {
         const MS: u64 = 1_000_000;
