@@ -3,11 +3,9 @@
 //! `engine/`, which never names the face.
 
 use crate::engine::sync::Ordering::SeqCst;
-use crate::timer::tests::{in_wheel, PAST_THE_HOLD};
+use crate::timer::tests::{in_wheel, MS, PAST_THE_HOLD};
 use crate::{HashedWheelTimer, TimerError};
 use std::time::Duration;
-
-const MS: Duration = Duration::from_millis(1);
 
 mod producer {
     use super::*;
@@ -27,11 +25,8 @@ mod producer {
             shared.planned_wake.store(planned, SeqCst); // a tick before the wake-up
             let before = shared.unparks.load(SeqCst);
             assert!(t.cancel());
-            assert_eq!(
-                shared.unparks.load(SeqCst) - before,
-                woken,
-                "planned {planned}"
-            );
+            let unparks = shared.unparks.load(SeqCst) - before;
+            assert_eq!(unparks, woken, "planned {planned}");
         }
         timer.advance(Duration::ZERO);
         assert_eq!(in_wheel(&timer), 0, "both taken out");
@@ -50,12 +45,8 @@ mod producer {
         assert_eq!(filed_tick(), filed, "untouched before the old deadline");
         timer.advance(MS);
         assert!(t.is_pending(), "found moved at the old deadline");
-        let deadline = shared.clock.to_nanos(t.deadline());
-        assert_eq!(
-            filed_tick(),
-            shared.clock.tick_of(deadline),
-            "filed again, once"
-        );
+        let tick = shared.clock.tick_of(shared.clock.to_nanos(t.deadline()));
+        assert_eq!(filed_tick(), tick, "filed again, once");
         assert!(entry.in_wheel());
     }
 

@@ -1,10 +1,8 @@
 //! `Sleep`'s unit tests: registration, resets, slots, the clock reads.
 
 use super::*;
-use crate::timer::tests::in_wheel;
+use crate::timer::tests::{in_wheel, MS, PAST_THE_HOLD};
 use tokio_test::{assert_pending, assert_ready, task};
-
-const MS: Duration = Duration::from_millis(1);
 
 /// The drop that fills its thread's batch cancels the whole batch: no turn needed. Invariant 6
 /// for futures: a `Sleep` that re-files (every interval tick, every reset) gives the old entry's
@@ -39,10 +37,10 @@ fn the_drop_that_fills_a_batch_cancels_it_and_refiled_sleeps_give_their_slots_ba
         timer.advance(MS);
         assert_pending!(sleep.poll());
     }
+    let entries = live();
     assert!(
-        live() <= 3,
-        "{} entries live for an interval and a sleep",
-        live()
+        entries <= 3,
+        "{entries} entries live for an interval and a sleep"
     );
     drop((interval, sleep));
     timer.advance(MS);
@@ -94,7 +92,7 @@ fn a_reset_to_the_past_wakes_at_once_and_a_dropped_sleep_gives_its_entry_back_in
     let mut sleep = task::spawn(timer.sleep(MS * 1000));
     assert_pending!(sleep.poll());
     // Past the time the driver holds a far timeout in its lane.
-    timer.advance(crate::timer::tests::PAST_THE_HOLD);
+    timer.advance(PAST_THE_HOLD);
     assert_eq!(in_wheel(&timer), 1);
     drop(sleep);
     assert_eq!(timer.pending_timeouts(), 0, "uncounted at once");

@@ -327,7 +327,7 @@ pub(crate) mod tests {
         timer.shared().lock_core().wheel.len(&timer.shared().slots)
     }
 
-    const MS: Duration = Duration::from_millis(1);
+    pub(crate) const MS: Duration = Duration::from_millis(1);
     /// Long enough for the driver to file a far timeout: a `HOLD` and a `BATCH` (`intake/lane.rs`).
     pub(crate) const PAST_THE_HOLD: Duration = crate::engine::intake::lane::HOLD.saturating_add(
         Duration::from_nanos(crate::engine::intake::lane::BATCH_NANOS),
@@ -401,16 +401,10 @@ pub(crate) mod tests {
         assert!(in_wheel(&timer) == 1 && t.cancel());
         drop(t);
         timer.advance(MS); // the driver takes it out and frees it
-        assert_eq!(
-            (in_wheel(&timer), free_here()),
-            (0, before + 1),
-            "on this lane"
-        );
-        assert_eq!(
-            timer.new_timeout(|_| {}, MS).unwrap().key(),
-            key,
-            "reused first"
-        );
+        let freed_here = free_here() - before;
+        assert_eq!((in_wheel(&timer), freed_here), (0, 1), "on this lane");
+        let reused = timer.new_timeout(|_| {}, MS).unwrap().key();
+        assert_eq!(reused, key, "reused first");
     }
 
     #[test]
