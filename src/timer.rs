@@ -161,26 +161,22 @@ impl HashedWheelTimer {
         self.shared().totals().pending
     }
 
-    /// Stops the timer: ends and joins the worker, and returns every timeout that neither expired
-    /// nor was cancelled, by deadline. Those never fire; they report [`Timeout::is_stopped`].
-    /// Afterwards `pending_timeouts()` is 0, new timeouts are refused with
-    /// [`TimerError::Shutdown`], and a second call returns an empty `Vec`.
+    /// Stops the timer: ends and joins the worker, and returns by deadline every timeout that
+    /// neither expired nor was cancelled; those never fire, and report [`Timeout::is_stopped`].
+    /// Afterwards `pending_timeouts()` is 0, new timeouts get [`TimerError::Shutdown`], and another
+    /// call returns an empty `Vec`.
     ///
     /// A task already running finishes, and no other starts: the worker (or a manual
     /// [`advance`](Self::advance) on another thread) looks for the shutdown between two tasks, and
-    /// `stop` waits for it. Timeouts due in the same tick that had not started are returned, and so
-    /// are tasks handed to an [`Executor`](crate::Executor) whose job has not started (that job
-    /// will not run them). When `stop` returns, each timeout has fired, been cancelled, or been
-    /// returned by exactly one `stop` call; of two calls at once, the second returns what the first
-    /// left.
+    /// `stop` waits for it. Timeouts of the same tick not started are returned, and so are tasks
+    /// handed to an [`Executor`](crate::Executor) whose job has not started (it will not run them).
+    /// Each timeout has then fired, been cancelled, or been returned by exactly one `stop` call; of
+    /// two calls at once, the second returns what the first left. A periodic task whose run is in
+    /// progress is not returned: that run finishes (`stop` waits for it on the worker, not on an
+    /// executor), and the task ends [`is_stopped`](Timeout::is_stopped), no longer pending.
     ///
-    /// A periodic task between runs is returned like any other. One whose run is in progress is
-    /// not: that run finishes, and the task ends [`is_stopped`](Timeout::is_stopped), no longer
-    /// pending; `stop` waits for the run on the worker thread, not on an
-    /// [`Executor`](crate::Executor).
-    ///
-    /// Pending futures are woken, not returned, and neither hang nor spin:
-    /// see [`Sleep`](crate::Sleep#when-the-timer-stops).
+    /// Pending futures are woken, not returned, and neither hang nor spin: see
+    /// [`Sleep`](crate::Sleep#when-the-timer-stops).
     ///
     /// # Errors
     ///
@@ -239,18 +235,17 @@ impl HashedWheelTimer {
     }
 
     /// Manual clock only: moves time forward by `by` and, before returning, fires on this thread
-    /// every timeout due by then, tick by tick. During each callback [`now`](Self::now) reads that
-    /// tick's time. A periodic task runs once for each of its runs due by then: with one pending, a
-    /// huge `by` (`Duration::MAX`: the clock's end, 73 years on) in effect never returns.
+    /// every timeout due by then, tick by tick, [`now`](Self::now) reading each tick's time during
+    /// its callbacks. A periodic task runs once for each run due by then: with one pending, a huge
+    /// `by` (`Duration::MAX`: the clock's end, 73 years on) in effect never returns.
     ///
-    /// Called from a task that this `advance` is running, it stands for a task that takes `by` to
-    /// run: the clock moves on by `by` at once, and the running `advance` goes on to the later
-    /// time, firing what fell due meanwhile late. (A periodic task that does this on every run
-    /// never lets the running `advance` end.) From a job on an [`Executor`](crate::Executor)
-    /// thread, it is an ordinary `advance`, unless an `advance` of this timer runs meanwhile
-    /// (which may wait for the job): then it is as from a task of that one. So it is too from a
-    /// task of another timer whose driver waits, through `advance` or `stop()` calls in tasks, for
-    /// this one's (timers whose tasks advance each other), where waiting would deadlock.
+    /// From a task this `advance` runs, it stands for a task that takes `by` to run: the clock
+    /// moves on by `by` at once, and the running `advance` goes on to the later time, firing what
+    /// fell due meanwhile late (a periodic task doing this on every run never lets it end). From a
+    /// job on an [`Executor`](crate::Executor) thread it is an ordinary `advance`, but as from a
+    /// task if an `advance` of this timer runs meanwhile (which may wait for the job); and so from
+    /// a task of another timer whose driver waits for this one's, through `advance` or `stop()`
+    /// calls in tasks (timers whose tasks advance each other), where waiting would deadlock.
     ///
     /// On a timer with a real clock it does nothing but log a warning. (Example:
     /// [`Sleep`](crate::Sleep).)

@@ -21,18 +21,16 @@ use store::Store;
 use stream::Signal;
 use waiters::Seat;
 
-/// A queue of items, each given back once its deadline has passed:
-/// tokio-util's
+/// A queue of items, each given back once its deadline has passed: tokio-util's
 /// [`DelayQueue`](https://docs.rs/tokio-util/latest/tokio_util/time/struct.DelayQueue.html) on this
 /// crate's wheel. Made by [`HashedWheelTimer::delay_queue`].
 ///
-/// Use it to track many keyed deadlines: requests in flight, entries of a cache with a time to
-/// live, connections to close when idle, retries. [`insert`](Self::insert) an item with a delay and
-/// keep its [`DelayKey`]; [`remove`](Self::remove) it when it is done with, or
-/// [`reset`](Self::reset) its deadline. Items whose deadline passes come out of the queue's
-/// [`Stream`](futures::Stream) of [`Expired`] items, in deadline order, never before their
-/// deadline. One exception, as tokio-util's: an item inserted or reset already due comes out at the
-/// next poll, before one due earlier in the same tick that the tick's end fires.
+/// Use it to track many keyed deadlines: requests in flight, cache entries with a time to live,
+/// idle connections, retries. [`insert`](Self::insert) an item with a delay and keep its
+/// [`DelayKey`], to [`remove`](Self::remove) the item or [`reset`](Self::reset) its deadline.
+/// Items whose deadline passes come out of the queue's [`Stream`](futures::Stream) of [`Expired`]
+/// items, in deadline order, never early; as in tokio-util's, one inserted or reset already due
+/// comes out at the next poll, before one due earlier in the same tick that the tick's end fires.
 ///
 /// # Shared, not owned
 ///
