@@ -10,9 +10,7 @@ use crate::engine::driver::{worker::Round, BUSY};
 use crate::engine::entry::task::Task;
 use crate::engine::intake::lane::BATCH_WAIT_NANOS;
 use crate::engine::sync::Ordering;
-use crate::HashedWheelTimer;
-
-const MS: Duration = Duration::from_millis(1);
+use crate::{timer::tests::MS, HashedWheelTimer};
 
 /// A driver's round from `BUSY`, as the thread and a tokio task both run it, against `other` on a
 /// thread of its own: the time it would wake (`Err`: round again), whether it was woken

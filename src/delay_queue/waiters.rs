@@ -164,18 +164,14 @@ mod loom_models {
             let found = queued.load(Ordering::Relaxed) == 1;
             producer.join().unwrap();
             let (other_seat, other_woken, other_found) = other.join().unwrap();
-            assert!(
-                found || second.0.load(Ordering::SeqCst),
-                "the consumer's latest poll neither saw the item nor was woken"
-            );
-            assert!(
-                other_found || other_woken.0.load(Ordering::SeqCst),
-                "the other consumer neither saw the item nor was woken"
-            );
-            assert!(
-                first_found || first.0.load(Ordering::SeqCst),
-                "the first poll neither saw the item nor was woken"
-            );
+            for (found, flag, poll) in [
+                (found, &second, "the consumer's latest poll"),
+                (other_found, &other_woken, "the other consumer"),
+                (first_found, &first, "the first poll"),
+            ] {
+                let woken = flag.0.load(Ordering::SeqCst);
+                assert!(found || woken, "{poll} neither saw the item nor was woken");
+            }
             waiters.leave(&seat);
             waiters.leave(&other_seat);
             assert!(
