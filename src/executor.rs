@@ -11,19 +11,16 @@ pub type Job = Box<dyn FnOnce() + Send + 'static>;
 /// [`Builder::executor`](crate::Builder::executor).
 ///
 /// What a job guarantees wherever it runs:
-/// - A panicking task is caught and logged with `tracing` by the job (the
-///   executor never sees it), and its [`Timeout`](crate::Timeout) reports
-///   [`is_panicked`](crate::Timeout::is_panicked).
+/// - A panicking task is caught by the job and logged with `tracing` (the executor never sees
+///   it); its [`Timeout`](crate::Timeout) reports [`is_panicked`](crate::Timeout::is_panicked).
 /// - Runs of one periodic task never overlap, even on many threads.
-/// - [`stop`](crate::HashedWheelTimer::stop) called from inside a job
-///   returns [`TimerError::StopFromTimerTask`](crate::TimerError::StopFromTimerTask)
-///   instead of deadlocking, as on the worker.
-/// - A job the executor drops without running (say, its runtime shut down)
-///   ends its timeout as [stopped](crate::Timeout::is_stopped), counted
-///   once; [`take_task`](crate::Timeout::take_task) hands the task back.
-/// - A job not started when the timer is
-///   [stopped](crate::HashedWheelTimer::stop) (or its last handle dropped)
-///   never runs its task: `stop` returned its timeout, task in place.
+/// - [`stop`](crate::HashedWheelTimer::stop) called from inside a job returns
+///   [`TimerError::StopFromTimerTask`](crate::TimerError::StopFromTimerTask), as on the worker.
+/// - A job the executor drops without running (its runtime shut down, say) ends its timeout
+///   [stopped](crate::Timeout::is_stopped), counted once; [`take_task`](crate::Timeout::take_task)
+///   hands the task back.
+/// - A job not started when the timer is [stopped](crate::HashedWheelTimer::stop) (or its last
+///   handle dropped) never runs its task: `stop` returned its timeout, task in place.
 ///
 /// Every `Fn(Job) + Send + Sync` closure is an executor; [`TokioExecutor`] runs jobs on a tokio
 /// runtime. `execute` is called on the worker thread, so it should hand the job off and return (one

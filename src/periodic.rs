@@ -28,10 +28,9 @@ impl HashedWheelTimer {
     /// `scheduleAtFixedRate`.
     ///
     /// After an overrun (a run longer than `period`, or a held-up timer) the runs that fell due
-    /// come back to back, never at the same time:
-    /// the next run is armed only when the previous one returns, even on a multi-threaded
-    /// [`Executor`](crate::Executor). Inside a run, [`Timeout::scheduled_execution_time`] says when
-    /// it was due, so a task can skip runs that are too late.
+    /// come back to back, never at the same time: the next run is armed only when the previous one
+    /// returns, even on a multi-threaded [`Executor`](crate::Executor). Inside a run,
+    /// [`Timeout::scheduled_execution_time`] says when it was due, so a task can skip late runs.
     ///
     /// The returned [`Timeout`] stands for every run, one [pending
     /// timeout](Self::pending_timeouts): [`cancel`](Timeout::cancel) stops all later runs (one in
