@@ -61,8 +61,10 @@ impl Timeout {
     /// pending, has run, was cancelled, or whose task was already taken. The task of a periodic
     /// timeout runs once.
     pub fn take_task(&self) -> Option<Box<dyn crate::TimerTask>> {
-        let task = self.entry().is_stopped().then(|| self.entry().take_task());
-        crate::timer_task::into_timer_task(task??)
+        if !self.entry().is_stopped() {
+            return None;
+        }
+        crate::timer_task::into_timer_task(self.entry().take_task()?)
     }
 
     /// The timer this timeout belongs to, Netty's `timeout.timer()`; `None` once the timer's last
