@@ -17,18 +17,24 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let turn = tick * wheel as u64;
+    // A delay (or a deadline from now): zero, within a few ticks, on a tick, within a few turns, or
+    // the end of time.
+    let delay = |u: &mut Unstructured| match u.int_in_range(0u8..=4).unwrap_or(0) {
+        0 => 0,
+        1 => u.int_in_range(0..=tick * 3).unwrap_or(0),
+        2 => u.int_in_range(0..=wheel as u64 * 4).unwrap_or(0) * tick,
+        3 => u.int_in_range(0..=turn * 5).unwrap_or(0),
+        _ => u64::MAX,
+    };
     let mut ops = Vec::new();
     while !u.is_empty() && ops.len() < 256 {
-        let op = match u.int_in_range(0u8..=15).unwrap_or(0) {
-            0..=5 => Op::Schedule(match u.int_in_range(0u8..=4).unwrap_or(0) {
-                0 => 0,
-                1 => u.int_in_range(0..=tick * 3).unwrap_or(0),
-                2 => u.int_in_range(0..=wheel as u64 * 4).unwrap_or(0) * tick,
-                3 => u.int_in_range(0..=turn * 5).unwrap_or(0),
-                _ => u64::MAX,
-            }),
-            6..=9 => Op::Cancel(u.arbitrary().unwrap_or(0)),
-            10..=14 => Op::Advance(match u.int_in_range(0u8..=2).unwrap_or(0) {
+        // The weights of `tests/model.rs`'s strategy: 5, 1, 3, 3, 4, 1.
+        let op = match u.int_in_range(0u8..=16).unwrap_or(0) {
+            0..=4 => Op::Schedule(delay(&mut u)),
+            5 => Op::ScheduleAt(delay(&mut u)),
+            6..=8 => Op::Cancel(u.arbitrary().unwrap_or(0)),
+            9..=11 => Op::Reset(u.arbitrary().unwrap_or(0), delay(&mut u)),
+            12..=15 => Op::Advance(match u.int_in_range(0u8..=2).unwrap_or(0) {
                 0 => u.int_in_range(0..=tick * 2).unwrap_or(0),
                 1 => u.int_in_range(0..=turn * 2).unwrap_or(0),
                 _ => tick,
